@@ -1,0 +1,61 @@
+"""`rvvkit build`: ONNX model → optimised graph → kernel plan → C source → artifact."""
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, Optional, Sequence
+
+from . import __version__
+from .artifact import FORMAT_VERSION, Artifact
+from .codegen.c import ABI_VERSION, render
+from .codegen.plan import Plan, build_plan
+from .frontend.onnx import from_onnx
+from .passes import optimize
+
+
+def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
+                opt_level: int = 2, name: Optional[str] = None,
+                progress: Optional[Callable[[str], None]] = None) -> Artifact:
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter()
+    g = from_onnx(model, input_shapes=input_shapes, name=name)
+    say(f"parsed {len(g.nodes)} nodes ({time.perf_counter() - t0:.1f}s)")
+    before = g.summary()
+    optimize(g, opt_level)
+    say(f"optimised to {len(g.nodes)} nodes")
+    plan = build_plan(g)
+    say(f"planned {len(plan.steps)} steps, {len(plan.kernels)} distinct kernels")
+    source = render(plan)
+    meta = plan_meta(plan, source_ops=before, opt_level=opt_level)
+    say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
+    return Artifact(meta, source, plan.weights)
+
+
+def _io(items):
+    return [{"name": n, "shape": list(s), "dtype": "float32"} for n, s in items]
+
+
+def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int) -> Dict:
+    return {
+        "format": "rvvkit",
+        "format_version": FORMAT_VERSION,
+        "abi_version": ABI_VERSION,
+        "producer": f"rvvkit {__version__}",
+        "model": plan.name,
+        "opt_level": opt_level,
+        "inputs": _io(plan.inputs),
+        "outputs": _io(plan.outputs),
+        "source_ops": source_ops,
+        "kernels": [{"name": name, "hint": k.hint,
+                     "params": [p.name for p in k.params] + (["ws"] if k.workspace else []),
+                     "workspace_floats": k.workspace, "macs": k.macs}
+                    for name, k in plan.kernels],
+        "plan": [{"kernel": s.kernel, "node": s.node, "op": s.op, "macs": s.macs,
+                  "args": [a.to_json() for a in s.args],
+                  "workspace": s.workspace.to_json() if s.workspace else None}
+                 for s in plan.steps],
+        "memory": {"arena_floats": plan.arena_floats, "arena_bytes": 4 * plan.arena_floats,
+                   "lower_bound_bytes": 4 * plan.lower_bound_floats,
+                   "weights_bytes": 4 * int(plan.weights.size)},
+        "macs": plan.macs,
+        "entry": {"run": "rvvkit_run", "run_timed": "rvvkit_run_timed", "step": "rvvkit_step"},
+    }

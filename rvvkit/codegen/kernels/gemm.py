@@ -1,0 +1,356 @@
+"""Blocked, packed GEMM: the core shared by the Gemm, MatMul and Conv lowerings.
+
+The core computes a P x Q tile grid of OUT = A'.B' over K, where A' ("row side", P) and B'
+("column side", Q) are each one of
+  * packed  - a constant pre-packed at build time into panels (see `pack_panels`),
+  * strided - a runtime matrix, element (idx, k) at src[idx*si + k*sk], packed into `ws`,
+  * custom  - a runtime operand with its own packing routine (conv's fused im2col),
+  * row     - (row side, MR == 1 only) a runtime row read in place: a 1 x K panel *is* a row.
+A panel of width PW holds PW consecutive indices for a run of k: panel[k][PW], zero padded,
+so the micro-kernel streams both operands contiguously.
+
+The micro-kernel keeps an MR x NR accumulator array; written as plain C with constant trip
+counts, gcc -O3 keeps it in registers (MR*NR/16 zmm on AVX-512) and vectorises along NR with one
+broadcast per row: 12x32 reaches ~113 GFLOP/s here, the FMA peak. NR = 16 is never used: gcc
+fully unrolls a 16-trip loop before vectorising and then SLP-vectorises it the wrong way.
+
+`trans` in the epilogue says the roles are swapped: the row side indexes output *columns* (conv
+with a tiny spatial size vectorises along output channels instead), so OUT is stored transposed.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..act import Act, act_expr
+from ..cfmt import flt
+from ..kernel import Kernel, Lowered, Param
+
+# --- Tuning for this host (Zen 4: AVX-512, 32 vector registers, 32 KiB L1d, 1 MiB L2). ---
+VEC = 16            # floats per vector register
+VREGS = 32          # vector registers: accumulators + NR/VEC B vectors + 1 broadcast must fit
+NRS = (32, 48, 64)  # column widths gcc vectorises cleanly (see module doc about 16)
+KC_MAX = 384        # k-block: the MR x KC row panel (<= 21 KiB) stays in L1 across column panels
+L2_BLOCK = 96 * 1024  # floats (384 KiB) of packed column side per k-block, resident in L2
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pack_panels(mat: np.ndarray, pw: int) -> np.ndarray:
+    """(n, K) matrix -> flat [ceil(n/pw)][K][pw] panels, zero padded. Build-time weight packing."""
+    n, k = mat.shape
+    npan = cdiv(n, pw)
+    buf = np.zeros((npan * pw, k), np.float32)
+    buf[:n] = mat
+    return np.ascontiguousarray(buf.reshape(npan, pw, k).transpose(0, 2, 1)).reshape(-1)
+
+
+@dataclass(frozen=True)
+class Side:
+    """How one operand reaches the micro-kernel (see module doc)."""
+    kind: str                 # "packed" | "strided" | "custom" | "row"
+    si: int = 0               # strided/row: stride between indices
+    sk: int = 1               # strided: stride along k
+    packer: Optional[Tuple[str, str]] = None   # custom: (function name, C definition)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """y[m*ldy + n] = act(alpha*acc + sum(scale*ptr[index])) over the output (m, n)."""
+    ldy: int
+    trans: bool = False
+    alpha: float = 1.0
+    addends: Tuple[Tuple[str, str, Optional[float]], ...] = ()  # (ptr, "index in m,n", scale)
+    act: Optional[Act] = None
+
+    def tag(self) -> str:
+        # stable across processes (str hashes are salted), so generated source is reproducible
+        return hashlib.sha1(repr(self).encode()).hexdigest()[:8]
+
+
+def tile_cost(p: int, q: int, k: int, mr: int, nr: int, trans: bool) -> float:
+    """Estimated cycles*16 of a tiling: padded MACs over register-tile efficiency, plus the
+    epilogue (vectorised along NR when not transposed, mostly scalar otherwise)."""
+    v = mr * nr // VEC
+    eff = min(1.0, 0.45 + 0.045 * v)
+    tiles = cdiv(p, mr) * cdiv(q, nr)
+    nkb = cdiv(k, KC_MAX)
+    return tiles * mr * nr * (k / eff + nkb * (16 if trans else 3))
+
+
+def choose_tile(p: int, q: int, k: int, trans: bool = False, max_mr: int = 14) -> Tuple[int, int]:
+    best = None
+    for nr in NRS:
+        for mr in range(1, max_mr + 1):
+            if mr * nr // VEC + nr // VEC + 1 > VREGS:
+                continue
+            c = tile_cost(p, q, k, mr, nr, trans)
+            if best is None or c < best[0] - 1e-9:
+                best = (c, mr, nr)
+    return best[1], best[2]
+
+
+def ukernel(mr: int, nr: int) -> Tuple[str, str]:
+    """t[MR][NR] = sum_k a[k][MR] (x) b[k][NR] over kb steps of packed panels."""
+    name = f"rvk_uk_{mr}x{nr}"
+    return name, f"""static void {name}(int kb, const float *__restrict a, const float *__restrict b,
+    float *__restrict t) {{
+  float acc[{mr}][{nr}];
+  for (int i = 0; i < {mr}; ++i)
+    for (int j = 0; j < {nr}; ++j) acc[i][j] = 0.0f;
+  /* one broadcast of a per row, NR/VEC vector loads of b per k, MR*NR/VEC FMAs */
+  for (int k = 0; k < kb; ++k) {{
+    for (int i = 0; i < {mr}; ++i) {{
+      const float ai = a[k * {mr} + i];
+      for (int j = 0; j < {nr}; ++j) acc[i][j] += ai * b[k * {nr} + j];
+    }}
+  }}
+  for (int i = 0; i < {mr}; ++i)
+    for (int j = 0; j < {nr}; ++j) t[i * {nr} + j] = acc[i][j];
+}}
+"""
+
+
+def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
+    """Packs idx in [i0, i0+n), k in [k0, k0+kb) of src[idx*si + k*sk] into pw-wide panels."""
+    name = f"rvk_pack_{pw}_{si}_{sk}"
+    # read along whichever stride is 1, so the copy is a contiguous vector load
+    if si == 1:
+        full = f"for (int kk = 0; kk < kb; ++kk)\n        for (int u = 0; u < {pw}; ++u) d[kk * {pw} + u] = s[u + kk * {sk}];"
+    else:
+        full = f"for (int u = 0; u < {pw}; ++u)\n        for (int kk = 0; kk < kb; ++kk) d[kk * {pw} + u] = s[u * {si} + kk * {sk}];"
+    return name, f"""static void {name}(const float *__restrict src, int i0, int n, int k0, int kb,
+    float *__restrict dst) {{
+  for (int pp = 0; pp * {pw} < n; ++pp) {{
+    const int c = n - pp * {pw} < {pw} ? n - pp * {pw} : {pw};
+    float *__restrict d = dst + pp * kb * {pw};
+    const float *__restrict s = src + (ptrdiff_t)(i0 + pp * {pw}) * {si} + (ptrdiff_t)k0 * {sk};
+    if (c == {pw}) {{
+      {full}
+    }} else {{
+      for (int kk = 0; kk < kb; ++kk)
+        for (int u = 0; u < {pw}; ++u) d[kk * {pw} + u] = u < c ? s[u * {si} + kk * {sk}] : 0.0f;
+    }}
+  }}
+}}
+"""
+
+
+def _ep_loops(ep: Epilogue, nr: int, rows: str, cols: str) -> str:
+    """The three epilogue passes over an (rows x cols) part of tile t."""
+    if ep.trans:   # row side indexes n: y[(j0+j)*ldy + i0+i], contiguous along i
+        m, n, head = "(j0 + j)", "(i0 + i)", f"for (int j = 0; j < {cols}; ++j)\n    for (int i = 0; i < {rows}; ++i)"
+    else:
+        m, n, head = "(i0 + i)", "(j0 + j)", f"for (int i = 0; i < {rows}; ++i)\n    for (int j = 0; j < {cols}; ++j)"
+    yi = f"y[(ptrdiff_t){m} * {ep.ldy} + {n}]"
+    v = f"t[i * {nr} + j]"
+    expr = v if ep.alpha == 1.0 else f"{flt(ep.alpha)} * {v}"
+    for ptr, idx, scale in ep.addends:
+        term = f"{ptr}[{idx.format(m=m, n=n)}]"
+        expr += f" + {term}" if scale in (None, 1.0) else f" + {flt(scale)} * {term}"
+    return f"""if (!first) {{
+    {head} {v} += {yi};
+  }}
+  if (last) {{
+    {head} {{
+      const float v = {expr};
+      {yi} = {act_expr(ep.act, 'v')};
+    }}
+  }} else {{
+    {head} {yi} = {v};
+  }}"""
+
+
+def epilogue(mr: int, nr: int, ep: Epilogue) -> Tuple[str, str]:
+    name = f"rvk_ep_{mr}x{nr}_{ep.tag()}"
+    ptrs = "".join(f"const float *__restrict {p}, " for p, _, _ in ep.addends)
+    return name, f"""static void {name}(float *__restrict t, int i0, int j0, int mr, int nr, int first,
+    int last, {ptrs}float *__restrict y) {{
+  if (mr == {mr} && nr == {nr}) {{
+  {_ep_loops(ep, nr, str(mr), str(nr))}
+  }} else {{
+  {_ep_loops(ep, nr, 'mr', 'nr')}
+  }}
+}}
+"""
+
+
+@dataclass
+class Core:
+    """An emitted GEMM driver: call `name(a, b, <addend ptrs>, y, ws)`."""
+    name: str
+    support: Dict[str, str] = field(default_factory=dict)
+    workspace: int = 0
+
+
+def _side_prep(side: Side, which: str, pw: int, kdim: int, extent: str, blk: str,
+               ws: str, support: Dict[str, str]) -> Tuple[str, str]:
+    """(statements before the panel loop, expression of the current panel pointer)."""
+    src = "a" if which == "a" else "b"
+    idx0, cnt = ("i0", "mr") if which == "a" else ("j0", "qb")
+    if side.kind == "packed":
+        pan = "i0" if which == "a" else "j"
+        return "", f"{src} + (ptrdiff_t)({pan} / {pw}) * {kdim * pw} + (ptrdiff_t)k0 * {pw}"
+    if side.kind == "row":
+        return "", f"{src} + (ptrdiff_t)i0 * {side.si} + k0"
+    if side.kind == "strided":
+        pname, pcode = strided_packer(pw, side.si, side.sk)
+    else:
+        pname, pcode = side.packer
+    support[pname] = pcode
+    prep = f"{pname}({src}, {idx0}, {cnt}, k0, kb, {ws});"
+    return prep, ws if which == "a" else f"{ws} + (ptrdiff_t)((j - j0) / {pw}) * kb * {pw}"
+
+
+def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
+         mr: int, nr: int) -> Core:
+    """Emit the blocked driver for OUT[p x q] = A'[p x k] . B'[k x q] with epilogue `ep`.
+
+    Loop order: column blocks (qb) > k blocks (kb) > row panels (MR) > column panels (NR). A
+    runtime column side is packed once per (qb, kb) block sized to stay in L2; the MR x kb row
+    panel is then reused from L1 by every column panel of the block. A constant column side
+    needs no blocking (qb = q), so a runtime row side is packed exactly once per (row, k-block).
+    """
+    nkb = cdiv(k, KC_MAX)
+    kc = cdiv(cdiv(k, nkb), 8) * 8 if nkb > 1 else k      # balanced k blocks
+    if b.kind == "packed":
+        qb = q
+    else:
+        qb = max(nr, min(cdiv(q, nr) * nr, (L2_BLOCK // kc) // nr * nr))
+    support: Dict[str, str] = {}
+    ukn, ukc = ukernel(mr, nr)
+    epn, epc = epilogue(mr, nr, ep)
+    support[ukn], support[epn] = ukc, epc
+    ws_b = cdiv(qb, nr) * nr * kc if b.kind in ("strided", "custom") else 0
+    ws_a = mr * kc if a.kind in ("strided", "custom") else 0
+    bprep, bptr = _side_prep(b, "b", nr, k, "q", "qb", "ws", support)
+    aprep, aptr = _side_prep(a, "a", mr, k, "p", "mr", f"ws + {ws_b}", support)
+    name = f"rvk_gemm_{tag}_{p}x{q}x{k}_{mr}x{nr}"
+    adds = "".join(f"const float *__restrict {x}, " for x, _, _ in ep.addends)
+    args = "".join(f"{x}, " for x, _, _ in ep.addends)
+    support[name] = f"""static void {name}(const float *__restrict a, const float *__restrict b,
+    {adds}float *__restrict y, float *__restrict ws) {{
+  float t[{mr * nr}];
+  (void)ws;
+  for (int j0 = 0; j0 < {q}; j0 += {qb}) {{
+    const int qb = {q} - j0 < {qb} ? {q} - j0 : {qb};
+    for (int k0 = 0; k0 < {k}; k0 += {kc}) {{
+      const int kb = {k} - k0 < {kc} ? {k} - k0 : {kc};
+      {bprep}
+      for (int i0 = 0; i0 < {p}; i0 += {mr}) {{
+        const int mr = {p} - i0 < {mr} ? {p} - i0 : {mr};
+        {aprep}
+        for (int j = j0; j < j0 + qb; j += {nr}) {{
+          const int nr = j0 + qb - j < {nr} ? j0 + qb - j : {nr};
+          {ukn}(kb, {aptr}, {bptr}, t);
+          {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);
+        }}
+      }}
+    }}
+  }}
+}}
+"""
+    return Core(name, support, ws_a + ws_b)
+
+
+# ------------------------------------------------------------------ Gemm / MatMul lowerings
+
+_C_INDEX = {"scalar": "0", "row": "{m}", "col": "{n}"}
+
+
+def _plan(m: int, n: int, k: int, b_const: bool):
+    """Pick orientation and tile for Y[m,n] = A[m,k] B[k,n]; returns (trans, mr, nr, a, b)
+    where a/b are the Sides of the core's row/column operands and trans means the core's row
+    side is B^T (used when n is too small to fill vector columns but m is not)."""
+    mr0, nr0 = choose_tile(m, n, k)
+    mr1, nr1 = choose_tile(n, m, k, trans=True)
+    if tile_cost(n, m, k, mr1, nr1, True) < tile_cost(m, n, k, mr0, nr0, False):
+        bside = Side("packed") if b_const else Side("strided", si=1, sk=n)
+        return True, mr1, nr1, bside, Side("strided", si=k, sk=1)
+    aside = Side("row", si=k) if mr0 == 1 else Side("strided", si=k, sk=1)
+    bside = Side("packed") if b_const else Side("strided", si=1, sk=n)
+    return False, mr0, nr0, aside, bside
+
+
+def _b_transform(trans: bool, mr: int, nr: int, k: int, n: int, nbatch: int):
+    """Build-time packing of a constant B ([..., k, n]) into the panels its side reads."""
+    pw = mr if trans else nr
+
+    def fn(w: np.ndarray) -> np.ndarray:
+        w = np.asarray(w, np.float32).reshape(nbatch, k, n)
+        return np.concatenate([pack_panels(w[i].T, pw) for i in range(nbatch)])
+    return fn
+
+
+def _call(trans: bool, name: str, aptr: str, bptr: str, rest: str) -> str:
+    """Core call with operands in the core's order (row side first)."""
+    return f"{name}({bptr}, {aptr}, {rest});" if trans else f"{name}({aptr}, {bptr}, {rest});"
+
+
+def gemm(M: int, N: int, K: int, *, b_const: bool, c_mode: Optional[str], alpha: float = 1.0,
+         beta: float = 1.0, act: Optional[Act] = None) -> Lowered:
+    """Y[M,N] = act(alpha * A[M,K] @ B[K,N] + beta * C); params a, b, [c], y."""
+    trans, mr, nr, rs, cs = _plan(M, N, K, b_const)
+    adds: Tuple = ()
+    if c_mode is not None:
+        idx = _C_INDEX.get(c_mode, f"{{m}} * {N} + {{n}}")
+        adds = (("c", idx, beta),)
+    ep = Epilogue(ldy=N, trans=trans, alpha=alpha, addends=adds, act=act)
+    c = core("gemm", N if trans else M, M if trans else N, K, rs, cs, ep, mr, nr)
+    params = [Param("a"), Param("b")] + ([Param("c")] if c_mode else []) + [Param("y", False)]
+    rest = ("c, " if c_mode else "") + ("y, ws" if c.workspace else "y, (float *)0")
+    body = "  " + _call(trans, c.name, "a", "b", rest) + "\n"
+    kern = Kernel("gemm", tuple(params), body, c.workspace, c.support, M * N * K)
+    tr = {1: _b_transform(trans, mr, nr, K, N, 1)} if b_const else None
+    return Lowered(kern, tr)
+
+
+def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
+    """numpy.matmul with batch broadcasting (1-D operands per numpy rules); params a, b, y."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    if len(a_shape) == 1:
+        a_shape = (1,) + a_shape
+    if len(b_shape) == 1:
+        b_shape = b_shape + (1,)
+    M, K = a_shape[-2:]
+    N = b_shape[-1]
+    nb = max(len(a_shape), len(b_shape)) - 2
+    abat = (1,) * (nb - len(a_shape) + 2) + a_shape[:-2]
+    bbat = (1,) * (nb - len(b_shape) + 2) + b_shape[:-2]
+    ybat = tuple(max(x, y) for x, y in zip(abat, bbat))
+    assert int(np.prod(ybat, dtype=np.int64)) * M * N == int(np.prod(y_shape, dtype=np.int64))
+    trans, mr, nr, rs, cs = _plan(M, N, K, b_const)
+    ep = Epilogue(ldy=N, trans=trans)
+    c = core("mm", N if trans else M, M if trans else N, K, rs, cs, ep, mr, nr)
+    bsz = cdiv(N, mr if trans else nr) * (mr if trans else nr) * K if b_const else K * N
+    lines, ind = [], "  "
+    aoff, boff, yoff = [], [], []
+    for d in range(nb):            # nested loops over batch dims; broadcast dims get stride 0
+        v = f"i{d}"
+        lines.append(f"{ind}for (int {v} = 0; {v} < {ybat[d]}; ++{v}) {{")
+        ind += "  "
+        sa = int(np.prod(abat[d + 1:], dtype=np.int64)) * M * K if abat[d] > 1 else 0
+        sb = int(np.prod(bbat[d + 1:], dtype=np.int64)) * bsz if bbat[d] > 1 else 0
+        sy = int(np.prod(ybat[d + 1:], dtype=np.int64)) * M * N
+        aoff += [f"(ptrdiff_t){v} * {sa}"] if sa else []
+        boff += [f"(ptrdiff_t){v} * {sb}"] if sb else []
+        yoff.append(f"(ptrdiff_t){v} * {sy}")
+    ap = " + ".join(["a"] + aoff)
+    bp = " + ".join(["b"] + boff)
+    yp = " + ".join(["y"] + yoff)
+    rest = f"{yp}, " + ("ws" if c.workspace else "(float *)0")
+    lines.append(ind + _call(trans, c.name, ap, bp, rest))
+    for d in range(nb):
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    nbat = int(np.prod(ybat, dtype=np.int64))
+    kern = Kernel("matmul", (Param("a"), Param("b"), Param("y", False)), "\n".join(lines) + "\n",
+                  c.workspace, c.support, nbat * M * N * K)
+    nbb = int(np.prod(bbat, dtype=np.int64))
+    tr = {1: _b_transform(trans, mr, nr, K, N, nbb)} if b_const else None
+    return Lowered(kern, tr)

@@ -1,0 +1,65 @@
+"""Helpers that write C loop nests over static shapes."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Sequence, Tuple
+
+
+def strides_of(shape: Sequence[int]) -> List[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= int(d)
+    return out[::-1]
+
+
+def broadcast_strides(in_shape: Sequence[int], out_shape: Sequence[int]) -> List[int]:
+    """Element strides of an input read at every output index (0 along broadcast axes)."""
+    full = (1,) * (len(out_shape) - len(in_shape)) + tuple(in_shape)
+    st = strides_of(full)
+    return [0 if d == 1 and o != 1 else s for d, s, o in zip(full, st, out_shape)]
+
+
+def collapse(out_shape: Sequence[int], strides: Sequence[Sequence[int]]
+             ) -> Tuple[List[int], List[List[int]]]:
+    """Merge adjacent axes along which every operand is contiguous with the next axis, so the
+    loop nest is as shallow as possible and the innermost loop as long as possible."""
+    dims = [int(d) for d in out_shape if d != 1] or [1]
+    sts = [[s for s, d in zip(st, out_shape) if d != 1] or [0] for st in strides]
+    if all(d == 1 for d in out_shape):
+        return [1], [[0] for _ in strides]
+    i = len(dims) - 1
+    while i > 0:
+        if all(st[i - 1] == st[i] * dims[i] for st in sts):
+            dims[i - 1] *= dims[i]
+            del dims[i]
+            for st in sts:
+                st[i - 1] = st[i]
+                del st[i]
+        i -= 1
+    return dims, sts
+
+
+def nest(dims: Sequence[int], strides: Sequence[Sequence[int]], names: Sequence[str],
+         body: Callable[[Dict[str, str]], str], indent: str = "    ") -> str:
+    """A loop nest over `dims`. Outer loops keep one offset per operand; `body` receives, per
+    operand name, the C index expression of the current element and returns statements."""
+    depth = len(dims)
+    lines: List[str] = []
+    for k in range(depth - 1):
+        lines.append(f"{indent * (k + 1)}for (long i{k} = 0; i{k} < {dims[k]}; ++i{k}) {{")
+    pad = indent * depth
+    last = depth - 1
+    idx = {}
+    for name, st in zip(names, strides):
+        terms = [f"i{k} * {st[k]}" for k in range(depth - 1) if st[k]]
+        if terms:
+            lines.append(f"{pad}const long o_{name} = {' + '.join(terms)};")
+        inner = {0: "", 1: f"i{last}"}.get(st[last], f"i{last} * {st[last]}")
+        idx[name] = " + ".join(t for t in ((f"o_{name}" if terms else ""), inner) if t) or "0"
+    lines.append(f"{pad}for (long i{last} = 0; i{last} < {dims[last]}; ++i{last}) {{")
+    for stmt in body(idx).splitlines():
+        lines.append(pad + indent + stmt)
+    lines.append(pad + "}")
+    for k in range(depth - 2, -1, -1):
+        lines.append(indent * (k + 1) + "}")
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""Graph → kernel plan: lower every node, de-duplicate kernels, lay out the weights blob and
+plan the arena. The plan is everything the C emitter and the artifact meta need."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import ModelError
+from ..ir import Graph
+from ..passes.memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
+from .kernel import Kernel
+from .lower import check_lowerable, is_alias, kernel_inputs, lower
+
+
+@dataclass
+class Arg:
+    kind: str        # "input" | "output" | "weights" | "arena"
+    index: int = 0   # graph input/output index
+    offset: int = 0  # floats into weights or arena
+
+    def c(self) -> str:
+        return {"input": f"in[{self.index}]", "output": f"out[{self.index}]",
+                "weights": f"w + {self.offset}", "arena": f"a + {self.offset}"}[self.kind]
+
+    def to_json(self) -> Dict:
+        return {"kind": self.kind, "index": self.index, "offset": self.offset}
+
+
+@dataclass
+class Step:
+    kernel: str
+    node: str
+    op: str
+    args: List[Arg]
+    workspace: Optional[Arg] = None
+    macs: int = 0
+
+
+@dataclass
+class Plan:
+    name: str
+    kernels: List[Tuple[str, Kernel]]
+    steps: List[Step]
+    weights: np.ndarray
+    arena_floats: int
+    lower_bound_floats: int
+    inputs: List[Tuple[str, Tuple[int, ...]]]
+    outputs: List[Tuple[str, Tuple[int, ...]]]
+    weight_index: Dict[str, Tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def macs(self) -> int:
+        return sum(s.macs for s in self.steps)
+
+
+class _Weights:
+    """Collects constant arrays into one float32 blob, each entry 64-byte aligned."""
+
+    def __init__(self):
+        self.chunks: List[np.ndarray] = []
+        self.size = 0
+        self.index: Dict[str, Tuple[int, int]] = {}
+
+    def add(self, key: str, data: np.ndarray) -> int:
+        if key in self.index:
+            return self.index[key][0]
+        data = np.ascontiguousarray(data, dtype=np.float32).reshape(-1)
+        off = self.size
+        self.chunks.append(data)
+        pad = align(data.size) - data.size
+        if pad:
+            self.chunks.append(np.zeros(pad, np.float32))
+        self.size += data.size + pad
+        self.index[key] = (off, int(data.size))
+        return off
+
+    def blob(self) -> np.ndarray:
+        return np.concatenate(self.chunks) if self.chunks else np.zeros(ALIGN, np.float32)
+
+
+def _materialise_const_outputs(g: Graph) -> None:
+    """A graph output known at build time still needs a kernel that writes it."""
+    from ..ir import Node
+    for name in list(g.outputs):
+        t = g.t(name)
+        if t.is_const:
+            src = g.add_const(g.fresh_name(name + "/value"), t.data).name
+            t.data = None
+            g.nodes.append(Node("Identity", name + "/materialise", [src], [name]))
+        elif name in g.inputs:
+            raise ModelError(f"graph output {name!r} is a graph input; nothing to compute")
+
+
+def build_plan(g: Graph) -> Plan:
+    _materialise_const_outputs(g)
+    check_lowerable(g)
+    root: Dict[str, str] = {}  # alias tensor -> tensor owning the buffer
+    weights = _Weights()
+    kernels: Dict[Tuple, Tuple[str, Kernel]] = {}
+    raw_steps: List[Tuple[str, Kernel, List[str], object]] = []
+    for n in g.nodes:
+        if is_alias(n, g):
+            src = n.inputs[0]
+            root[n.outputs[0]] = root.get(src, src)
+            continue
+        low = lower(n, g)
+        names = [root.get(i, i) for i in kernel_inputs(n)] + [o for o in n.outputs if o][:1]
+        if len(names) != len(low.kernel.params):
+            raise ModelError(f"internal: {n.op} {n.name!r} binds {len(names)} tensors to "
+                             f"{len(low.kernel.params)} kernel parameters")
+        transforms = low.transforms or {}
+        for idx, name in enumerate(names):
+            if g.is_const(name):
+                key = name if idx not in transforms else f"{name}@{n.name}"
+                data = transforms[idx](g.const(name)) if idx in transforms else g.const(name)
+                weights.add(key, data)
+                names[idx] = "\0w:" + key
+        k = low.kernel
+        if k.key() not in kernels:
+            kernels[k.key()] = (f"k{len(kernels)}_{k.hint}", k)
+        raw_steps.append((kernels[k.key()][0], k, names, n))
+    steps, arena, bound = _assign(g, raw_steps, weights)
+    return Plan(g.name, list(kernels.values()), steps, weights.blob(), arena, bound,
+                [(i, g.t(i).shape) for i in g.inputs], [(o, g.t(o).shape) for o in g.outputs],
+                weights.index)
+
+
+def _assign(g: Graph, raw_steps, weights: _Weights):
+    first: Dict[str, int] = {}
+    last: Dict[str, int] = {}
+    for s, (_, k, names, _) in enumerate(raw_steps):
+        for name in names:
+            first.setdefault(name, s)
+            last[name] = s
+    intervals = [Interval(nm, g.t(nm).size, first[nm], last[nm]) for nm in first
+                 if not nm.startswith("\0w:") and nm not in g.inputs and nm not in g.outputs]
+    intervals += [Interval(f"\0ws{s}", k.workspace, s, s)
+                  for s, (_, k, _, _) in enumerate(raw_steps) if k.workspace]
+    offsets, total = plan_arena(intervals)
+
+    def arg(name: str) -> Arg:
+        if name.startswith("\0w:"):
+            return Arg("weights", offset=weights.index[name[3:]][0])
+        if name in g.inputs:
+            return Arg("input", index=g.inputs.index(name))
+        if name in g.outputs:
+            return Arg("output", index=g.outputs.index(name))
+        return Arg("arena", offset=offsets[name])
+
+    steps = []
+    for s, (kname, k, names, node) in enumerate(raw_steps):
+        ws = Arg("arena", offset=offsets[f"\0ws{s}"]) if k.workspace else None
+        steps.append(Step(kname, node.name, node.op, [arg(nm) for nm in names], ws, k.macs))
+    return steps, max(total, ALIGN), lower_bound(intervals)
+
+
+def tensor_bytes(shape) -> int:
+    return 4 * math.prod(shape)

@@ -1,0 +1,72 @@
+"""Domain exceptions. Every failure a user can cause maps to one of these, with enough context
+to act on it without reading rvvkit's source."""
+from __future__ import annotations
+
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+
+class RvvkitError(Exception):
+    """Base class of every error rvvkit raises on purpose."""
+
+
+class ModelError(RvvkitError):
+    """The model file is malformed or inconsistent (bad protobuf, missing tensor, bad attribute)."""
+
+
+class UnsupportedOperator(ModelError):
+    """One or more operators of the model have no lowering. Lists every one, with node names."""
+
+    def __init__(self, ops: Sequence[Tuple[str, str]], detail: str = ""):
+        self.ops: List[Tuple[str, str]] = list(ops)
+        by_type: dict = {}
+        for op_type, node in self.ops:
+            by_type.setdefault(op_type, []).append(node or "<unnamed>")
+        lines = [f"  {t}: {', '.join(nodes)}" for t, nodes in sorted(by_type.items())]
+        msg = "unsupported operator(s) in model:\n" + "\n".join(lines)
+        if detail:
+            msg += "\n" + detail
+        super().__init__(msg)
+
+    @property
+    def op_types(self) -> List[str]:
+        return sorted({t for t, _ in self.ops})
+
+
+class ArtifactError(RvvkitError):
+    """The artifact file is corrupt, truncated or of an unknown format version."""
+
+    def __init__(self, message: str, section: Optional[str] = None):
+        self.section = section
+        super().__init__(message)
+
+
+class CompilerNotFound(RvvkitError):
+    """No usable compiler for the requested target."""
+
+
+class CompileError(RvvkitError):
+    """The compiler rejected the generated source. Carries everything needed to reproduce it."""
+
+    def __init__(self, cmd: Iterable[str], returncode: int, stderr: str,
+                 source_path: Optional[str] = None, excerpt: str = ""):
+        self.cmd = list(cmd)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.source_path = source_path
+        self.excerpt = excerpt
+        parts = [f"compilation failed (exit code {returncode})",
+                 "command: " + " ".join(self.cmd)]
+        if source_path:
+            parts.append(f"source kept at: {source_path}")
+        parts.append("compiler stderr:\n" + (stderr.strip() or "<empty>"))
+        if excerpt:
+            parts.append("source excerpt:\n" + excerpt)
+        super().__init__("\n".join(parts))
+
+
+class InputError(RvvkitError):
+    """Inputs given to a session do not match the model (names, shapes, dtypes)."""
+
+
+class ExecutionError(RvvkitError):
+    """A run failed after compilation (crash, timeout, missing output)."""

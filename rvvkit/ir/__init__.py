@@ -1,0 +1,3 @@
+from .graph import Graph, Node, Shape, Tensor
+
+__all__ = ["Graph", "Node", "Shape", "Tensor"]

@@ -1,0 +1,18 @@
+"""JIT toolchain: find the compiler, build its flags, compile generated C, cache by content.
+
+    comp = resolve_compiler(target="host")            # or target="rvv", or an explicit string
+    so = compile_source(c_source, comp, compile_flags(comp))
+"""
+from .build import build_command, compile_many, compile_source, compile_timeout
+from .cache import (CACHE_SCHEMA, cache_dir, cache_enabled, cache_key, entry_dir, evict,
+                    key_material)
+from .probe import clear_probe_cache
+from .toolchain import (Compiler, compile_flags, default_candidates, describe, host_is_riscv,
+                        resolve_compiler, split_compiler)
+
+__all__ = [
+    "CACHE_SCHEMA", "Compiler", "build_command", "cache_dir", "cache_enabled", "cache_key",
+    "clear_probe_cache", "compile_flags", "compile_many", "compile_source", "compile_timeout",
+    "default_candidates", "describe", "entry_dir", "evict", "host_is_riscv", "key_material",
+    "resolve_compiler", "split_compiler",
+]

@@ -1,0 +1,158 @@
+"""Compile one generated translation unit (or several in parallel) through the cache."""
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+from ..errors import CompileError, CompilerNotFound
+from . import cache
+from .diagnostics import source_excerpt
+from .toolchain import Compiler
+
+log = logging.getLogger("rvvkit.jit")
+
+DEFAULT_TIMEOUT_S = 600.0
+PathLike = Union[str, os.PathLike]
+
+
+def compile_timeout() -> float:
+    """Seconds one compiler run may take: $RVVKIT_COMPILE_TIMEOUT, else 600."""
+    value = os.environ.get("RVVKIT_COMPILE_TIMEOUT", "").strip()
+    return float(value) if value else DEFAULT_TIMEOUT_S
+
+
+def _flags_for_kind(flags: Sequence[str], kind: str) -> List[str]:
+    # kind decides the linkage, whatever flags the caller built: an executable must not get
+    # -shared, a shared object must get it (and -fPIC); -fPIC in an executable is harmless.
+    out = [f for f in flags if not (kind == "exe" and f == "-shared")]
+    if kind == "so":
+        out += [f for f in ("-fPIC", "-shared") if f not in out]
+    return out
+
+
+def build_command(compiler: Compiler, flags: Sequence[str], src_name: str, out_name: str,
+                  kind: str = "so", extra_sources: Iterable[PathLike] = (),
+                  link_flags: Sequence[str] = ()) -> List[str]:
+    """The argv that builds src_name into out_name (both relative to the build dir)."""
+    cmd = list(compiler.argv) + _flags_for_kind(flags, kind)
+    extras = [os.path.abspath(p) for p in extra_sources]
+    if compiler.is_cxx and compiler.family != "gcc":
+        # g++ compiles .c as C++ by itself; clang++ / zig c++ do too but warn that it is
+        # deprecated, so say it explicitly, then reset for the extra inputs that follow.
+        cmd += ["-x", "c++", src_name] + (["-x", "none"] if extras else [])
+    else:
+        cmd.append(src_name)
+    cmd += extras
+    # -lm last: generated code calls expf/tanhf/..., and link order matters for archives.
+    return cmd + ["-o", out_name, *link_flags, "-lm"]
+
+
+def run_compiler(cmd: Sequence[str], cwd: Path, timeout: float) -> Tuple[Optional[int], str]:
+    """Run cmd; return (returncode, diagnostics), returncode None when it timed out."""
+    env = dict(os.environ, LC_ALL="C")  # diagnostics are parsed: keep them untranslated
+    try:
+        # Own process group, so a timeout kills cc1/ld too, not only the driver.
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    except FileNotFoundError as exc:
+        raise CompilerNotFound(f"cannot run {cmd[0]!r}: {exc}") from exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException as exc:  # timeout, or Ctrl-C: never leave a compiler running
+        _kill_group(proc)
+        out, err = proc.communicate()
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            raise
+        text = err.decode("utf-8", "replace")
+        return None, (f"compiler timed out after {timeout:g} s and was killed "
+                      f"(raise RVVKIT_COMPILE_TIMEOUT to allow longer)\n{text}")
+    text = err.decode("utf-8", "replace")
+    if out.strip():  # a few drivers print diagnostics on stdout
+        text = out.decode("utf-8", "replace") + text
+    return proc.returncode, text
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _build(build_dir: Path, source: str, compiler: Compiler, flags: Sequence[str], name: str,
+           kind: str, extra_sources, link_flags, timeout: float) -> Tuple[Optional[int], str, list]:
+    src_name, out_name = f"{name}.c", cache.artifact_name(name, kind)
+    (build_dir / src_name).write_text(source, encoding="utf-8")
+    cmd = build_command(compiler, flags, src_name, out_name, kind, extra_sources, link_flags)
+    # Relative paths in cmd.txt: the command reproduces the build when run in the entry dir.
+    (build_dir / "cmd.txt").write_text(shlex.join(cmd) + "\n", encoding="utf-8")
+    rc, text = run_compiler(cmd, build_dir, timeout)
+    if rc == 0 and not cache.is_valid_artifact(build_dir / out_name):
+        rc, text = -1, text + f"\ncompiler exited 0 but {out_name} is missing or empty"
+    if text.strip():
+        (build_dir / "stderr.txt").write_text(text, encoding="utf-8")
+    return rc, text, cmd
+
+
+def compile_source(source: str, compiler: Compiler, flags: Sequence[str], *,
+                   name: str = "model", kind: str = "so", use_cache: Optional[bool] = None,
+                   extra_sources: Sequence[PathLike] = (), link_flags: Sequence[str] = (),
+                   timeout: Optional[float] = None) -> Path:
+    """Compile C source into a shared object (kind "so") or executable (kind "exe").
+
+    Returns the path of the result, from the cache when an identical build exists. Raises
+    CompileError with the command, stderr, the kept source and an excerpt around the error.
+    """
+    cache.check_name(name, kind)
+    use_cache = cache.cache_enabled() if use_cache is None else use_cache
+    key = cache.cache_key(source, compiler, flags, name=name, kind=kind,
+                          extra_sources=extra_sources, link_flags=link_flags)
+    artifact = cache.artifact_name(name, kind)
+    if use_cache and cache.is_valid_artifact(cache.entry_dir(key) / artifact):
+        return cache.entry_dir(key) / artifact
+    build_dir = cache.new_build_dir(key, name, use_cache)
+    try:
+        rc, text, cmd = _build(build_dir, source, compiler, flags, name, kind, extra_sources,
+                               link_flags, compile_timeout() if timeout is None else timeout)
+    except BaseException:
+        if use_cache:
+            shutil.rmtree(build_dir, ignore_errors=True)
+        raise
+    if rc != 0:
+        kept = cache.keep_failure(build_dir, key) if use_cache else build_dir
+        raise CompileError(cmd, -1 if rc is None else rc, text,
+                           source_path=str(kept / f"{name}.c"),
+                           excerpt=source_excerpt(text, source, f"{name}.c"))
+    if text.strip():
+        log.warning("%s compiled with diagnostics (generated code should be warning "
+                    "clean):\n%s", name, text.strip())
+    return cache.publish(build_dir, key, artifact) if use_cache else build_dir / artifact
+
+
+Job = Union[Tuple[str, Compiler, List[str]], Tuple[str, Compiler, List[str], str]]
+
+
+def compile_many(jobs: Sequence[Job], max_workers: Optional[int] = None, *,
+                 use_cache: Optional[bool] = None) -> List[Path]:
+    """compile_source over (source, compiler, flags[, name]) jobs in parallel, results in job
+    order. Threads suffice: the compilers are subprocesses. The first failing job (in job
+    order) raises its CompileError; jobs not yet started are cancelled."""
+    if not jobs:
+        return []
+    workers = max_workers or min(len(jobs), os.cpu_count() or 1)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rvvkit-cc")
+    try:
+        futures = [pool.submit(compile_source, job[0], job[1], job[2],
+                               name=job[3] if len(job) > 3 else "model", use_cache=use_cache)
+                   for job in jobs]
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

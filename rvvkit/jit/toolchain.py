@@ -1,0 +1,217 @@
+"""Find the C compiler for a target and build its flags.
+
+Choice, first match wins: explicit argument, $RVVKIT_COMPILER, $TVM_RVV_COMPILER (kept for users
+of the TVM-based flow), then a per-target default list. A compiler string is split with shlex, so
+"clang-16 --target=riscv64-linux-gnu" or "ccache gcc" work; "zig"/"ziglang" means the PyPI
+ziglang module. Commands are always argv lists, never shell strings.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from ..errors import CompilerNotFound
+from .probe import compiler_exe_index, probe, target_from_argv
+
+TARGETS = ("host", "rvv")
+RISCV_TRIPLE = "riscv64-linux-gnu"
+ENV_VARS = ("RVVKIT_COMPILER", "TVM_RVV_COMPILER")
+
+
+@dataclass(frozen=True)
+class Compiler:
+    argv: Tuple[str, ...]   # command prefix, e.g. ("gcc",) or ("clang-16", "--target=...")
+    path: str               # realpath of the compiler executable (for the cache key)
+    version: str            # first line of `--version`
+    family: str             # "gcc" | "clang" | "zig"
+    machine: str            # `-dumpmachine` (the --target for a cross clang)
+    is_cxx: bool            # a C++ driver: the generated .c is compiled as C++
+
+    @property
+    def is_riscv(self) -> bool:
+        # The TVM_RVV_COMPILER contract: a name containing "riscv64" is enough.
+        return "riscv64" in self.machine or any("riscv64" in a for a in self.argv)
+
+    @property
+    def has_target_option(self) -> bool:
+        return target_from_argv(self.argv) is not None
+
+    def identity(self) -> str:
+        """What makes two compilers produce the same object: for cache keys."""
+        return "\n".join((self.path, self.version, shlex.join(self.argv)))
+
+
+def host_is_riscv() -> bool:
+    return platform.machine().lower().startswith("riscv64")
+
+
+def _ziglang_available() -> bool:
+    return importlib.util.find_spec("ziglang") is not None
+
+
+def split_compiler(spec: str) -> Tuple[str, ...]:
+    """Turn a user string into argv; "zig [cc|c++] ..." becomes `python -m ziglang cc ...`."""
+    argv = shlex.split(spec)
+    if not argv:
+        raise CompilerNotFound("empty compiler string")
+    if argv[0] in ("zig", "ziglang"):
+        rest = argv[1:]
+        if not rest or rest[0] not in ("cc", "c++"):
+            rest = ["cc"] + rest
+        return (sys.executable, "-m", "ziglang", *rest)
+    return tuple(argv)
+
+
+def _family(argv: Tuple[str, ...], version_text: str) -> str:
+    if "ziglang" in argv or os.path.basename(argv[compiler_exe_index(argv)]) == "zig":
+        return "zig"
+    if "clang" in version_text.lower():
+        return "clang"
+    return "gcc"
+
+
+def _is_cxx(argv: Tuple[str, ...], path: str, family: str) -> bool:
+    if family == "zig":
+        return "c++" in argv
+    exe = os.path.basename(argv[compiler_exe_index(argv)])
+    # clang++ is a symlink to clang, so the name used matters; g++ resolves to ...-g++-12.
+    return "++" in exe or "++" in os.path.basename(path)
+
+
+def _make(argv: Tuple[str, ...], target: str) -> Tuple[Optional[Compiler], str]:
+    """Probe argv; return (Compiler, "") or (None, reason)."""
+    res = probe(argv)
+    if res.error:
+        return None, res.error
+    family = _family(argv, res.version_text)
+    if target == "rvv" and family in ("clang", "zig") and target_from_argv(argv) is None:
+        # clang and zig are cross compilers by nature; point them at riscv64.
+        return _make(argv + (f"--target={RISCV_TRIPLE}",), target)
+    machine = res.machine or target_from_argv(argv) or ""
+    return Compiler(argv=argv, path=res.path, version=res.version, family=family,
+                    machine=machine, is_cxx=_is_cxx(argv, res.path, family)), ""
+
+
+def _mismatch(comp: Compiler, target: str) -> str:
+    want_riscv = target == "rvv" or host_is_riscv()
+    if comp.is_riscv == want_riscv:
+        return ""
+    what = "riscv64" if want_riscv else platform.machine()
+    return (f"{shlex.join(comp.argv)} targets {comp.machine or 'an unknown machine'}, "
+            f"not {what} (needed for target {target!r})")
+
+
+_ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64", "i386": "x86", "i686": "x86"}
+
+
+def builds_for_this_machine(compiler: Compiler) -> bool:
+    """True when the compiler's target architecture is the one this process runs on."""
+    arch = compiler.machine.split("-")[0].lower()
+    here = platform.machine().lower()
+    return bool(arch) and _ARCH_ALIASES.get(arch, arch) == _ARCH_ALIASES.get(here, here)
+
+
+def default_candidates(target: str) -> List[Tuple[str, ...]]:
+    if target == "host":
+        return [("cc",), ("gcc",), ("g++",), ("clang",)]
+    cands: List[Tuple[str, ...]] = []
+    if host_is_riscv():  # on a board the native compiler is the rvv compiler
+        cands += [("cc",), ("gcc",), ("clang",)]
+    cands += [("riscv64-linux-gnu-gcc",), ("riscv64-linux-gnu-g++",),
+              ("riscv64-unknown-linux-gnu-gcc",), ("clang-16",), ("clang",)]
+    if _ziglang_available():
+        cands.append((sys.executable, "-m", "ziglang", "cc"))
+    return cands
+
+
+def _from_env_or_arg(explicit: Optional[str], target: str) -> Optional[Compiler]:
+    sources = [("the compiler argument", explicit)]
+    sources += [(f"${var}", os.environ.get(var)) for var in ENV_VARS]
+    for source, value in sources:
+        if value is None or not value.strip():
+            continue
+        comp, err = _make(split_compiler(value), target)
+        if comp is None:
+            raise CompilerNotFound(f"compiler {value!r} from {source} is not usable: {err}")
+        bad = _mismatch(comp, target)
+        if bad and source == "$TVM_RVV_COMPILER" and target == "host":
+            continue  # an RVV cross compiler set for the TVM flow says nothing about the host
+        if bad:
+            raise CompilerNotFound(f"compiler {value!r} from {source}: {bad}")
+        return comp
+    return None
+
+
+def resolve_compiler(explicit: Optional[str] = None, target: str = "host") -> Compiler:
+    """The compiler to use for `target` ("host" or "rvv"); CompilerNotFound if none works."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    chosen = _from_env_or_arg(explicit, target)
+    if chosen is not None:
+        return chosen
+    tried = []
+    for argv in default_candidates(target):
+        comp, err = _make(argv, target)
+        err = err or _mismatch(comp, target)
+        if not err:
+            return comp
+        tried.append(f"  {shlex.join(argv)}: {err}")
+    example = "riscv64-linux-gnu-gcc" if target == "rvv" else "gcc"
+    raise CompilerNotFound(
+        f"no usable C compiler for target {target!r}; tried:\n" + "\n".join(tried) +
+        f"\nInstall one, or set RVVKIT_COMPILER (or TVM_RVV_COMPILER), e.g. "
+        f"RVVKIT_COMPILER={example!r}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+
+def _env_cflags() -> List[str]:
+    return shlex.split(os.environ.get("RVVKIT_CFLAGS", ""))
+
+
+def _riscv_flags(compiler: Compiler) -> List[str]:
+    flags: List[str] = []
+    if compiler.family in ("clang", "zig") and not compiler.has_target_option:
+        flags.append(f"--target={RISCV_TRIPLE}")
+    if compiler.family == "zig":
+        return flags + ["-mcpu=baseline_rv64+v"]
+    flags += ["-march=rv64gcv", "-mabi=lp64d"]
+    if compiler.family == "clang" and not host_is_riscv() and \
+            not any(a.startswith("-fuse-ld=") for a in compiler.argv):
+        flags.append("-fuse-ld=lld")  # the host's GNU ld cannot link riscv64 objects
+    return flags
+
+
+def compile_flags(compiler: Compiler, *, shared: bool = True, openmp: bool = False,
+                  native: Optional[bool] = None) -> List[str]:
+    """Flags for building generated code with `compiler`; $RVVKIT_CFLAGS come last to win."""
+    flags = ["-O3", "-std=c++11" if compiler.is_cxx else "-std=c11"]
+    if shared:
+        flags += ["-fPIC", "-shared"]
+    flags += ["-fno-math-errno", "-ffp-contract=fast", "-Wall", "-Wextra", "-DNDEBUG"]
+    if compiler.is_riscv:
+        flags += _riscv_flags(compiler)
+    else:
+        # The JIT runs where the code runs, so native is right, but only if the compiler
+        # builds for this very machine (never for some other cross target).
+        if native is None:
+            native = builds_for_this_machine(compiler)
+        if native:
+            flags.append("-march=native")
+    if openmp:
+        flags.append("-fopenmp")
+    return flags + _env_cflags()
+
+
+def describe(compiler: Compiler) -> Sequence[Tuple[str, str]]:
+    """(label, value) rows for `rvvkit doctor`."""
+    return [("command", shlex.join(compiler.argv)), ("path", compiler.path),
+            ("version", compiler.version), ("family", compiler.family),
+            ("machine", compiler.machine), ("C++ driver", str(compiler.is_cxx)),
+            ("riscv64", str(compiler.is_riscv))]

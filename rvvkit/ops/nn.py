@@ -1,0 +1,189 @@
+"""Convolution, dense layers, pooling and normalisation: shape rules with canonical attributes
+(pads always (top, left, bottom, right), auto_pad resolved) so lowerings never re-derive them."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .registry import F32, bad, broadcast_shapes, in_shape, norm_axis, opt_input, register
+
+
+def _spatial(node, x_shape, kernel):
+    """Resolve strides, dilations and pads (incl. auto_pad, ceil_mode) for a 2-D window op."""
+    a = node.attrs
+    if len(x_shape) != 4:
+        raise bad(node, f"only 2-D spatial inputs (rank 4, NCHW) are supported, got shape "
+                        f"{list(x_shape)}")
+    strides = tuple(a.get("strides", (1, 1)))
+    dil = tuple(a.get("dilations", (1, 1)))
+    pads = tuple(a.get("pads", (0, 0, 0, 0)))
+    if len(kernel) != 2 or len(strides) != 2 or len(dil) != 2 or len(pads) != 4:
+        raise bad(node, "kernel_shape/strides/dilations/pads do not describe a 2-D window")
+    auto = a.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    ceil_mode = bool(a.get("ceil_mode", 0))
+    out, begin, end = [], [], []
+    for d in range(2):
+        size, k, s, dl = x_shape[2 + d], kernel[d], strides[d], dil[d]
+        span = (k - 1) * dl + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            o = -(-size // s)
+            total = max(0, (o - 1) * s + span - size)
+            lo = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pb, pe = lo, total - lo
+        elif auto == "VALID":
+            pb = pe = 0
+            o = (size - span) // s + 1
+        else:
+            pb, pe = pads[d], pads[d + 2]
+            num = size + pb + pe - span
+            o = (-(-num // s) if ceil_mode else num // s) + 1
+            if ceil_mode and (o - 1) * s >= size + pb:
+                o -= 1  # the last window must start inside the (left-padded) input
+        if o < 1:
+            raise bad(node, f"window {k} (dilation {dl}) larger than padded input {size}")
+        out.append(o)
+        begin.append(pb)
+        end.append(pe)
+    a["strides"], a["dilations"] = strides, dil
+    a["pads"] = (begin[0], begin[1], end[0], end[1])
+    a["kernel"] = tuple(kernel)
+    a["auto_pad"] = "NOTSET"
+    return tuple(out)
+
+
+@register("Conv")
+def _conv(node, g):
+    x, w = in_shape(node, g, 0), in_shape(node, g, 1)
+    group = int(node.attrs.get("group", 1))
+    if len(w) != 4:
+        raise bad(node, f"weight rank {len(w)} unsupported (2-D convolution only)")
+    kernel = tuple(node.attrs.get("kernel_shape", w[2:]))
+    if tuple(kernel) != tuple(w[2:]):
+        raise bad(node, f"kernel_shape {kernel} disagrees with weight shape {w}")
+    if len(x) == 4 and (x[1] != w[1] * group or w[0] % group):
+        raise bad(node, f"channels: input {x[1]}, weight {w}, group {group} are inconsistent")
+    b = opt_input(node, 2)
+    if b and g.t(b).size != w[0]:
+        raise bad(node, f"bias has {g.t(b).size} elements, expected {w[0]}")
+    ho, wo = _spatial(node, x, kernel)
+    node.attrs["group"] = group
+    return [((x[0], w[0], ho, wo), F32)]
+
+
+def _pool(node, g):
+    x = in_shape(node, g, 0)
+    if node.attrs.get("storage_order", 0):
+        raise bad(node, "storage_order=1 is not supported")
+    if len([o for o in node.outputs if o]) > 1:
+        raise bad(node, "the Indices output of MaxPool is not supported")
+    ho, wo = _spatial(node, x, tuple(node.attrs["kernel_shape"]))
+    return [((x[0], x[1], ho, wo), F32)]
+
+
+register("MaxPool")(_pool)
+register("AveragePool")(_pool)
+
+
+def _global_pool(node, g):
+    x = in_shape(node, g, 0)
+    if len(x) < 3:
+        raise bad(node, f"input rank {len(x)} < 3")
+    return [(x[:2] + (1,) * (len(x) - 2), F32)]
+
+
+register("GlobalAveragePool", lambda n, xs: [xs[0].mean(axis=tuple(range(2, xs[0].ndim)),
+                                                        keepdims=True)])(_global_pool)
+register("GlobalMaxPool", lambda n, xs: [xs[0].max(axis=tuple(range(2, xs[0].ndim)),
+                                                   keepdims=True)])(_global_pool)
+
+
+@register("LRN")
+def _lrn(node, g):
+    x = in_shape(node, g, 0)
+    if len(x) < 3:
+        raise bad(node, f"input rank {len(x)} < 3")
+    if "size" not in node.attrs:
+        raise bad(node, "missing required attribute 'size'")
+    return [(x, F32)]
+
+
+def softmax_axis(node, rank):
+    """Before opset 13 Softmax flattens to 2-D at `axis` (default 1); from 13 it is per-axis."""
+    if node.attrs.get("_opset", 13) >= 13:
+        return norm_axis(node, node.attrs.get("axis", -1), rank), False
+    return norm_axis(node, node.attrs.get("axis", 1), rank), True
+
+
+def _softmax_eval(node, xs):
+    x = xs[0]
+    axis, coerce = softmax_axis(node, x.ndim)
+    axes = tuple(range(axis, x.ndim)) if coerce else (axis,)
+    e = np.exp(x - x.max(axis=axes, keepdims=True))
+    y = e / e.sum(axis=axes, keepdims=True)
+    if node.op == "LogSoftmax":
+        y = np.log(y)
+    return [y.astype(x.dtype)]
+
+
+@register("Softmax", _softmax_eval)
+def _softmax(node, g):
+    x = in_shape(node, g, 0)
+    softmax_axis(node, len(x))
+    return [(x, F32)]
+
+
+register("LogSoftmax", _softmax_eval)(_softmax)
+
+
+def _gemm_eval(node, xs):
+    a, b = xs[0], xs[1]
+    at = node.attrs
+    a = a.T if at.get("transA", 0) else a
+    b = b.T if at.get("transB", 0) else b
+    y = at.get("alpha", 1.0) * (a @ b)
+    if len(xs) > 2 and xs[2] is not None:
+        y = y + at.get("beta", 1.0) * xs[2]
+    return [y.astype(np.float32)]
+
+
+@register("Gemm", _gemm_eval)
+def _gemm(node, g):
+    a, b = in_shape(node, g, 0), in_shape(node, g, 1)
+    if len(a) != 2 or len(b) != 2:
+        raise bad(node, f"inputs must be 2-D, got {list(a)} and {list(b)}")
+    m, k = (a[1], a[0]) if node.attrs.get("transA", 0) else a
+    k2, n = (b[1], b[0]) if node.attrs.get("transB", 0) else b
+    if k != k2:
+        raise bad(node, f"inner dimensions differ: {list(a)} x {list(b)} "
+                        f"(transA={node.attrs.get('transA', 0)}, "
+                        f"transB={node.attrs.get('transB', 0)})")
+    c = opt_input(node, 2)
+    if c:
+        if broadcast_shapes(node, [in_shape(node, g, 2), (m, n)]) != (m, n):
+            raise bad(node, f"C of shape {list(in_shape(node, g, 2))} does not broadcast to "
+                            f"{[m, n]}")
+    return [((m, n), F32)]
+
+
+@register("MatMul", lambda node, xs: [np.matmul(xs[0], xs[1])])
+def _matmul(node, g):
+    a, b = in_shape(node, g, 0), in_shape(node, g, 1)
+    if not a or not b:
+        raise bad(node, "scalar operands are not valid for MatMul")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise bad(node, f"inner dimensions differ: {list(a)} x {list(b)}")
+    batch = broadcast_shapes(node, [a2[:-2], b2[:-2]])
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return [(tuple(out), F32)]
+
+
+def conv_macs(x, w, y):
+    return int(math.prod(y) * w[1] * w[2] * w[3])

@@ -1,0 +1,75 @@
+"""Operator semantics: output shapes (with attribute canonicalisation) and a numpy evaluation used
+for constant folding. C lowering lives in rvvkit.codegen; this module never emits source."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import ModelError
+from ..ir import Graph, Node, Shape
+
+# infer(node, graph) -> [(shape, dtype)] per output; may canonicalise node.attrs in place.
+InferFn = Callable[[Node, Graph], List[Tuple[Shape, np.dtype]]]
+# evaluate(node, arrays) -> arrays (all inputs constant).
+EvalFn = Callable[[Node, Sequence[Optional[np.ndarray]]], List[np.ndarray]]
+
+
+@dataclass
+class OpDef:
+    op: str
+    infer: InferFn
+    evaluate: Optional[EvalFn] = None
+
+
+REGISTRY: Dict[str, OpDef] = {}
+F32 = np.dtype(np.float32)
+
+
+def register(op: str, evaluate: Optional[EvalFn] = None):
+    def deco(infer: InferFn) -> InferFn:
+        REGISTRY[op] = OpDef(op, infer, evaluate)
+        return infer
+    return deco
+
+
+def same_as_input(node: Node, g: Graph):
+    t = g.t(node.inputs[0])
+    return [(t.shape, t.dtype)]
+
+
+def bad(node: Node, why: str) -> ModelError:
+    return ModelError(f"{node.op} node {node.name!r}: {why}")
+
+
+def in_shape(node: Node, g: Graph, i: int) -> Shape:
+    return g.t(node.inputs[i]).shape
+
+
+def opt_input(node: Node, i: int) -> str:
+    return node.inputs[i] if len(node.inputs) > i else ""
+
+
+def const_input(node: Node, g: Graph, i: int, what: str) -> Optional[np.ndarray]:
+    """The value of optional input i, which rvvkit needs at build time (shapes, axes)."""
+    name = opt_input(node, i)
+    if not name:
+        return None
+    if not g.is_const(name):
+        raise bad(node, f"{what} (input {i}, {name!r}) must be a build-time constant; "
+                        "rvvkit compiles static shapes")
+    return g.const(name)
+
+
+def norm_axis(node: Node, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise bad(node, f"axis {axis} out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def broadcast_shapes(node: Node, shapes: Sequence[Shape]) -> Shape:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise bad(node, f"shapes {list(shapes)} do not broadcast") from None

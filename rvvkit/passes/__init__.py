@@ -1,0 +1,26 @@
+"""Graph rewrites, run in a fixed order by `optimize`."""
+from __future__ import annotations
+
+from ..ir import Graph
+from .dce import remove_dead
+from .fold import fold_constants
+from .fuse import fuse_activations, fuse_residual
+from .simplify import canonical_gemm, merge_affines, remove_identities, to_affine
+
+
+def optimize(g: Graph, level: int = 2) -> Graph:
+    """level 0: only what lowering needs; 1: + affine folding; 2: + fusion."""
+    fold_constants(g)
+    remove_identities(g)
+    canonical_gemm(g)
+    to_affine(g)
+    if level >= 1:
+        merge_affines(g)
+    if level >= 2:
+        fuse_residual(g)
+        fuse_activations(g)
+    remove_dead(g)
+    return g
+
+
+__all__ = ["optimize", "fold_constants", "remove_dead"]

@@ -1,0 +1,101 @@
+"""Host executor: JIT-compile the artifact's C with the host compiler, dlopen it through cffi
+and call the plan in process."""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Mapping, Optional, Union
+
+import numpy as np
+
+from ..artifact import Artifact
+from ..errors import ExecutionError
+from ..jit import compile_flags, compile_source, evict, resolve_compiler
+from .session import Session, aligned_empty
+
+CDEF = """
+int rvvkit_abi_version(void);
+int rvvkit_num_steps(void);
+long rvvkit_arena_floats(void);
+long rvvkit_weights_floats(void);
+int rvvkit_step(int i, const float *w, float *a, const float *const *in, float *const *out);
+int rvvkit_run_timed(const float *w, float *a, const float *const *in, float *const *out,
+                     double *seconds);
+int rvvkit_run(const float *w, float *a, const float *const *in, float *const *out);
+"""
+
+
+class HostSession(Session):
+    executor = "host"
+
+    def __init__(self, artifact: Union[str, os.PathLike, Artifact], *,
+                 compiler: Optional[str] = None, use_cache: Optional[bool] = None,
+                 native: Optional[bool] = None):
+        super().__init__(artifact)
+        import cffi
+        self.compiler = resolve_compiler(compiler, target="host")
+        self.flags = compile_flags(self.compiler, native=native)
+        self.so_path = compile_source(self.artifact.c_source, self.compiler, self.flags,
+                                      name="model", use_cache=use_cache)
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(CDEF)
+        self.lib = self._dlopen()
+        meta_arena = self.artifact.meta["memory"]["arena_floats"]
+        if self.lib.rvvkit_arena_floats() != meta_arena:
+            raise ExecutionError("compiled kernels disagree with the artifact's meta "
+                                 f"(arena {self.lib.rvvkit_arena_floats()} vs {meta_arena})")
+        self.weights = self.artifact.weights_array()
+        if self.weights.ctypes.data % 64:
+            self.weights = _aligned_copy(self.weights)
+        self.arena = aligned_empty(meta_arena)
+        self._w = self.ffi.cast("const float *", self.weights.ctypes.data)
+        self._a = self.ffi.cast("float *", self.arena.ctypes.data)
+
+    def _dlopen(self):
+        try:
+            return self.ffi.dlopen(str(self.so_path))
+        except OSError:
+            # A cache entry that does not load is a miss: rebuild once.
+            evict(self.so_path)
+            self.so_path = compile_source(self.artifact.c_source, self.compiler, self.flags,
+                                          name="model")
+            return self.ffi.dlopen(str(self.so_path))
+
+    def _pointers(self, feeds):
+        ins = self.validate(feeds)
+        outs = [np.empty(shape, np.float32) for _, shape in self.outputs]
+        in_ptrs = self.ffi.new("const float *[]", [self.ffi.cast("const float *", a.ctypes.data)
+                                                    for a in ins] or [self.ffi.NULL])
+        out_ptrs = self.ffi.new("float *[]", [self.ffi.cast("float *", a.ctypes.data)
+                                              for a in outs] or [self.ffi.NULL])
+        return ins, outs, in_ptrs, out_ptrs
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        ins, outs, in_ptrs, out_ptrs = self._pointers(feeds)
+        rc = self.lib.rvvkit_run(self._w, self._a, in_ptrs, out_ptrs)
+        if rc != 0:
+            raise ExecutionError(f"rvvkit_run returned {rc}")
+        return dict(zip(self.output_names, outs))
+
+    def run_prepared(self, prepared) -> None:
+        """Run on buffers from `prepare()` with no Python work per call (for benchmarks)."""
+        self.lib.rvvkit_run(self._w, self._a, prepared[2], prepared[3])
+
+    def prepare(self, feeds: Mapping[str, np.ndarray]):
+        return self._pointers(feeds)
+
+    def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> List[Dict]:
+        ins, outs, in_ptrs, out_ptrs = self._pointers(feeds)
+        n = self.lib.rvvkit_num_steps()
+        secs = self.ffi.new("double[]", max(n, 1))
+        self.lib.rvvkit_run(self._w, self._a, in_ptrs, out_ptrs)  # warm-up: page faults, caches
+        for _ in range(repeat):
+            self.lib.rvvkit_run_timed(self._w, self._a, in_ptrs, out_ptrs, secs)
+        return [{"step": i, "kernel": s["kernel"], "node": s["node"], "op": s["op"],
+                 "macs": s["macs"], "seconds": secs[i] / repeat}
+                for i, s in enumerate(self.steps)]
+
+
+def _aligned_copy(arr: np.ndarray) -> np.ndarray:
+    out = aligned_empty(arr.size)
+    out[:] = arr
+    return out
