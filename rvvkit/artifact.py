@@ -259,8 +259,28 @@ class Artifact:
     @classmethod
     def from_bytes(cls, data, *, source: str = "<bytes>") -> "Artifact":
         data = data if isinstance(data, bytes) else bytes(data)
-        view = memoryview(data)  # slices are zero-copy: the weights stay inside `data`
-        r = _Reader(io.BytesIO(data), len(data), lambda off, n: view[off:off + n], source)
+        return cls._read(io.BytesIO(data), memoryview(data), source)
+
+    @classmethod
+    def load(cls, path) -> "Artifact":
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            # The one copy of the file, into a 64-byte aligned buffer so that the weights (64-byte
+            # aligned in the file) are also aligned in memory for host-run vector kernels.
+            buf = np.empty(size + WEIGHTS_ALIGN, dtype=np.uint8)
+            start = -buf.ctypes.data % WEIGHTS_ALIGN
+            view = memoryview(buf[start:start + size])
+            got = f.readinto(view)
+            if got != size:
+                raise ArtifactError(f"truncated: {path} shrank from {size} to {got} bytes while "
+                                    "being read")
+            f.seek(0)
+            return cls._read(f, view.toreadonly(), os.fspath(path))
+
+    @classmethod
+    def _read(cls, stream, view: memoryview, source: str) -> "Artifact":
+        # pyelftools parses headers from `stream`; payloads are zero-copy slices of `view`.
+        r = _Reader(stream, len(view), lambda off, n: view[off:off + n], source)
         extra = {n: bytes(r.section(n)) for n in sorted(r.table)
                  if n not in _UNLISTED + (C_SRC, CU_SRC, WEIGHTS)}
         cu = r.text(CU_SRC) if CU_SRC in r.table or CU_SRC in r.listed else None
@@ -269,12 +289,6 @@ class Artifact:
                         "sha256": r.hashes.get(n) or _sha(r.fetch(off, size))}
                        for n, (off, size) in sorted(r.table.items(), key=lambda kv: kv[1][0])]
         return art
-
-    @classmethod
-    def load(cls, path) -> "Artifact":
-        with open(path, "rb") as f:
-            data = f.read()  # the one copy of the file; weights are views into it
-        return cls.from_bytes(data, source=os.fspath(path))
 
     def sections(self) -> List[dict]:
         """[{name, size, offset, sha256}] in file order, as stored (or as save() would store)."""

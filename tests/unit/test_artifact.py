@@ -98,6 +98,7 @@ def test_weights_array_is_a_view_not_a_copy(saved):
     arr = Artifact.load(saved).weights_array()
     assert arr.dtype == np.float32 and not arr.flags.owndata and arr.flags.aligned
     assert not arr.flags.writeable
+    assert arr.ctypes.data % 64 == 0  # load() aligns its buffer like the file aligns the section
 
 
 def test_sections_report_matches_file(saved):

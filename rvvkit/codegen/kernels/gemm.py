@@ -182,7 +182,7 @@ def epilogue(mr: int, nr: int, ep: Epilogue) -> Tuple[str, str]:
 
 @dataclass
 class Core:
-    """An emitted GEMM driver: call `name(a, b, <addend ptrs>, y, ws)`."""
+    """An emitted GEMM driver: call `name(row side, column side, <addend ptrs>, y, ws)`."""
     name: str
     support: Dict[str, str] = field(default_factory=dict)
     workspace: int = 0
@@ -191,7 +191,7 @@ class Core:
 def _side_prep(side: Side, which: str, pw: int, kdim: int, extent: str, blk: str,
                ws: str, support: Dict[str, str]) -> Tuple[str, str]:
     """(statements before the panel loop, expression of the current panel pointer)."""
-    src = "a" if which == "a" else "b"
+    src = "opa" if which == "a" else "opb"
     idx0, cnt = ("i0", "mr") if which == "a" else ("j0", "qb")
     if side.kind == "packed":
         pan = "i0" if which == "a" else "j"
@@ -233,7 +233,7 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     name = f"rvk_gemm_{tag}_{p}x{q}x{k}_{mr}x{nr}"
     adds = "".join(f"const float *__restrict {x}, " for x, _, _ in ep.addends)
     args = "".join(f"{x}, " for x, _, _ in ep.addends)
-    support[name] = f"""static void {name}(const float *__restrict a, const float *__restrict b,
+    support[name] = f"""static void {name}(const float *__restrict opa, const float *__restrict opb,
     {adds}float *__restrict y, float *__restrict ws) {{
   float t[{mr * nr}];
   (void)ws;

@@ -1,0 +1,201 @@
+"""The `rvvkit` command. Thin: every action is a call into the Python API."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from . import __version__
+from .errors import InputError, RvvkitError
+from .report import human_bytes, table
+
+EXECUTORS = ["host"]
+
+
+def _progress(msg: str) -> None:
+    print(f"rvvkit: {msg}", file=sys.stderr, flush=True)
+
+
+def _parse_shapes(items: Optional[List[str]]) -> Dict[str, List[int]]:
+    shapes = {}
+    for item in items or []:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.replace("x", ",").split(",") if d]
+        except ValueError:
+            raise InputError(f"--input-shape {item!r}: expected NAME=D0,D1,... "
+                             "(e.g. data=1,3,224,224)") from None
+    return shapes
+
+
+def cmd_build(args) -> int:
+    from .builder import build_model
+    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".rvv"
+    say = (lambda _m: None) if args.quiet else _progress
+    art = build_model(args.model, input_shapes=_parse_shapes(args.input_shape),
+                      opt_level=args.opt_level, progress=say)
+    art.save(out)
+    mem = art.meta["memory"]
+    say(f"wrote {out} ({human_bytes(os.path.getsize(out))}: weights "
+        f"{human_bytes(mem['weights_bytes'])}, arena {human_bytes(mem['arena_bytes'])})")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from .artifact import Artifact
+    art = Artifact.load(args.artifact)
+    if args.source:
+        sys.stdout.write(art.c_source)
+        return 0
+    meta = art.meta
+    if args.json:
+        doc = dict(meta, sections=art.sections())
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(f"{args.artifact}: model {meta['model']!r}, format {meta['format_version']}, "
+          f"{meta['producer']}")
+    print("\nsections:")
+    print(table(["name", "offset", "size", "sha256"],
+                [[s["name"], s["offset"], s["size"], s["sha256"][:16]] for s in art.sections()]))
+    print("\ninputs:")
+    print(table(["name", "shape", "dtype"],
+                [[i["name"], "x".join(map(str, i["shape"])), i["dtype"]] for i in meta["inputs"]]))
+    print("\noutputs:")
+    print(table(["name", "shape", "dtype"],
+                [[o["name"], "x".join(map(str, o["shape"])), o["dtype"]]
+                 for o in meta["outputs"]]))
+    uses: Dict[str, int] = {}
+    for s in meta["plan"]:
+        uses[s["kernel"]] = uses.get(s["kernel"], 0) + 1
+    print(f"\nkernels: {len(meta['kernels'])} distinct, {len(meta['plan'])} steps")
+    print(table(["kernel", "calls", "MACs/call", "workspace"],
+                [[k["name"], uses.get(k["name"], 0), k["macs"], human_bytes(4 * k["workspace_floats"])]
+                 for k in meta["kernels"]]))
+    mem = meta["memory"]
+    print(f"\nmemory: arena {human_bytes(mem['arena_bytes'])} ({mem['arena_bytes']} bytes), "
+          f"lower bound {human_bytes(mem['lower_bound_bytes'])} ({mem['lower_bound_bytes']} bytes), "
+          f"weights {human_bytes(mem['weights_bytes'])}")
+    print(f"compute: {meta['macs'] / 1e6:.1f} M multiply-accumulates per inference")
+    return 0
+
+
+def _load_inputs(args, sess) -> Dict[str, np.ndarray]:
+    if args.inputs:
+        try:
+            with np.load(args.inputs) as data:
+                return {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read inputs {args.inputs}: {exc}") from None
+    rng = np.random.default_rng(args.seed)
+    _progress(f"no --inputs given: using random normal inputs (seed {args.seed})")
+    return {n: rng.standard_normal(s).astype(np.float32) for n, s in sess.inputs}
+
+
+def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
+    """Atomic: a failed run never leaves a partial output file behind."""
+    tmp = f"{path}.{os.getpid()}.tmp.npz"
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _open(args):
+    from .runtime import open_session
+    kwargs = {"compiler": args.compiler}
+    if args.no_cache:
+        kwargs["use_cache"] = False
+    t0 = time.perf_counter()
+    sess = open_session(args.artifact, on=args.on, **kwargs)
+    _progress(f"{args.on}: kernels ready in {time.perf_counter() - t0:.2f}s")
+    return sess
+
+
+def cmd_run(args) -> int:
+    sess = _open(args)
+    feeds = _load_inputs(args, sess)
+    outs = sess.run(feeds)
+    if args.output:
+        _save_npz(args.output, outs)
+        _progress(f"wrote {args.output} ({', '.join(outs)})")
+    else:
+        print(table(["output", "shape", "min", "max", "argmax"],
+                    [[k, "x".join(map(str, v.shape)), f"{v.min():.6g}", f"{v.max():.6g}",
+                      int(np.argmax(v))] for k, v in outs.items()]))
+    if args.profile:
+        _print_profile(sess.profile(feeds, repeat=args.repeat))
+    return 0
+
+
+def _print_profile(rows) -> None:
+    total = sum(r["seconds"] for r in rows) or 1e-12
+    print(f"\nper-step time (mean of runs), total {total * 1e3:.3f} ms")
+    body = [[r["step"], r["op"], r["node"][:40], r["kernel"], f"{r['seconds'] * 1e3:.4g}",
+             f"{100 * r['seconds'] / total:.1f}%",
+             f"{2 * r['macs'] / r['seconds'] / 1e9:.1f}" if r["macs"] and r["seconds"] else "-"]
+            for r in rows]
+    print(table(["step", "op", "node", "kernel", "ms", "share", "GFLOP/s"], body,
+                align="rlllrrr"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rvvkit", description="Compile ONNX models to portable C "
+                                "kernels and run them on x86 hosts and RISC-V vector boards.")
+    p.add_argument("--version", action="version", version=f"rvvkit {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    b = sub.add_parser("build", help="lower an ONNX model to an artifact (.rvv)")
+    b.add_argument("model", help="ONNX model file")
+    b.add_argument("-o", "--output", help="artifact path (default: <model>.rvv)")
+    b.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+                   help="static shape for an input with symbolic dimensions (repeatable)")
+    b.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2],
+                   help="0: no folding/fusion, 1: fold BatchNorm/affine, 2: + fusion (default)")
+    b.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    b.set_defaults(func=cmd_build)
+
+    i = sub.add_parser("inspect", help="show an artifact's sections, I/O, kernels and memory")
+    i.add_argument("artifact")
+    g = i.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="machine-readable meta + sections")
+    g.add_argument("--source", action="store_true", help="print the generated C")
+    i.set_defaults(func=cmd_inspect)
+
+    r = sub.add_parser("run", help="run an artifact on inputs and write outputs")
+    r.add_argument("artifact")
+    r.add_argument("--inputs", help=".npz keyed by input names (default: seeded random)")
+    r.add_argument("--output", help=".npz to write, keyed by output names")
+    r.add_argument("--on", default="host", choices=EXECUTORS, help="executor (default host)")
+    r.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
+    r.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
+    r.add_argument("--profile", action="store_true", help="print per-kernel timings")
+    r.add_argument("--repeat", type=int, default=10, help="runs averaged by --profile")
+    r.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    r.set_defaults(func=cmd_run)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RvvkitError as exc:
+        print(f"rvvkit: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("rvvkit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
