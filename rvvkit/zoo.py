@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -108,7 +108,23 @@ def sample_inputs(model, seed: int = 0) -> Dict[str, np.ndarray]:
     return out
 
 
-def save_light_model(name: str, path: os.PathLike, seed: int = 0) -> Optional[Path]:
+def main(argv=None) -> int:
+    """`python -m rvvkit.zoo NAME OUT.onnx [--inputs IN.npz]`: export a randomised light model."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m rvvkit.zoo", description=main.__doc__)
+    p.add_argument("name", choices=LIGHT_MODELS)
+    p.add_argument("output", help="where to write the .onnx")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--inputs", help="also write matching random inputs to this .npz")
+    args = p.parse_args(argv)
     import onnx
-    onnx.save(light_model(name, seed), os.fspath(path))
-    return Path(path)
+    model = light_model(args.name, args.seed)
+    onnx.save(model, args.output)
+    if args.inputs:
+        np.savez(args.inputs, **sample_inputs(model, args.seed))
+    print(f"wrote {args.output}" + (f" and {args.inputs}" if args.inputs else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""Conv / GEMM kernel throughput vs onnxruntime (single thread) on one-node models.
+
+    python benchmarks/kernels_gemm.py [--reps 5] [--filter SUBSTR] [--cc gcc]
+
+Each layer is lowered by rvvkit, compiled alone with the production flags, and timed with the
+same inputs as an onnxruntime session (intra_op_num_threads=1, default graph optimisations,
+which on x86 include MLAS's NCHWc conv). Reported: min and median ms over `reps` trials (each
+trial the mean of enough calls to last ~0.2 s), GFLOP/s (2 * MACs / min time) and the ratio
+rvvkit/onnxruntime of the min times (< 1 means rvvkit is faster). Not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import cffi
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rvvkit.codegen.kernels.conv import conv2d  # noqa: E402
+from rvvkit.codegen.kernels.gemm import gemm  # noqa: E402
+
+FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-ffp-contract=fast", "-std=c11",
+         "-Wall", "-Wextra", "-shared", "-fPIC"]
+HDR = ("#include <math.h>\n#include <string.h>\n#include <stddef.h>\n#ifdef __cplusplus\n"
+       "#define RVK_API extern \"C\"\n#else\n#define RVK_API\n#endif\n")
+
+# (name, C, H, W, M, k, stride, pad, group)
+CONVS = [
+    ("r50 conv1 3x224 7x7/2", 3, 224, 224, 64, 7, 2, 3, 1),
+    ("r50 64x56 3x3", 64, 56, 56, 64, 3, 1, 1, 1),
+    ("r50 256x56 1x1->64", 256, 56, 56, 64, 1, 1, 0, 1),
+    ("r50 64x56 1x1->256", 64, 56, 56, 256, 1, 1, 0, 1),
+    ("r50 128x28 3x3", 128, 28, 28, 128, 3, 1, 1, 1),
+    ("r50 512x28 1x1->128", 512, 28, 28, 128, 1, 1, 0, 1),
+    ("r50 256x14 3x3", 256, 14, 14, 256, 3, 1, 1, 1),
+    ("r50 1024x14 1x1->256", 1024, 14, 14, 256, 1, 1, 0, 1),
+    ("r50 512x7 3x3", 512, 7, 7, 512, 3, 1, 1, 1),
+    ("r50 2048x7 1x1->512", 2048, 7, 7, 512, 1, 1, 0, 1),
+    ("r50 256x56 1x1/2->512", 256, 56, 56, 512, 1, 2, 0, 1),
+    ("vgg 128x112 3x3", 128, 112, 112, 128, 3, 1, 1, 1),
+    ("squeeze 16x55 3x3->64", 16, 55, 55, 64, 3, 1, 1, 1),
+    ("incep 192x35 5x5->32", 192, 35, 35, 32, 5, 1, 2, 1),
+    ("dw 232x14 3x3", 232, 14, 14, 232, 3, 1, 1, 232),
+    ("dw 116x56 3x3/2", 116, 56, 56, 116, 3, 2, 1, 116),
+    ("grp4 128x28 3x3", 128, 28, 28, 128, 3, 1, 1, 4),
+]
+# (name, M, N, K)  B constant, C = bias row
+GEMMS = [
+    ("fc 2048->1000", 1, 1000, 2048),
+    ("fc 4096->4096", 1, 4096, 4096),
+    ("gemm 64x1000x2048", 64, 1000, 2048),
+]
+
+
+def build(kernel, cc: str, tmp: str):
+    src = HDR + "\n".join(kernel.support.values()) + "\n" + kernel.signature("kern") + \
+        " {\n" + kernel.body + "}\n"
+    c, so = os.path.join(tmp, f"k{abs(hash(src))}.c"), os.path.join(tmp, f"k{abs(hash(src))}.so")
+    open(c, "w").write(src)
+    subprocess.run([cc, *FLAGS, c, "-o", so], check=True)
+    ffi = cffi.FFI()
+    n = len(kernel.params) + (1 if kernel.workspace else 0)
+    ffi.cdef(f"void kern({', '.join(['float *'] * n)});")
+    return ffi, ffi.dlopen(so)
+
+
+def timeit(fn, reps: int):
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 0.05:
+        fn()
+        n += 1
+    per = (time.perf_counter() - t0) / n
+    calls = max(1, int(0.2 / per))
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - t0) / calls)
+    return min(out), statistics.median(out)
+
+
+def ort_session(nodes, inits, inputs, output, shape):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(a, n) for n, a in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feed = dict(inputs)
+    return lambda: sess.run(None, feed)[0]
+
+
+def call_rvk(low, arrays, yshape, cc, tmp):
+    ffi, lib = build(low.kernel, cc, tmp)
+    arrays = list(arrays)
+    for i, f in (low.transforms or {}).items():
+        arrays[i] = np.ascontiguousarray(f(arrays[i]), np.float32)
+    y = np.zeros(yshape, np.float32)
+    ws = np.zeros(max(1, low.kernel.workspace), np.float32)
+    ptrs = [ffi.cast("float *", a.ctypes.data) for a in arrays + [y]]
+    if low.kernel.workspace:
+        ptrs.append(ffi.cast("float *", ws.ctypes.data))
+    f, keep = lib.kern, (arrays, ws, ffi, lib)   # keep the buffers alive while ptrs are used
+
+    def run():
+        f(*ptrs)
+        return keep
+    return run, y
+
+
+def bench_conv(spec, reps, cc, tmp):
+    from onnx import helper
+    name, c, h, w, m, k, s, p, g = spec
+    ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, h, w), np.float32)
+    wt = rng.standard_normal((m, c // g, k, k), np.float32) * 0.1
+    b = rng.standard_normal(m, np.float32)
+    low = conv2d(x.shape, wt.shape, (1, m, ho, wo), group=g, strides=(s, s), pads=(p,) * 4,
+                 dilations=(1, 1), bias=True, residual=False, act=None)
+    fr, y = call_rvk(low, [x, wt, b], (1, m, ho, wo), cc, tmp)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[k, k], strides=[s, s],
+                            pads=[p] * 4, group=g)
+    fo = ort_session([node], [("w", wt), ("b", b)], [("x", x)], "y", (1, m, ho, wo))
+    fr()
+    err = float(np.max(np.abs(y - fo())))
+    return name, low.kernel.macs, timeit(fr, reps), timeit(fo, reps), err
+
+
+def bench_gemm(spec, reps, cc, tmp):
+    from onnx import helper
+    name, m, n, k = spec
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), np.float32)
+    bm = rng.standard_normal((k, n), np.float32) * 0.05
+    cv = rng.standard_normal(n, np.float32)
+    low = gemm(m, n, k, b_const=True, c_mode="col")
+    fr, y = call_rvk(low, [a, bm, cv], (m, n), cc, tmp)
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"])
+    fo = ort_session([node], [("b", bm), ("c", cv)], [("a", a)], "y", (m, n))
+    fr()
+    err = float(np.max(np.abs(y - fo())))
+    return name, low.kernel.macs, timeit(fr, reps), timeit(fo, reps), err
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--cc", default=os.environ.get("RVVKIT_COMPILER", "gcc"))
+    args = ap.parse_args()
+    print(f"{'layer':26s} {'GMAC':>6s} {'rvk ms min/med':>15s} {'ort ms min/med':>15s} "
+          f"{'rvk GF/s':>8s} {'ort GF/s':>8s} {'ratio':>6s} {'maxerr':>8s}")
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [(bench_conv, s) for s in CONVS] + [(bench_gemm, s) for s in GEMMS]
+        for fn, spec in jobs:
+            if args.filter not in spec[0]:
+                continue
+            name, macs, (rmin, rmed), (omin, omed), err = fn(spec, args.reps, args.cc, tmp)
+            ratios.append(rmin / omin)
+            print(f"{name:26s} {macs / 1e9:6.3f} {rmin * 1e3:7.3f}/{rmed * 1e3:7.3f} "
+                  f"{omin * 1e3:7.3f}/{omed * 1e3:7.3f} {2 * macs / rmin / 1e9:8.1f} "
+                  f"{2 * macs / omin / 1e9:8.1f} {rmin / omin:6.2f} {err:8.1e}", flush=True)
+    if ratios:
+        print(f"geomean ratio rvkit/ort: {float(np.exp(np.mean(np.log(ratios)))):.2f}")
+
+
+if __name__ == "__main__":
+    main()

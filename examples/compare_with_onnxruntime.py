@@ -1,0 +1,30 @@
+"""Compare outputs written by `rvvkit run` with onnxruntime on the same model and inputs."""
+import sys
+
+import numpy as np
+import onnxruntime as ort
+
+
+def main(model: str, inputs: str, outputs: str) -> int:
+    with np.load(inputs) as f:
+        feeds = {k: f[k] for k in f.files}
+    with np.load(outputs) as f:
+        ours = {k: f[k] for k in f.files}
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    ok = True
+    for name, ref in zip(names, sess.run(names, feeds)):
+        got = ours[name]
+        err = float(np.max(np.abs(got - ref)))
+        same = int(np.argmax(got)) == int(np.argmax(ref))
+        good = np.allclose(got, ref, rtol=1e-3, atol=1e-4) and same
+        ok &= good
+        print(f"{name}: max abs error {err:.3g}, argmax rvvkit {int(np.argmax(got))} / "
+              f"onnxruntime {int(np.argmax(ref))} -> {'OK' if good else 'MISMATCH'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))

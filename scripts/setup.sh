@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 (or Ubuntu) machine for rvvkit: compilers, QEMU, the riscv64 sysroot,
+# and the Python package with its test/bench extras. Idempotent: re-running only checks.
+#   bash scripts/setup.sh            # everything
+#   RVVKIT_SKIP_APT=1 bash ...       # Python part only (no root needed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+    build-essential          # host gcc/g++: the host JIT
+    binutils                 # readelf/objcopy read artifacts
+    qemu-user                # qemu-riscv64 runs RVV 1.0 user-mode binaries
+    gcc-riscv64-linux-gnu g++-riscv64-linux-gnu libc6-dev-riscv64-cross  # cross gcc + sysroot
+    clang-16 lld-16          # RVV intrinsics (API 0.11) and RVV auto-vectorisation
+    libglib2.0-dev           # headers for the QEMU instruction-counting plugin
+    openssh-server           # loopback sshd for the remote-board tests
+)
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+missing_apt() {
+    local p out=()
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || out+=("$p")
+    done
+    printf '%s\n' "${out[@]:-}"
+}
+
+if [ "${RVVKIT_SKIP_APT:-0}" != 1 ] && command -v apt-get >/dev/null; then
+    mapfile -t need < <(missing_apt | sed '/^$/d')
+    if [ "${#need[@]}" -gt 0 ]; then
+        SUDO=""
+        [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+        log "installing apt packages: ${need[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        $SUDO apt-get update -qq
+        $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    else
+        log "apt packages already installed"
+    fi
+fi
+
+PY="${PYTHON:-python3}"
+log "installing rvvkit (editable) with test and bench extras using $($PY --version)"
+$PY -m pip install -q --disable-pip-version-check -e ".[dev]"
+
+if [ -x scripts/build_plugin.sh ]; then
+    bash scripts/build_plugin.sh
+fi
+log "done: try 'rvvkit --help' or 'bash examples/quickstart.sh'"
