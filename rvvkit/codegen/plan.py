@@ -94,10 +94,39 @@ def _materialise_const_outputs(g: Graph) -> None:
             raise ModelError(f"graph output {name!r} is a graph input; nothing to compute")
 
 
+def _concat_views(g: Graph) -> Dict[str, Tuple[str, int]]:
+    """Concats whose inputs can be written in place: each input becomes a slice of the
+    output buffer (tensor -> (concat output, float offset)), and the Concat needs no kernel.
+
+    Only concats along an axis with nothing but size-1 axes before it qualify (every input is
+    then one contiguous slice). An input must be computed by a kernel into the arena (not a
+    graph input, output or constant) and belong to one concat only; it may have other readers,
+    since nothing writes it after its producer. DenseNet's chains of growing concats thereby
+    become one buffer that every layer writes its slice of."""
+    producers = g.producers()
+    views: Dict[str, Tuple[str, int]] = {}
+    for n in g.nodes:
+        if n.op != "Concat" or n.outputs[0] in g.outputs:
+            continue
+        axis = n.attrs["axis"]
+        if math.prod(g.t(n.outputs[0]).shape[:axis]) != 1 or len(set(n.inputs)) != len(n.inputs):
+            continue
+        ok = all(i in producers and not is_alias(producers[i], g) and i not in views
+                 and i not in g.outputs for i in n.inputs)
+        if not ok:
+            continue
+        off = 0
+        for i in n.inputs:
+            views[i] = (n.outputs[0], off)
+            off += g.t(i).size
+    return views
+
+
 def build_plan(g: Graph) -> Plan:
     _materialise_const_outputs(g)
     check_lowerable(g)
     root: Dict[str, str] = {}  # alias tensor -> tensor owning the buffer
+    views = _concat_views(g)
     weights = _Weights()
     kernels: Dict[Tuple, Tuple[str, Kernel]] = {}
     raw_steps: List[Tuple[str, Kernel, List[str], object]] = []
@@ -106,6 +135,8 @@ def build_plan(g: Graph) -> Plan:
             src = n.inputs[0]
             root[n.outputs[0]] = root.get(src, src)
             continue
+        if n.op == "Concat" and n.inputs[0] in views:
+            continue  # its inputs were written in place
         low = lower(n, g)
         names = [root.get(i, i) for i in kernel_inputs(n)] + [o for o in n.outputs if o][:1]
         if len(names) != len(low.kernel.params):
@@ -122,19 +153,29 @@ def build_plan(g: Graph) -> Plan:
         if k.key() not in kernels:
             kernels[k.key()] = (f"k{len(kernels)}_{k.hint}", k)
         raw_steps.append((kernels[k.key()][0], k, names, n))
-    steps, arena, bound = _assign(g, raw_steps, weights)
+    steps, arena, bound = _assign(g, raw_steps, weights, views)
     return Plan(g.name, list(kernels.values()), steps, weights.blob(), arena, bound,
                 [(i, g.t(i).shape) for i in g.inputs], [(o, g.t(o).shape) for o in g.outputs],
                 weights.index)
 
 
-def _assign(g: Graph, raw_steps, weights: _Weights):
+def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
+    """The buffer-owning tensor of `name` and the offset of `name` inside it."""
+    off = 0
+    while name in views:
+        name, extra = views[name]
+        off += extra
+    return name, off
+
+
+def _assign(g: Graph, raw_steps, weights: _Weights, views):
     first: Dict[str, int] = {}
     last: Dict[str, int] = {}
     for s, (_, k, names, _) in enumerate(raw_steps):
         for name in names:
-            first.setdefault(name, s)
-            last[name] = s
+            owner = _resolve(name, views)[0]
+            first.setdefault(owner, s)
+            last[owner] = s
     intervals = [Interval(nm, g.t(nm).size, first[nm], last[nm]) for nm in first
                  if not nm.startswith("\0w:") and nm not in g.inputs and nm not in g.outputs]
     intervals += [Interval(f"\0ws{s}", k.workspace, s, s)
@@ -144,11 +185,12 @@ def _assign(g: Graph, raw_steps, weights: _Weights):
     def arg(name: str) -> Arg:
         if name.startswith("\0w:"):
             return Arg("weights", offset=weights.index[name[3:]][0])
-        if name in g.inputs:
-            return Arg("input", index=g.inputs.index(name))
-        if name in g.outputs:
-            return Arg("output", index=g.outputs.index(name))
-        return Arg("arena", offset=offsets[name])
+        owner, sub = _resolve(name, views)
+        if owner in g.inputs:
+            return Arg("input", index=g.inputs.index(owner))
+        if owner in g.outputs:
+            return Arg("output", index=g.outputs.index(owner))
+        return Arg("arena", offset=offsets[owner] + sub)
 
     steps = []
     for s, (kname, k, names, node) in enumerate(raw_steps):

@@ -1,0 +1,127 @@
+"""Shared fixtures and helpers: tiny ONNX models built in code, and a reference run on
+onnxruntime to compare rvvkit's host executor against.
+
+Every test session compiles into its own temporary cache (RVVKIT_CACHE_DIR), so the suite never
+reads or writes the user's cache; with pytest-xdist each worker gets its own."""
+from __future__ import annotations
+
+import os
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pytest
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_rvvkit_cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RVVKIT_CACHE_DIR", str(tmp_path_factory.mktemp("rvvkit-cache")))
+    mp.delenv("RVVKIT_NO_CACHE", raising=False)
+    yield
+    mp.undo()
+
+
+# ---------------------------------------------------------------------------------------------
+# Model construction
+
+ValueSpec = Union[str, Tuple[str, Optional[Sequence]], "onnx.ValueInfoProto"]  # noqa: F821
+
+
+def _value_info(spec: ValueSpec, default_shape=None):
+    from onnx import TensorProto, ValueInfoProto, helper
+    if isinstance(spec, ValueInfoProto):
+        return spec
+    if isinstance(spec, str):
+        name, shape = spec, default_shape
+    else:
+        name, shape = spec
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT,
+                                         None if shape is None else list(shape))
+
+
+def make_model(nodes: Iterable, inputs: Sequence[ValueSpec], outputs: Sequence[ValueSpec],
+               initializers: Optional[Mapping[str, np.ndarray]] = None, opset: int = 13,
+               name: str = "test"):
+    """An ONNX model (ir_version 8) from nodes (NodeProtos from onnx.helper.make_node).
+
+    inputs/outputs: ("name", shape) pairs, plain names (outputs: shape left unknown, which
+    onnxruntime accepts), or ValueInfoProtos. initializers: name -> numpy array (any dtype).
+    Nodes without a name get one ("<op>_<i>") so error messages in tests are readable."""
+    from onnx import helper, numpy_helper
+    nodes = list(nodes)
+    for i, n in enumerate(nodes):
+        if not n.name:
+            n.name = f"{n.op_type.lower()}_{i}"
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()]
+    graph = helper.make_graph(nodes, name, [_value_info(s) for s in inputs],
+                              [_value_info(s) for s in outputs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=8, producer_name="rvvkit-tests")
+
+
+def rand(*shape, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    """Seeded standard-normal float32 data."""
+    return (scale * np.random.default_rng(seed).standard_normal(shape)).astype(np.float32)
+
+
+def onnx_inputs(model) -> Sequence[str]:
+    inits = {i.name for i in model.graph.initializer}
+    return [vi.name for vi in model.graph.input if vi.name not in inits]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+def run_ort(model, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, dict(feeds))))
+
+
+def run_rvvkit(model, feeds: Mapping[str, np.ndarray], **build_kwargs) -> Dict[str, np.ndarray]:
+    import rvvkit
+    art = rvvkit.build(model, **build_kwargs)
+    sess = rvvkit.load(art, on="host")
+    return sess.run(dict(feeds))
+
+
+def run_both(model, feeds: Mapping[str, np.ndarray], **build_kwargs
+             ) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+    """(rvvkit host outputs, onnxruntime outputs), both keyed by graph output name."""
+    ours = run_rvvkit(model, feeds, **build_kwargs)
+    ref = run_ort(model, feeds)
+    return ours, ref
+
+
+def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
+                   atol: float = ATOL, **build_kwargs) -> Dict[str, np.ndarray]:
+    """Build + run with rvvkit and onnxruntime; every output must agree. Returns ours."""
+    ours, ref = run_both(model, feeds, **build_kwargs)
+    assert sorted(ours) == sorted(ref), (sorted(ours), sorted(ref))
+    for name, want in ref.items():
+        got = ours[name]
+        assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"output {name!r}")
+    return ours
+
+
+@pytest.fixture
+def tiny_conv_model():
+    """Conv(3x3, pad 1) -> Relu on a 1x3x7x7 input: the smallest model with a real kernel."""
+    from onnx import helper
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c"], ["y"], name="relu1")]
+    return make_model(nodes, [("x", (1, 3, 7, 7))], ["y"],
+                      {"w": rand(4, 3, 3, 3, seed=1), "b": rand(4, seed=2)})
+
+
+__all__ = ["make_model", "rand", "run_both", "run_ort", "run_rvvkit", "assert_matches",
+           "onnx_inputs", "RTOL", "ATOL"]
+os.environ.setdefault("ORT_LOGGING_LEVEL", "3")
