@@ -5,7 +5,7 @@
 Each layer is lowered by rvvkit, compiled alone with the production flags, and timed with the
 same inputs as an onnxruntime session (intra_op_num_threads=1, default graph optimisations,
 which on x86 include MLAS's NCHWc conv). Reported: min and median ms over `reps` trials (each
-trial the mean of enough calls to last ~0.2 s), GFLOP/s (2 * MACs / min time) and the ratio
+trial the mean of enough calls to last ~0.1 s, rvkit and onnxruntime trials alternating), GFLOP/s (2 * MACs / min time) and the ratio
 rvvkit/onnxruntime of the min times (< 1 means rvvkit is faster). Not a test.
 """
 from __future__ import annotations
@@ -43,6 +43,9 @@ CONVS = [
     ("r50 512x7 3x3", 512, 7, 7, 512, 3, 1, 1, 1),
     ("r50 2048x7 1x1->512", 2048, 7, 7, 512, 1, 1, 0, 1),
     ("r50 256x56 1x1/2->512", 256, 56, 56, 512, 1, 2, 0, 1),
+    ("r50 128x56 3x3/2", 128, 56, 56, 128, 3, 2, 1, 1),
+    ("r50 256x28 3x3/2", 256, 28, 28, 256, 3, 2, 1, 1),
+    ("r50 512x14 3x3/2", 512, 14, 14, 512, 3, 2, 1, 1),
     ("vgg 128x112 3x3", 128, 112, 112, 128, 3, 1, 1, 1),
     ("squeeze 16x55 3x3->64", 16, 55, 55, 64, 3, 1, 1, 1),
     ("incep 192x35 5x5->32", 192, 35, 35, 32, 5, 1, 2, 1),
@@ -70,21 +73,32 @@ def build(kernel, cc: str, tmp: str):
     return ffi, ffi.dlopen(so)
 
 
-def timeit(fn, reps: int):
+# CPU time of this thread: on a shared 2-core machine a busy neighbour deschedules us, which
+# wall time would count against whichever side happened to be running (--wall to override).
+CLOCK = time.thread_time
+
+
+def _calls_for(fn, seconds=0.1):
     fn()
     n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < 0.05:
+    while time.perf_counter() - t0 < 0.03:
         fn()
         n += 1
-    per = (time.perf_counter() - t0) / n
-    calls = max(1, int(0.2 / per))
-    out = []
+    return max(1, int(seconds * n / (time.perf_counter() - t0)))
+
+
+def timeit2(f1, f2, reps: int):
+    """Alternate trials of f1 and f2 (the machine may be shared: a burst of load then hits
+    both alike); returns ((min, median) of f1, (min, median) of f2) per call."""
+    c1, c2 = _calls_for(f1), _calls_for(f2)
+    t1, t2 = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - t0) / calls)
-    return min(out), statistics.median(out)
+        for f, c, out in ((f1, c1, t1), (f2, c2, t2)):
+            t0 = CLOCK()
+            for _ in range(c):
+                f()
+            out.append((CLOCK() - t0) / c)
+    return (min(t1), statistics.median(t1)), (min(t2), statistics.median(t2))
 
 
 def ort_session(nodes, inits, inputs, output, shape):
@@ -115,7 +129,7 @@ def call_rvk(low, arrays, yshape, cc, tmp):
     ptrs = [ffi.cast("float *", a.ctypes.data) for a in arrays + [y]]
     if low.kernel.workspace:
         ptrs.append(ffi.cast("float *", ws.ctypes.data))
-    f, keep = lib.kern, (arrays, ws, ffi, lib)   # keep the buffers alive while ptrs are used
+    f, keep = lib.kern, (arrays, y, ws, ffi, lib)   # keep the buffers alive while ptrs are used
 
     def run():
         f(*ptrs)
@@ -139,7 +153,7 @@ def bench_conv(spec, reps, cc, tmp):
     fo = ort_session([node], [("w", wt), ("b", b)], [("x", x)], "y", (1, m, ho, wo))
     fr()
     err = float(np.max(np.abs(y - fo())))
-    return name, low.kernel.macs, timeit(fr, reps), timeit(fo, reps), err
+    return (name, low.kernel.macs, *timeit2(fr, fo, reps), err)
 
 
 def bench_gemm(spec, reps, cc, tmp):
@@ -155,7 +169,7 @@ def bench_gemm(spec, reps, cc, tmp):
     fo = ort_session([node], [("b", bm), ("c", cv)], [("a", a)], "y", (m, n))
     fr()
     err = float(np.max(np.abs(y - fo())))
-    return name, low.kernel.macs, timeit(fr, reps), timeit(fo, reps), err
+    return (name, low.kernel.macs, *timeit2(fr, fo, reps), err)
 
 
 def main():
@@ -163,7 +177,11 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--filter", default="")
     ap.add_argument("--cc", default=os.environ.get("RVVKIT_COMPILER", "gcc"))
+    ap.add_argument("--wall", action="store_true", help="time wall clock, not thread CPU time")
     args = ap.parse_args()
+    if args.wall:
+        global CLOCK
+        CLOCK = time.perf_counter
     print(f"{'layer':26s} {'GMAC':>6s} {'rvk ms min/med':>15s} {'ort ms min/med':>15s} "
           f"{'rvk GF/s':>8s} {'ort GF/s':>8s} {'ratio':>6s} {'maxerr':>8s}")
     ratios = []

@@ -5,7 +5,6 @@ Every test session compiles into its own temporary cache (RVVKIT_CACHE_DIR), so 
 reads or writes the user's cache; with pytest-xdist each worker gets its own."""
 from __future__ import annotations
 
-import os
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -63,7 +62,7 @@ def make_model(nodes: Iterable, inputs: Sequence[ValueSpec], outputs: Sequence[V
 
 def rand(*shape, seed: int = 0, scale: float = 1.0) -> np.ndarray:
     """Seeded standard-normal float32 data."""
-    return (scale * np.random.default_rng(seed).standard_normal(shape)).astype(np.float32)
+    return np.asarray(scale * np.random.default_rng(seed).standard_normal(shape), np.float32)
 
 
 def onnx_inputs(model) -> Sequence[str]:
@@ -85,25 +84,27 @@ def run_ort(model, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     return dict(zip(names, sess.run(names, dict(feeds))))
 
 
-def run_rvvkit(model, feeds: Mapping[str, np.ndarray], **build_kwargs) -> Dict[str, np.ndarray]:
+def run_rvvkit(model, feeds: Mapping[str, np.ndarray], artifact=None,
+               **build_kwargs) -> Dict[str, np.ndarray]:
+    """Build `model` (unless an already built `artifact` is given) and run it on the host."""
     import rvvkit
-    art = rvvkit.build(model, **build_kwargs)
+    art = artifact if artifact is not None else rvvkit.build(model, **build_kwargs)
     sess = rvvkit.load(art, on="host")
     return sess.run(dict(feeds))
 
 
-def run_both(model, feeds: Mapping[str, np.ndarray], **build_kwargs
+def run_both(model, feeds: Mapping[str, np.ndarray], artifact=None, **build_kwargs
              ) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
     """(rvvkit host outputs, onnxruntime outputs), both keyed by graph output name."""
-    ours = run_rvvkit(model, feeds, **build_kwargs)
+    ours = run_rvvkit(model, feeds, artifact, **build_kwargs)
     ref = run_ort(model, feeds)
     return ours, ref
 
 
 def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
-                   atol: float = ATOL, **build_kwargs) -> Dict[str, np.ndarray]:
+                   atol: float = ATOL, artifact=None, **build_kwargs) -> Dict[str, np.ndarray]:
     """Build + run with rvvkit and onnxruntime; every output must agree. Returns ours."""
-    ours, ref = run_both(model, feeds, **build_kwargs)
+    ours, ref = run_both(model, feeds, artifact, **build_kwargs)
     assert sorted(ours) == sorted(ref), (sorted(ours), sorted(ref))
     for name, want in ref.items():
         got = ours[name]
@@ -112,16 +113,5 @@ def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
     return ours
 
 
-@pytest.fixture
-def tiny_conv_model():
-    """Conv(3x3, pad 1) -> Relu on a 1x3x7x7 input: the smallest model with a real kernel."""
-    from onnx import helper
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv1"),
-             helper.make_node("Relu", ["c"], ["y"], name="relu1")]
-    return make_model(nodes, [("x", (1, 3, 7, 7))], ["y"],
-                      {"w": rand(4, 3, 3, 3, seed=1), "b": rand(4, seed=2)})
-
-
 __all__ = ["make_model", "rand", "run_both", "run_ort", "run_rvvkit", "assert_matches",
            "onnx_inputs", "RTOL", "ATOL"]
-os.environ.setdefault("ORT_LOGGING_LEVEL", "3")

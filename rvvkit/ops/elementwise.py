@@ -45,7 +45,9 @@ def _clip_bounds(node, g):
         hi_v = const_input(node, g, 2, "max")
         lo = float(lo_v) if lo_v is not None else float("-inf")
         hi = float(hi_v) if hi_v is not None else float("inf")
-    return float(lo), float(hi)
+    # y = min(max(x, lo), hi): when lo > hi every value becomes hi, which is what (hi, hi) does
+    # in every lowering (the fused epilogue tests `< lo` first).
+    return min(float(lo), float(hi)), float(hi)
 
 
 @register("Clip", lambda node, xs: [np.clip(xs[0], *node.attrs["bounds"]).astype(xs[0].dtype)])
@@ -77,6 +79,9 @@ def _dropout_eval(node, xs):
 @register("Dropout", _dropout_eval)
 def _dropout(node, g):
     # Inference only: Dropout is the identity and its optional mask is all true.
+    training = const_input(node, g, 2, "training_mode")
+    if training is not None and bool(np.asarray(training).reshape(-1)[0]):
+        raise bad(node, "training_mode=true is not supported (inference only)")
     t = g.t(node.inputs[0])
     return [(t.shape, t.dtype), (t.shape, np.dtype(np.bool_))][:len(node.outputs)]
 

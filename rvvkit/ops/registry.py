@@ -21,15 +21,18 @@ class OpDef:
     op: str
     infer: InferFn
     evaluate: Optional[EvalFn] = None
+    # evaluate() reads only its inputs' shapes and dtypes (Shape): it folds even when the
+    # inputs are run-time tensors, since their shapes are static.
+    shape_only: bool = False
 
 
 REGISTRY: Dict[str, OpDef] = {}
 F32 = np.dtype(np.float32)
 
 
-def register(op: str, evaluate: Optional[EvalFn] = None):
+def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = False):
     def deco(infer: InferFn) -> InferFn:
-        REGISTRY[op] = OpDef(op, infer, evaluate)
+        REGISTRY[op] = OpDef(op, infer, evaluate, shape_only)
         return infer
     return deco
 

@@ -44,7 +44,10 @@ def _reshape(node, g):
 @register("Flatten", _reshape_eval)
 def _flatten(node, g):
     x = in_shape(node, g, 0)
-    axis = norm_axis(node, node.attrs.get("axis", 1), len(x) + 1)
+    axis = int(node.attrs.get("axis", 1))
+    if not -len(x) <= axis <= len(x):  # axis == rank is valid: (N, 1); negative counts from rank
+        raise bad(node, f"axis {axis} out of range for rank {len(x)}")
+    axis = axis + len(x) if axis < 0 else axis
     out = (int(np.prod(x[:axis], dtype=np.int64)), int(np.prod(x[axis:], dtype=np.int64)))
     node.attrs["_out_shape"] = out
     return [(out, g.t(node.inputs[0]).dtype)]
@@ -147,9 +150,14 @@ def _cos(node, g):
     return [(tuple(int(d) for d in shape.reshape(-1)), np.dtype(dtype))]
 
 
-@register("Shape", lambda node, xs: [np.asarray(xs[0].shape, np.int64)])
+def _shape_value(node, shape):
+    # start/end (opset 15) follow Python slice rules: negative counts from the end, clamped.
+    return np.asarray(shape[node.attrs.get("start", 0):node.attrs.get("end", None)], np.int64)
+
+
+@register("Shape", lambda node, xs: [_shape_value(node, xs[0].shape)], shape_only=True)
 def _shape(node, g):
-    return [((len(in_shape(node, g, 0)),), np.dtype(np.int64))]
+    return [(_shape_value(node, in_shape(node, g, 0)).shape, np.dtype(np.int64))]
 
 
 @register("Gather", lambda node, xs: [np.take(xs[0], xs[1], axis=node.attrs.get("axis", 0))])

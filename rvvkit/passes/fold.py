@@ -12,21 +12,34 @@ from ..ops import REGISTRY
 def try_fold(g: Graph, node: Node) -> bool:
     """Evaluate `node` if it is foldable; return True when its outputs are now constants."""
     op = REGISTRY[node.op]
-    if op.evaluate is None or not all(g.is_const(i) for i in node.inputs if i):
+    if op.evaluate is None:
+        return False
+    if not op.shape_only and not all(g.is_const(i) for i in node.inputs if i):
         return False
     if not node.inputs and node.op not in ("Constant",):
         return False
-    values = op.evaluate(node, [g.const(i) if i else None for i in node.inputs])
+    values = op.evaluate(node, [_value(g, i) for i in node.inputs])
     for name, value in zip(node.outputs, values):
         if not name:
             continue
         t = g.t(name)
-        value = np.ascontiguousarray(np.asarray(value, dtype=t.dtype))
+        value = np.asarray(value, dtype=t.dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
         if tuple(value.shape) != tuple(t.shape):
             raise ModelError(f"{node.op} node {node.name!r}: folded value has shape "
                              f"{list(value.shape)}, inferred {list(t.shape)}")
         t.data = value
     return True
+
+
+def _value(g: Graph, name: str):
+    """A constant's data; for a run-time tensor (read by shape-only ops), a zero-stride
+    placeholder with the right shape and dtype that allocates nothing."""
+    if not name:
+        return None
+    if g.is_const(name):
+        return g.const(name)
+    t = g.t(name)
+    return np.broadcast_to(np.zeros((), t.dtype), t.shape)
 
 
 def fold_constants(g: Graph) -> int:

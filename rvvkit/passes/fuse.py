@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..codegen.act import Act
 from ..ir import Graph, Node
 
-ACT_PRODUCERS = ("Conv", "Gemm", "MatMul", "ChannelAffine", "Add", "Sub", "Mul", "Div", "Sum")
+# Ops whose lowering takes an activation epilogue (MatMul's does not).
+ACT_PRODUCERS = ("Conv", "Gemm", "ChannelAffine", "Add", "Sub", "Mul", "Div", "Sum")
 
 
 def activation_of(g: Graph, n: Node):

@@ -213,8 +213,10 @@ def test_truncated_file_message(saved):
         Artifact.load(saved)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00", os.urandom(4096), b"\x7fELF" + os.urandom(4000),
-                                  b"PK\x03\x04" + b"\x00" * 100])
+@pytest.mark.parametrize("data", [b"", b"\x00", random.Random(7).randbytes(4096),
+                                  b"\x7fELF" + random.Random(8).randbytes(4000),
+                                  b"PK\x03\x04" + b"\x00" * 100],
+                         ids=["empty", "nul", "noise", "elf_magic_then_noise", "zip"])
 def test_not_an_artifact(data):
     with pytest.raises(ArtifactError, match="not an rvvkit artifact|truncated"):
         Artifact.from_bytes(data)

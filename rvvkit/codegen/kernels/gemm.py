@@ -5,7 +5,8 @@ The core computes a P x Q tile grid of OUT = A'.B' over K, where A' ("row side",
   * packed  - a constant pre-packed at build time into panels (see `pack_panels`),
   * strided - a runtime matrix, element (idx, k) at src[idx*si + k*sk], packed into `ws`,
   * custom  - a runtime operand with its own packing routine (conv's fused im2col),
-  * row     - (row side, MR == 1 only) a runtime row read in place: a 1 x K panel *is* a row.
+  * row     - (row side, MR == 1 only) a runtime row read in place: a 1 x K panel *is* a row,
+  * indirect - a runtime operand read in place, row k at src + off[k] (conv on a padded input).
 A panel of width PW holds PW consecutive indices for a run of k: panel[k][PW], zero padded,
 so the micro-kernel streams both operands contiguously.
 
@@ -33,7 +34,7 @@ from ..kernel import Kernel, Lowered, Param
 VEC = 16            # floats per vector register
 VREGS = 32          # vector registers: accumulators + NR/VEC B vectors + 1 broadcast must fit
 NRS = (32, 48, 64)  # column widths gcc vectorises cleanly (see module doc about 16)
-KC_MAX = 384        # k-block: the MR x KC row panel (<= 21 KiB) stays in L1 across column panels
+KC_MAX = 640        # k-block: the MR x KC row panel (<= 21 KiB) stays in L1 across column panels
 L2_BLOCK = 96 * 1024  # floats (384 KiB) of packed column side per k-block, resident in L2
 
 
@@ -53,40 +54,55 @@ def pack_panels(mat: np.ndarray, pw: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Side:
     """How one operand reaches the micro-kernel (see module doc)."""
-    kind: str                 # "packed" | "strided" | "custom" | "row"
+    kind: str                 # "packed" | "strided" | "custom" | "row" | "indirect"
     si: int = 0               # strided/row: stride between indices
     sk: int = 1               # strided: stride along k
-    packer: Optional[Tuple[str, str]] = None   # custom: (function name, C definition)
+    # custom: (name, C def) of `void f(src, idx0, n, k0, kb, dst)` packing panels;
+    # indirect: (name, C def) of `void f(k0, kb, int *off)` giving each k-row's offset
+    packer: Optional[Tuple[str, str]] = None
 
 
 @dataclass(frozen=True)
 class Epilogue:
-    """y[m*ldy + n] = act(alpha*acc + sum(scale*ptr[index])) over the output (m, n)."""
+    """y[m*ldy + n] = act(alpha*acc + sum(scale*ptr[index])) over the output (m, n).
+
+    With `grid`, the product's columns are cells of a padded row grid (wp wide) of which only
+    the first wo of each row are outputs (conv computed on the padded input, see conv.py)."""
     ldy: int
     trans: bool = False
     alpha: float = 1.0
     addends: Tuple[Tuple[str, str, Optional[float]], ...] = ()  # (ptr, "index in m,n", scale)
     act: Optional[Act] = None
+    grid: Optional[Tuple[int, int]] = None  # (wp, wo): column n is grid cell (n/wp, n%wp)
 
     def tag(self) -> str:
         # stable across processes (str hashes are salted), so generated source is reproducible
         return hashlib.sha1(repr(self).encode()).hexdigest()[:8]
 
 
+def tile_eff(mr: int, nr: int) -> float:
+    """Fraction of FMA peak of an MR x NR micro-kernel inside a conv/GEMM, fitted to
+    measurements here: fewer than ~6 rows starve the FMA pipes (too few broadcasts per vector
+    load), fewer than ~12 accumulators cannot hide the FMA latency, and wider column panels
+    (more vector loads per k from L2) measured a few % slower than NR = 32."""
+    v = mr * nr / VEC
+    wide = {32: 1.0, 48: 0.97, 64: 0.95}.get(nr, 0.95)
+    return min(1.0, 0.55 + 0.075 * mr) * min(1.0, 0.4 + 0.05 * v) * wide
+
+
 def tile_cost(p: int, q: int, k: int, mr: int, nr: int, trans: bool) -> float:
-    """Estimated cycles*16 of a tiling: padded MACs over register-tile efficiency, plus the
-    epilogue (vectorised along NR when not transposed, mostly scalar otherwise)."""
-    v = mr * nr // VEC
-    eff = min(1.0, 0.45 + 0.045 * v)
+    """Estimated time, in MACs at full rate, of a tiling: padded MACs over the tile efficiency
+    plus the epilogue (vectorised along NR when not transposed, mostly scalar otherwise)."""
     tiles = cdiv(p, mr) * cdiv(q, nr)
     nkb = cdiv(k, KC_MAX)
-    return tiles * mr * nr * (k / eff + nkb * (16 if trans else 3))
+    cost = tiles * mr * nr * (k / tile_eff(mr, nr) + nkb * (24 if trans else 3))
+    return cost
 
 
 def choose_tile(p: int, q: int, k: int, trans: bool = False, max_mr: int = 14) -> Tuple[int, int]:
     best = None
     for nr in NRS:
-        for mr in range(1, max_mr + 1):
+        for mr in range(max_mr, 0, -1):     # ties go to the taller tile (fewer B passes)
             if mr * nr // VEC + nr // VEC + 1 > VREGS:
                 continue
             c = tile_cost(p, q, k, mr, nr, trans)
@@ -95,19 +111,38 @@ def choose_tile(p: int, q: int, k: int, trans: bool = False, max_mr: int = 14) -
     return best[1], best[2]
 
 
-def ukernel(mr: int, nr: int) -> Tuple[str, str]:
-    """t[MR][NR] = sum_k a[k][MR] (x) b[k][NR] over kb steps of packed panels."""
-    name = f"rvk_uk_{mr}x{nr}"
-    return name, f"""static void {name}(int kb, const float *__restrict a, const float *__restrict b,
-    float *__restrict t) {{
+# gcc must compile the micro-kernel on its own: inlined into the driver, its heuristics stop
+# fully unrolling the MR loop for MR > 8 and the accumulators go to memory (4x slower).
+NOINLINE = """#ifndef RVK_NOINLINE
+#if defined(__GNUC__)
+#define RVK_NOINLINE __attribute__((noinline))
+#else
+#define RVK_NOINLINE
+#endif
+#endif
+"""
+
+
+def ukernel(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
+    """t[MR][NR] = sum_k a[k][MR] (x) b[k][NR] over kb steps of packed panels. With ind "a" or
+    "b", that side is read in place: its row k starts at side + off[k] (conv on the padded
+    input, where a k-row of the implicit im2col matrix is a shifted run of the input)."""
+    name = f"rvk_uk_{mr}x{nr}" + (f"_ind{ind}" if ind else "")
+    arow = "a + off[k]" if ind == "a" else f"a + k * {mr}"
+    brow = "b + off[k]" if ind == "b" else f"b + k * {nr}"
+    offp = "const int *__restrict off, " if ind else ""
+    return name, NOINLINE + f"""static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, {offp}float *__restrict t) {{
   float acc[{mr}][{nr}];
   for (int i = 0; i < {mr}; ++i)
     for (int j = 0; j < {nr}; ++j) acc[i][j] = 0.0f;
-  /* one broadcast of a per row, NR/VEC vector loads of b per k, MR*NR/VEC FMAs */
+  /* per k: one broadcast of a per row, NR/VEC vector loads of b, MR*NR/VEC FMAs */
   for (int k = 0; k < kb; ++k) {{
+    const float *__restrict ak = {arow};
+    const float *__restrict bk = {brow};
     for (int i = 0; i < {mr}; ++i) {{
-      const float ai = a[k * {mr} + i];
-      for (int j = 0; j < {nr}; ++j) acc[i][j] += ai * b[k * {nr} + j];
+      const float ai = ak[i];
+      for (int j = 0; j < {nr}; ++j) acc[i][j] += ai * bk[j];
     }}
   }}
   for (int i = 0; i < {mr}; ++i)
@@ -141,43 +176,89 @@ def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
 """
 
 
-def _ep_loops(ep: Epilogue, nr: int, rows: str, cols: str) -> str:
-    """The three epilogue passes over an (rows x cols) part of tile t."""
-    if ep.trans:   # row side indexes n: y[(j0+j)*ldy + i0+i], contiguous along i
-        m, n, head = "(j0 + j)", "(i0 + i)", f"for (int j = 0; j < {cols}; ++j)\n    for (int i = 0; i < {rows}; ++i)"
-    else:
-        m, n, head = "(i0 + i)", "(j0 + j)", f"for (int i = 0; i < {rows}; ++i)\n    for (int j = 0; j < {cols}; ++j)"
-    yi = f"y[(ptrdiff_t){m} * {ep.ldy} + {n}]"
-    v = f"t[i * {nr} + j]"
+def _ep_value(ep: Epilogue, v: str, m: str, n: str) -> str:
     expr = v if ep.alpha == 1.0 else f"{flt(ep.alpha)} * {v}"
     for ptr, idx, scale in ep.addends:
         term = f"{ptr}[{idx.format(m=m, n=n)}]"
         expr += f" + {term}" if scale in (None, 1.0) else f" + {flt(scale)} * {term}"
-    return f"""if (!first) {{
-    {head} {v} += {yi};
-  }}
-  if (last) {{
-    {head} {{
-      const float v = {expr};
-      {yi} = {act_expr(ep.act, 'v')};
+    return expr
+
+
+def _ep_rows(ep: Epilogue, nr: int, rows: str, cols: str) -> str:
+    """Epilogue of a tile whose columns are output columns (normal orientation): each row run
+    is contiguous in t and y, so the passes vectorise. With a grid, tile column n is position
+    (n / wp, n % wp) of a padded row grid; runs are cut at grid rows and columns >= wo dropped."""
+    if ep.grid:
+        wp, wo = ep.grid
+        head = f"""for (int js = 0; js < {cols};) {{
+    const int gn = j0 + js, gw = gn % {wp};
+    const int len = {wp} - gw < {cols} - js ? {wp} - gw : {cols} - js;
+    const int vl = gw >= {wo} ? 0 : ({wo} - gw < len ? {wo} - gw : len);
+    const int yc = gn / {wp} * {wo} + gw;"""
+        tail = "\n    js += len;\n  }"
+    else:
+        head, tail = f"{{\n    const int js = 0, vl = {cols}, yc = j0;", "\n  }"
+    t, y, m = f"t[i * {nr} + js + u]", f"y[(ptrdiff_t)(i0 + i) * {ep.ldy} + yc + u]", "(i0 + i)"
+    loop = f"for (int i = 0; i < {rows}; ++i)\n      for (int u = 0; u < vl; ++u)"
+    return f"""{head}
+    if (!first) {{
+      {loop} {t} += {y};
     }}
-  }} else {{
-    {head} {yi} = {v};
-  }}"""
+    if (last) {{
+      {loop} {{
+        const float v = {_ep_value(ep, t, m, "(yc + u)")};
+        {y} = {act_expr(ep.act, 'v')};
+      }}
+    }} else {{
+      {loop} {y} = {t};
+    }}{tail}"""
+
+
+def _ep_cols(ep: Epilogue, nr: int, rows: str, cols: str) -> str:
+    """Transposed orientation: tile rows are output columns, stored with stride ldy (scalar)."""
+    if ep.grid:
+        wp, wo = ep.grid
+        pos = f"""const int gn = i0 + i;
+      if (gn % {wp} >= {wo}) continue;
+      const int n = gn / {wp} * {wo} + gn % {wp};"""
+    else:
+        pos = "const int n = i0 + i;"
+    t, y = f"t[i * {nr} + j]", f"y[(ptrdiff_t)(j0 + j) * {ep.ldy} + n]"
+    return f"""for (int j = 0; j < {cols}; ++j)
+    for (int i = 0; i < {rows}; ++i) {{
+      {pos}
+      float v = {t};
+      if (!first) v += {y};
+      if (last) {{
+        v = {_ep_value(ep, "v", "(j0 + j)", "n")};
+        {y} = {act_expr(ep.act, 'v')};
+      }} else {{
+        {y} = v;
+      }}
+    }}"""
 
 
 def epilogue(mr: int, nr: int, ep: Epilogue) -> Tuple[str, str]:
+    """Stores tile t (MR x NR) at (i0, j0): accumulates onto y unless `first`, applies the
+    fused epilogue when `last` (k-blocked products keep raw partial sums in y meanwhile)."""
     name = f"rvk_ep_{mr}x{nr}_{ep.tag()}"
     ptrs = "".join(f"const float *__restrict {p}, " for p, _, _ in ep.addends)
+    body = _ep_cols if ep.trans else _ep_rows
     return name, f"""static void {name}(float *__restrict t, int i0, int j0, int mr, int nr, int first,
     int last, {ptrs}float *__restrict y) {{
   if (mr == {mr} && nr == {nr}) {{
-  {_ep_loops(ep, nr, str(mr), str(nr))}
+  {body(ep, nr, str(mr), str(nr))}
   }} else {{
-  {_ep_loops(ep, nr, 'mr', 'nr')}
+  {body(ep, nr, 'mr', 'nr')}
   }}
 }}
 """
+
+
+def kc_of(k: int) -> int:
+    """k-block size: balanced blocks of at most KC_MAX (rounded to 8)."""
+    nkb = cdiv(k, KC_MAX)
+    return cdiv(cdiv(k, nkb), 8) * 8 if nkb > 1 else k
 
 
 @dataclass
@@ -188,23 +269,26 @@ class Core:
     workspace: int = 0
 
 
-def _side_prep(side: Side, which: str, pw: int, kdim: int, extent: str, blk: str,
-               ws: str, support: Dict[str, str]) -> Tuple[str, str]:
-    """(statements before the panel loop, expression of the current panel pointer)."""
+def _side_prep(side: Side, which: str, pw: int, kdim: int, ws: str,
+               support: Dict[str, str]) -> Tuple[str, str, str]:
+    """(statements per k-block, statements per row panel, expression of the panel pointer)."""
     src = "opa" if which == "a" else "opb"
     idx0, cnt = ("i0", "mr") if which == "a" else ("j0", "qb")
+    pos = "i0" if which == "a" else "j"
     if side.kind == "packed":
-        pan = "i0" if which == "a" else "j"
-        return "", f"{src} + (ptrdiff_t)({pan} / {pw}) * {kdim * pw} + (ptrdiff_t)k0 * {pw}"
+        return "", "", f"{src} + (ptrdiff_t)({pos} / {pw}) * {kdim * pw} + (ptrdiff_t)k0 * {pw}"
     if side.kind == "row":
-        return "", f"{src} + (ptrdiff_t)i0 * {side.si} + k0"
-    if side.kind == "strided":
-        pname, pcode = strided_packer(pw, side.si, side.sk)
-    else:
-        pname, pcode = side.packer
+        return "", "", f"{src} + (ptrdiff_t)i0 * {side.si} + k0"
+    if side.kind == "indirect":
+        oname, ocode = side.packer
+        support[oname] = ocode
+        return f"{oname}(k0, kb, off);", "", f"{src} + {pos}"
+    pname, pcode = strided_packer(pw, side.si, side.sk) if side.kind == "strided" else side.packer
     support[pname] = pcode
     prep = f"{pname}({src}, {idx0}, {cnt}, k0, kb, {ws});"
-    return prep, ws if which == "a" else f"{ws} + (ptrdiff_t)((j - j0) / {pw}) * kb * {pw}"
+    if which == "a":
+        return "", prep, ws
+    return prep, "", f"{ws} + (ptrdiff_t)((j - j0) / {pw}) * kb * {pw}"
 
 
 def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
@@ -213,44 +297,48 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
 
     Loop order: column blocks (qb) > k blocks (kb) > row panels (MR) > column panels (NR). A
     runtime column side is packed once per (qb, kb) block sized to stay in L2; the MR x kb row
-    panel is then reused from L1 by every column panel of the block. A constant column side
-    needs no blocking (qb = q), so a runtime row side is packed exactly once per (row, k-block).
+    panel is then reused from L1 by every column panel of the block (measured better here than
+    the BLIS order, which needs kb small enough for a column panel to fit L1). A constant
+    column side needs no blocking (qb = q), so a runtime row side is packed once per (row,
+    k-block). An indirect side is not packed at all; its column blocks keep the rows read by
+    one block L2-resident across the row panels.
     """
-    nkb = cdiv(k, KC_MAX)
-    kc = cdiv(cdiv(k, nkb), 8) * 8 if nkb > 1 else k      # balanced k blocks
+    kc = kc_of(k)
     if b.kind == "packed":
         qb = q
     else:
         qb = max(nr, min(cdiv(q, nr) * nr, (L2_BLOCK // kc) // nr * nr))
     support: Dict[str, str] = {}
-    ukn, ukc = ukernel(mr, nr)
+    ind = "a" if a.kind == "indirect" else ("b" if b.kind == "indirect" else "")
+    ukn, ukc = ukernel(mr, nr, ind)
     epn, epc = epilogue(mr, nr, ep)
     support[ukn], support[epn] = ukc, epc
     ws_b = cdiv(qb, nr) * nr * kc if b.kind in ("strided", "custom") else 0
     ws_a = mr * kc if a.kind in ("strided", "custom") else 0
-    bprep, bptr = _side_prep(b, "b", nr, k, "q", "qb", "ws", support)
-    aprep, aptr = _side_prep(a, "a", mr, k, "p", "mr", f"ws + {ws_b}", support)
-    name = f"rvk_gemm_{tag}_{p}x{q}x{k}_{mr}x{nr}"
+    bk, _, bptr = _side_prep(b, "b", nr, k, "ws", support)
+    ak, ai, aptr = _side_prep(a, "a", mr, k, f"ws + {ws_b}", support)
+    name = f"rvk_gemm_{tag}_{p}x{q}x{k}_{mr}x{nr}" + (f"_ind{ind}" if ind else "")
     adds = "".join(f"const float *__restrict {x}, " for x, _, _ in ep.addends)
     args = "".join(f"{x}, " for x, _, _ in ep.addends)
+    call = f"""{ukn}(kb, {aptr}, {bptr}, {'off, ' if ind else ''}t);
+          {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);"""
+    ihead = f"""for (int i0 = 0; i0 < {p}; i0 += {mr}) {{
+        const int mr = {p} - i0 < {mr} ? {p} - i0 : {mr};
+        {ai}"""
+    jhead = f"""for (int j = j0; j < j0 + qb; j += {nr}) {{
+          const int nr = j0 + qb - j < {nr} ? j0 + qb - j : {nr};"""
+    loops = f"      {ihead}\n        {jhead}\n          {call}\n        }}\n      }}"
     support[name] = f"""static void {name}(const float *__restrict opa, const float *__restrict opb,
     {adds}float *__restrict y, float *__restrict ws) {{
   float t[{mr * nr}];
+  {f"int off[{kc}];" if ind else ""}
   (void)ws;
   for (int j0 = 0; j0 < {q}; j0 += {qb}) {{
     const int qb = {q} - j0 < {qb} ? {q} - j0 : {qb};
     for (int k0 = 0; k0 < {k}; k0 += {kc}) {{
       const int kb = {k} - k0 < {kc} ? {k} - k0 : {kc};
-      {bprep}
-      for (int i0 = 0; i0 < {p}; i0 += {mr}) {{
-        const int mr = {p} - i0 < {mr} ? {p} - i0 : {mr};
-        {aprep}
-        for (int j = j0; j < j0 + qb; j += {nr}) {{
-          const int nr = j0 + qb - j < {nr} ? j0 + qb - j : {nr};
-          {ukn}(kb, {aptr}, {bptr}, t);
-          {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);
-        }}
-      }}
+      {bk}{ak}
+{loops}
     }}
   }}
 }}

@@ -1,0 +1,268 @@
+"""The `rvvkit` command, run as a subprocess the way a user runs it: exit codes, what it prints,
+what it writes, and how it fails."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from conftest import make_model, rand, run_ort
+from rvvkit.artifact import Artifact
+
+node = helper.make_node
+RVVKIT = [sys.executable, "-m", "rvvkit"]
+
+
+def cli(*args, cwd=None, env=None, timeout=300):
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(RVVKIT + [str(a) for a in args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def tiny_model():
+    nodes = [node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv1"),
+             node("Relu", ["c"], ["r"], name="relu1"),
+             node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"),
+             node("Flatten", ["p"], ["f"], name="flat"),
+             node("Gemm", ["f", "fw", "fb"], ["logits"], transB=1, name="fc"),
+             node("Softmax", ["logits"], ["probs"], name="softmax")]
+    inits = {"w": rand(4, 3, 3, 3, seed=1), "b": rand(4, seed=2),
+             "fw": rand(5, 4 * 3 * 3, seed=3), "fb": rand(5, seed=4)}
+    return make_model(nodes, [("x", (1, 3, 7, 7))], ["probs", "logits"], inits, name="tiny")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="module")
+def model(workdir):
+    m = tiny_model()
+    path = workdir / "tiny.onnx"
+    path.write_bytes(m.SerializeToString())
+    return m, path
+
+
+@pytest.fixture(scope="module")
+def artifact(workdir, model):
+    out = workdir / "tiny.rvv"
+    proc = cli("build", model[1], "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def inputs_npz(workdir):
+    path = workdir / "in.npz"
+    np.savez(path, x=rand(1, 3, 7, 7, seed=9))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# build / inspect
+
+def test_build_writes_artifact(artifact):
+    assert artifact.is_file() and artifact.stat().st_size > 0
+    art = Artifact.load(artifact)
+    assert [o["name"] for o in art.meta["outputs"]] == ["probs", "logits"]
+
+
+def test_build_default_output_name_and_progress(model, tmp_path):
+    proc = cli("build", model[1], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "tiny.rvv").is_file()
+    assert "wrote tiny.rvv" in proc.stderr and "arena" in proc.stderr
+    quiet = cli("build", model[1], "-q", "-o", tmp_path / "q.rvv")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_inspect(artifact):
+    proc = cli("inspect", artifact)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for word in ("sections:", ".rvvkit.meta", ".rvvkit.c", ".rvvkit.weights", "inputs:",
+                 "outputs:", "1x3x7x7", "probs", "logits", "kernels:", "arena", "lower bound"):
+        assert word in out, word
+
+
+def test_inspect_json(artifact):
+    proc = cli("inspect", artifact, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["memory"]["arena_bytes"] >= doc["memory"]["lower_bound_bytes"] > 0
+    assert [i["name"] for i in doc["inputs"]] == ["x"]
+    assert {s["name"] for s in doc["sections"]} >= {".rvvkit.meta", ".rvvkit.c",
+                                                    ".rvvkit.weights"}
+    assert [s["op"] for s in doc["plan"]][-1] == "Softmax"
+
+
+def test_inspect_source(artifact):
+    proc = cli("inspect", artifact, "--source")
+    assert proc.returncode == 0, proc.stderr
+    assert "rvvkit_run" in proc.stdout and "#include" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+
+def test_run_writes_outputs_matching_onnxruntime(artifact, model, inputs_npz, tmp_path):
+    out = tmp_path / "out.npz"
+    proc = cli("run", artifact, "--inputs", inputs_npz, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(out) as got:
+        assert sorted(got.files) == ["logits", "probs"]
+        ref = run_ort(model[0], {"x": rand(1, 3, 7, 7, seed=9)})
+        for name in ("probs", "logits"):
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-3, atol=1e-4)
+    assert not [p for p in tmp_path.iterdir() if "tmp" in p.name]  # no temp leftovers
+
+
+def test_run_with_random_inputs_prints_summary(artifact):
+    proc = cli("run", artifact, "--seed", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "probs" in proc.stdout and "argmax" in proc.stdout
+    assert "random" in proc.stderr
+
+
+def test_run_profile_prints_per_step_table(artifact, inputs_npz):
+    proc = cli("run", artifact, "--inputs", inputs_npz, "--profile", "--repeat", "3")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "per-step time" in out
+    header = next(line for line in out.splitlines() if line.split()[:4] == ["step", "op",
+                                                                              "node", "kernel"])
+    assert "ms" in header and "share" in header
+    steps = Artifact.load(artifact).meta["plan"]
+    for s in steps:
+        assert s["op"] in out and s["kernel"] in out
+
+
+def test_run_no_cache(artifact, inputs_npz):
+    proc = cli("run", artifact, "--inputs", inputs_npz, "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+def test_corrupt_weights_named(artifact, tmp_path):
+    art = Artifact.load(artifact)
+    sec = next(s for s in art.sections() if s["name"] == ".rvvkit.weights")
+    data = bytearray(artifact.read_bytes())
+    data[sec["offset"] + sec["size"] // 2] ^= 0x5A
+    bad = tmp_path / "bad.rvv"
+    bad.write_bytes(bytes(data))
+    proc = cli("run", bad, "--output", tmp_path / "o.npz")
+    assert proc.returncode == 1
+    assert ".rvvkit.weights" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o.npz").exists()
+    proc = cli("inspect", bad)
+    assert proc.returncode == 1 and ".rvvkit.weights" in proc.stderr
+
+
+def test_not_an_artifact(tmp_path):
+    junk = tmp_path / "junk.rvv"
+    junk.write_bytes(b"hello world" * 10)
+    proc = cli("inspect", junk)
+    assert proc.returncode == 1 and "not an rvvkit artifact" in proc.stderr
+
+
+def test_wrong_input_shape_leaves_no_output(artifact, tmp_path):
+    bad_in = tmp_path / "bad_in.npz"
+    np.savez(bad_in, x=rand(1, 3, 8, 7))
+    out = tmp_path / "never.npz"
+    proc = cli("run", artifact, "--inputs", bad_in, "--output", out)
+    assert proc.returncode == 1
+    assert "'x'" in proc.stderr and "[1, 3, 8, 7]" in proc.stderr and "[1, 3, 7, 7]" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+    assert not list(tmp_path.glob("never*"))
+
+
+def test_wrong_input_name(artifact, tmp_path):
+    bad_in = tmp_path / "named.npz"
+    np.savez(bad_in, data=rand(1, 3, 7, 7))
+    proc = cli("run", artifact, "--inputs", bad_in)
+    assert proc.returncode == 1 and "missing ['x']" in proc.stderr and "data" in proc.stderr
+
+
+def test_unreadable_inputs_file(artifact, tmp_path):
+    bad_in = tmp_path / "garbage.npz"
+    bad_in.write_bytes(b"not a zip")
+    proc = cli("run", artifact, "--inputs", bad_in)
+    assert proc.returncode == 1 and "garbage.npz" in proc.stderr
+
+
+def test_unsupported_operator_model(tmp_path):
+    nodes = [node("Relu", ["x"], ["a"], name="ok"),
+             node("Erf", ["a"], ["y"], name="the_erf_node")]
+    path = tmp_path / "erf.onnx"
+    path.write_bytes(make_model(nodes, [("x", (2, 3))], ["y"]).SerializeToString())
+    proc = cli("build", path, "-o", tmp_path / "erf.rvv")
+    assert proc.returncode == 1
+    assert "Erf" in proc.stderr and "the_erf_node" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "erf.rvv").exists()
+
+
+def test_missing_model_file(tmp_path):
+    proc = cli("build", tmp_path / "absent.onnx")
+    assert proc.returncode == 1 and "absent.onnx" in proc.stderr and "not found" in proc.stderr
+
+
+def test_bad_input_shape_option(model, tmp_path):
+    proc = cli("build", model[1], "--input-shape", "x:1,3", "-o", tmp_path / "a.rvv")
+    assert proc.returncode == 1 and "--input-shape" in proc.stderr
+
+
+def test_help_version_and_usage_errors():
+    assert cli("--help").returncode == 0
+    for sub in ("build", "inspect", "run"):
+        proc = cli(sub, "--help")
+        assert proc.returncode == 0 and "usage:" in proc.stdout
+    version = cli("--version")
+    assert version.returncode == 0 and "rvvkit" in version.stdout
+    unknown = cli("frobnicate")
+    assert unknown.returncode == 2 and "invalid choice" in unknown.stderr
+    assert cli().returncode == 2
+    assert cli("run").returncode == 2  # missing artifact argument
+
+
+@pytest.mark.skipif(shutil.which("rvvkit") is None, reason="console script not installed")
+def test_console_script(artifact):
+    proc = subprocess.run(["rvvkit", "inspect", str(artifact), "--json"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["model"] == "tiny"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc to answer the compiler probe")
+def test_compile_error_reports_command_and_stderr(artifact, inputs_npz, tmp_path):
+    """A compiler that identifies itself but rejects the source: exit 1, and the message has
+    the command that was run and what the compiler said."""
+    fake = tmp_path / "broken-cc"
+    fake.write_text('#!/bin/sh\n'
+                    'case "$1" in --version|-dumpmachine) exec cc "$1";; esac\n'
+                    'echo "broken-cc: simulated internal error in $*" >&2\n'
+                    'exit 3\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    out = tmp_path / "o.npz"
+    proc = cli("run", artifact, "--inputs", inputs_npz, "--output", out,
+               env={"RVVKIT_COMPILER": str(fake)})
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert "compilation failed" in err and "exit code 3" in err
+    assert str(fake) in err and "model.c" in err  # the command
+    assert "broken-cc: simulated internal error" in err  # the compiler's stderr
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_unusable_compiler(artifact):
+    proc = cli("run", artifact, env={"RVVKIT_COMPILER": "/nonexistent/cc"})
+    assert proc.returncode == 1 and "/nonexistent/cc" in proc.stderr

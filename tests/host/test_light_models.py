@@ -1,0 +1,104 @@
+"""End to end on the nine real architectures shipped with the `onnx` wheel (rvvkit.zoo): each
+model, with seeded random weights, is built by rvvkit, JIT-compiled and run on the host, and its
+outputs are compared with onnxruntime (one thread) on the same model and inputs.
+
+Slow (the whole file takes minutes, mostly C compilation), but not skipped: CI runs it.
+Where a model ends in Softmax, its input (the logits) is compared too, as an extra graph
+output: with random weights some softmaxes saturate to one-hot vectors (resnet50 and
+shufflenet reach logits of ~1e5..1e6), and a one-hot output proves little beyond the argmax.
+Logits that large carry float32 rounding on the scale of the largest one, so their absolute
+tolerance grows with that scale (1e-5 of it; measured errors are ~5e-7 of it).
+
+Memory is kept to one copy of a model's weights at a time where possible: the model is written
+to a file that onnxruntime and rvvkit each read in turn, and every session is dropped before the
+next one opens (VGG19 alone carries ~550 MB of weights)."""
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+from rvvkit.zoo import LIGHT_MODELS, light_model, sample_inputs
+
+RTOL, ATOL = 1e-3, 1e-4
+LOGITS_SCALE_ATOL = 1e-5  # logits: atol = max(ATOL, this * max|logit|)
+SEED = 0
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """A compile cache of this module's own, whatever the caller's environment says."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RVVKIT_CACHE_DIR", str(tmp_path_factory.mktemp("rvvkit-cache-light")))
+    mp.delenv("RVVKIT_NO_CACHE", raising=False)
+    yield
+    mp.undo()
+
+
+def _expose_logits(model):
+    """Add the input of the last Softmax as a graph output; returns its name (or None)."""
+    from onnx import TensorProto, helper
+    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
+    outputs = {o.name for o in model.graph.output}
+    if not softmaxes or softmaxes[-1].input[0] in outputs:
+        return None
+    name = softmaxes[-1].input[0]
+    model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    return name
+
+
+def _reference(path: str, feeds):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3  # zfnet512 carries an unused initializer: keep the log quiet
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    outs = dict(zip(names, sess.run(names, feeds)))
+    del sess
+    return outs
+
+
+def _rvvkit(path: str, feeds):
+    import rvvkit
+    art = rvvkit.build(path)
+    sess = rvvkit.load(art, on="host")
+    del art
+    with sess:
+        return sess.run(feeds)
+
+
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_model_matches_onnxruntime(name, tmp_path):
+    import onnx
+    model = light_model(name, SEED)
+    feeds = sample_inputs(model, SEED)
+    logits = _expose_logits(model)
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    del model
+    gc.collect()
+    try:
+        ref = _reference(path, feeds)
+        gc.collect()
+        ours = _rvvkit(path, feeds)
+    finally:
+        os.remove(path)  # VGG19's is 550 MB; pytest keeps tmp dirs of recent runs
+        gc.collect()
+    assert sorted(ours) == sorted(ref), (sorted(ours), sorted(ref))
+    for out_name, want in ref.items():
+        got = ours[out_name]
+        assert got.shape == want.shape, f"{name}/{out_name}: shape {got.shape} != {want.shape}"
+        assert np.isfinite(got).all(), f"{name}/{out_name}: non-finite values"
+        atol = ATOL
+        if out_name == logits:
+            atol = max(ATOL, LOGITS_SCALE_ATOL * float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=atol,
+                                   err_msg=f"{name}: output {out_name!r}")
+        assert int(np.argmax(got)) == int(np.argmax(want)), \
+            f"{name}/{out_name}: argmax {np.argmax(got)} != onnxruntime's {np.argmax(want)}"
