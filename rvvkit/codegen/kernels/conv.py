@@ -21,7 +21,7 @@ import numpy as np
 from ..act import Act, act_expr
 from ..kernel import Kernel, Lowered, Param
 from .gemm import (L2_BLOCK, NOINLINE, Epilogue, Side, cdiv, choose_tile, core, kc_of,
-                   pack_panels, tile_cost, ukernel)
+                   pack_panels, tile_cost)
 
 
 def _tag(*parts) -> str:
@@ -175,9 +175,7 @@ static void {name}(const float *__restrict x, float *__restrict xp) {{
 # Cost, in MACs at full rate, of packing one element: a fixed cost per contiguous run (index
 # set-up, loop entry) plus a per-element copy; fitted to measurements here. im2col runs end at
 # output rows and panel edges; a pointwise (1x1) pack copies whole panels with no index work
-# (modelled as runs 6 panels long). The grid path reads the padded input in place: free. A
-# transposed tiling packs the activation side per MR-row panel, so its per-k-row set-up is
-# amortised over only MR columns: that, not the tiles, is what makes it lose on large images.
+# (modelled as runs 6 panels long). The grid path reads the padded input in place: free.
 COST_RUN = 300.0
 COST_ELEM = 4.0
 COST_K = {"im2col": 320.0, "pointwise": 32.0}   # per k-row per packer call (set-up of a row)
@@ -196,7 +194,7 @@ def _plan_conv(mg, hw, k, wo, cols_grid, pointwise, split_cost=0.0):
             pw = mr if trans else nr
             if path != "grid":
                 run = min(pw, wo) if path == "im2col" else pw * 6
-                per_call = mr if trans else L2_BLOCK // kc_of(k)   # columns per packer call
+                per_call = L2_BLOCK // kc_of(k)   # activation columns per packer call
                 pack = k * hw * (COST_RUN / run + COST_ELEM + COST_K[path] / per_call)
             else:
                 pack = split_cost
@@ -261,7 +259,32 @@ def _params(bias: bool, residual: bool):
                  ([Param("r")] if residual else []) + [Param("y", False)])
 
 
-DW_CHUNK = 64     # grid cells per register block of the depthwise kernel (4 zmm here)
+DW_ROWS, DW_COLS = 4, 32          # register block of the depthwise kernel: 8 zmm here
+DW_CHUNK = DW_ROWS * DW_COLS
+
+
+def _dw_taps() -> Tuple[str, str]:
+    """t[R*C] = sum over taps k of w[k] * b[off[k] + 0..R*C): the depthwise inner kernel. Written
+    as R rows of C (like the GEMM micro-kernel with a shared row weight) because that is the
+    shape gcc 12 keeps in registers; a single 1-D row of accumulators was vectorised with
+    gathers instead."""
+    r, c = DW_ROWS, DW_COLS
+    name = f"rvk_dwtaps_{r}x{c}"
+    return name, NOINLINE + f"""static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, const int *__restrict off, float *__restrict t) {{
+  float acc[{r}][{c}];
+  for (int i = 0; i < {r}; ++i)
+    for (int j = 0; j < {c}; ++j) acc[i][j] = 0.0f;
+  for (int k = 0; k < kb; ++k) {{
+    const float ak = a[k];
+    const float *__restrict bk = b + off[k];
+    for (int i = 0; i < {r}; ++i)
+      for (int j = 0; j < {c}; ++j) acc[i][j] += ak * bk[i * {c} + j];
+  }}
+  for (int i = 0; i < {r}; ++i)
+    for (int j = 0; j < {c}; ++j) t[i * {c} + j] = acc[i][j];
+}}
+"""
 
 
 def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
@@ -280,13 +303,13 @@ def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
     sname, scode = pg.split(ch)
     gname = f"rvk_dwgrid_{_tag(pg.key(), bias, residual, act)}"
     fin = "t[j]" if residual else act_expr(act, "t[j]")   # act after the residual add
-    ukn, ukc = ukernel(1, ch, "b")    # the 1-row GEMM micro-kernel: k = tap, b = plane
+    tname, tcode = _dw_taps()
     gcode = f"""static void {gname}(const float *__restrict xp, const float *__restrict wc,
     float bias, float *__restrict g) {{
   static const int tap[{nt}] = {{{", ".join(str(t) for t in pg.taps)}}};
   float t[{ch}];
   for (int q0 = 0; q0 < {qpad}; q0 += {ch}) {{
-    {ukn}({nt}, wc, xp + q0, tap, t);
+    {tname}({nt}, wc, xp + q0, tap, t);
     for (int j = 0; j < {ch}; ++j) t[j] += bias;
     for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};
   }}
@@ -315,7 +338,7 @@ def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
     {store}
   }}
 """
-    support = {sname: scode, ukn: ukc, gname: gcode}
+    support = {sname: scode, tname: tcode, gname: gcode}
     kern = Kernel("dwconv", _params(bias, residual), body, gbuf + qpad, support,
                   n * cin * ho * wo * kh * kw)
     return Lowered(kern)

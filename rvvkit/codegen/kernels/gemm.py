@@ -111,10 +111,14 @@ def choose_tile(p: int, q: int, k: int, trans: bool = False, max_mr: int = 14) -
     return best[1], best[2]
 
 
-# gcc must compile the micro-kernel on its own: inlined into the driver, its heuristics stop
-# fully unrolling the MR loop for MR > 8 and the accumulators go to memory (4x slower).
+# gcc must compile the micro-kernel on its own, for any kb and offsets: inlined into the driver,
+# its heuristics stop fully unrolling the MR loop for MR > 8 (accumulators go to memory, 4x
+# slower); constant-propagated (IPA-CP clones for a constant kb and offset table, as in the
+# depthwise kernel) it unrolls k and "vectorises" with gathers. Hence noinline + noipa.
 NOINLINE = """#ifndef RVK_NOINLINE
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__clang__)
+#define RVK_NOINLINE __attribute__((noinline, noipa))
+#elif defined(__GNUC__)
 #define RVK_NOINLINE __attribute__((noinline))
 #else
 #define RVK_NOINLINE
@@ -295,55 +299,96 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
          mr: int, nr: int) -> Core:
     """Emit the blocked driver for OUT[p x q] = A'[p x k] . B'[k x q] with epilogue `ep`.
 
-    Loop order: column blocks (qb) > k blocks (kb) > row panels (MR) > column panels (NR). A
-    runtime column side is packed once per (qb, kb) block sized to stay in L2; the MR x kb row
-    panel is then reused from L1 by every column panel of the block (measured better here than
-    the BLIS order, which needs kb small enough for a column panel to fit L1). A constant
-    column side needs no blocking (qb = q), so a runtime row side is packed once per (row,
-    k-block). An indirect side is not packed at all; its column blocks keep the rows read by
-    one block L2-resident across the row panels.
+    Default loop order (_cols_blocked): column blocks (qb) > k blocks (kb) > row panels (MR) >
+    column panels (NR). A runtime column side is packed once per (qb, kb) block sized to stay
+    in L2; the MR x kb row panel is then reused from L1 by every column panel of the block
+    (measured better here than the BLIS order, which needs kb small enough for a column panel
+    to fit L1). An indirect side is not packed at all; its column blocks keep the rows read by
+    one block L2-resident across the row panels. A runtime row side against a constant column
+    side uses the mirrored order (_rows_blocked).
     """
     kc = kc_of(k)
-    if b.kind == "packed":
-        qb = q
-    else:
-        qb = max(nr, min(cdiv(q, nr) * nr, (L2_BLOCK // kc) // nr * nr))
     support: Dict[str, str] = {}
     ind = "a" if a.kind == "indirect" else ("b" if b.kind == "indirect" else "")
     ukn, ukc = ukernel(mr, nr, ind)
     epn, epc = epilogue(mr, nr, ep)
     support[ukn], support[epn] = ukc, epc
-    ws_b = cdiv(qb, nr) * nr * kc if b.kind in ("strided", "custom") else 0
-    ws_a = mr * kc if a.kind in ("strided", "custom") else 0
-    bk, _, bptr = _side_prep(b, "b", nr, k, "ws", support)
-    ak, ai, aptr = _side_prep(a, "a", mr, k, f"ws + {ws_b}", support)
-    name = f"rvk_gemm_{tag}_{p}x{q}x{k}_{mr}x{nr}" + (f"_ind{ind}" if ind else "")
     adds = "".join(f"const float *__restrict {x}, " for x, _, _ in ep.addends)
     args = "".join(f"{x}, " for x, _, _ in ep.addends)
+    if a.kind in ("strided", "custom") and b.kind == "packed":
+        loops, aptr, bptr, ws = _rows_blocked(p, q, k, kc, a, mr, nr, support)
+    else:
+        loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, support)
     call = f"""{ukn}(kb, {aptr}, {bptr}, {'off, ' if ind else ''}t);
           {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);"""
-    ihead = f"""for (int i0 = 0; i0 < {p}; i0 += {mr}) {{
-        const int mr = {p} - i0 < {mr} ? {p} - i0 : {mr};
-        {ai}"""
-    jhead = f"""for (int j = j0; j < j0 + qb; j += {nr}) {{
-          const int nr = j0 + qb - j < {nr} ? j0 + qb - j : {nr};"""
-    loops = f"      {ihead}\n        {jhead}\n          {call}\n        }}\n      }}"
+    name = "@NAME@"     # replaced below by a name that identifies the exact text
     support[name] = f"""static void {name}(const float *__restrict opa, const float *__restrict opb,
     {adds}float *__restrict y, float *__restrict ws) {{
   float t[{mr * nr}];
   {f"int off[{kc}];" if ind else ""}
   (void)ws;
-  for (int j0 = 0; j0 < {q}; j0 += {qb}) {{
+{loops.replace("@CALL@", call)}
+}}
+"""
+    # same shapes with another epilogue or operand kind is another function: hash the text
+    text = support.pop(name)
+    name = f"rvk_gemm_{tag}_{p}x{q}x{k}_{mr}x{nr}_{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+    support[name] = text.replace("@NAME@", name)
+    return Core(name, support, ws)
+
+
+def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, support):
+    """Column blocks (qb) > k blocks > [pack B block] > row panels > column panels."""
+    if b.kind == "packed":
+        qb = q
+    else:
+        qb = max(nr, min(cdiv(q, nr) * nr, (L2_BLOCK // kc) // nr * nr))
+    ws_b = cdiv(qb, nr) * nr * kc if b.kind in ("strided", "custom") else 0
+    ws_a = mr * kc if a.kind in ("strided", "custom") else 0
+    bk, _, bptr = _side_prep(b, "b", nr, k, "ws", support)
+    ak, ai, aptr = _side_prep(a, "a", mr, k, f"ws + {ws_b}", support)
+    return f"""  for (int j0 = 0; j0 < {q}; j0 += {qb}) {{
     const int qb = {q} - j0 < {qb} ? {q} - j0 : {qb};
     for (int k0 = 0; k0 < {k}; k0 += {kc}) {{
       const int kb = {k} - k0 < {kc} ? {k} - k0 : {kc};
       {bk}{ak}
-{loops}
+      for (int i0 = 0; i0 < {p}; i0 += {mr}) {{
+        const int mr = {p} - i0 < {mr} ? {p} - i0 : {mr};
+        {ai}
+        for (int j = j0; j < j0 + qb; j += {nr}) {{
+          const int nr = j0 + qb - j < {nr} ? j0 + qb - j : {nr};
+          @CALL@
+        }}
+      }}
     }}
-  }}
-}}
-"""
-    return Core(name, support, ws_a + ws_b)
+  }}""", aptr, bptr, ws_a + ws_b
+
+
+def _rows_blocked(p, q, k, kc, a: Side, mr, nr, support):
+    """Runtime row side, constant column side (transposed conv, Gemm with a weight B): row
+    blocks (pb, packed into L2) > k blocks > column panels > row panels. Each constant column
+    panel is then streamed from memory once per row block and k-block and reused from L2 by
+    every row panel, instead of once per row panel (which made the transposed conv on a
+    7x7 image read its 9 MiB of weights 7 times per k-block from L3)."""
+    pb = max(mr, min(cdiv(p, mr) * mr, (L2_BLOCK // kc) // mr * mr))
+    pname, pcode = strided_packer(mr, a.si, a.sk) if a.kind == "strided" else a.packer
+    support[pname] = pcode
+    bptr = f"opb + (ptrdiff_t)(j / {nr}) * {k * nr} + (ptrdiff_t)k0 * {nr}"
+    aptr = f"ws + (ptrdiff_t)((i0 - ib) / {mr}) * kb * {mr}"
+    return f"""  for (int ib = 0; ib < {p}; ib += {pb}) {{
+    const int pb = {p} - ib < {pb} ? {p} - ib : {pb};
+    for (int k0 = 0; k0 < {k}; k0 += {kc}) {{
+      const int kb = {k} - k0 < {kc} ? {k} - k0 : {kc};
+      {pname}(opa, ib, pb, k0, kb, ws);
+      for (int j = 0; j < {q}; j += {nr}) {{
+        const int nr = {q} - j < {nr} ? {q} - j : {nr};
+        for (int i0 = ib; i0 < ib + pb; i0 += {mr}) {{
+          const int mr = ib + pb - i0 < {mr} ? ib + pb - i0 : {mr};
+          @CALL@
+        }}
+      }}
+    }}
+  }}""", aptr, bptr, cdiv(pb, mr) * mr * kc
 
 
 # ------------------------------------------------------------------ Gemm / MatMul lowerings
