@@ -90,6 +90,10 @@ def environment() -> Dict:
     import onnxruntime as ort
     from rvvkit.jit import compile_flags, resolve_compiler
     comp = resolve_compiler(target="host")
+    # Import the kernel modules now, so the hashes below describe the code that is measured
+    # even while someone edits those files during a long run.
+    import rvvkit.codegen.kernels.conv  # noqa: F401
+    import rvvkit.codegen.kernels.gemm  # noqa: F401
     kernel_files = {}
     for rel in ("rvvkit/codegen/kernels/conv.py", "rvvkit/codegen/kernels/gemm.py"):
         p = PKG_ROOT / rel
@@ -180,10 +184,13 @@ def busy_fraction(interval: float = 1.0) -> Optional[float]:
 
 def wait_quiet(max_wait: float, threshold: float = 0.15) -> Optional[float]:
     """Wait (up to max_wait s) until other processes keep the CPUs < threshold busy."""
-    deadline = time.monotonic() + max_wait
-    busy = busy_fraction()
-    while busy is not None and busy > threshold and time.monotonic() < deadline:
-        say(f"machine {100 * busy:.0f}% busy with other work; waiting for it to calm down")
+    start = time.monotonic()
+    busy, told = busy_fraction(), -1e9
+    while busy is not None and busy > threshold and time.monotonic() - start < max_wait:
+        if time.monotonic() - told >= 15:
+            say(f"machine {100 * busy:.0f}% busy with other work; waiting up to "
+                f"{max_wait - (time.monotonic() - start):.0f} s more for it to calm down")
+            told = time.monotonic()
         busy = busy_fraction(2.0)
     return busy
 

@@ -5,8 +5,9 @@
 Each layer is lowered by rvvkit, compiled alone with the production flags, and timed with the
 same inputs as an onnxruntime session (intra_op_num_threads=1, default graph optimisations,
 which on x86 include MLAS's NCHWc conv). Reported: min and median ms over `reps` trials (each
-trial the mean of enough calls to last ~0.1 s, rvkit and onnxruntime trials alternating), GFLOP/s (2 * MACs / min time) and the ratio
-rvvkit/onnxruntime of the min times (< 1 means rvvkit is faster). Not a test.
+trial the mean of enough calls to last ~0.1 s of thread CPU time, rvvkit and onnxruntime trials
+alternating), GFLOP/s (2 * MACs / min time) and the ratio rvvkit/onnxruntime of the min times
+(< 1 means rvvkit is faster). Not a test.
 """
 from __future__ import annotations
 
@@ -78,6 +79,33 @@ def build(kernel, cc: str, tmp: str):
 CLOCK = time.thread_time
 
 
+def asm_report(kernel, cc: str, tmp: str) -> str:
+    """Per micro-kernel of `kernel`: packed-single FMAs and stack references in the compiled
+    function (a register-resident MR x NR tile shows MR*NR/16 zmm FMAs and no (%rsp) use in
+    its k loop; the few stack stores left are the final tile write-back)."""
+    src = HDR + "\n".join(kernel.support.values()) + "\n" + kernel.signature("kern") + \
+        " {\n" + kernel.body + "}\n"
+    c, s = os.path.join(tmp, "asm.c"), os.path.join(tmp, "asm.s")
+    open(c, "w").write(src)
+    subprocess.run([cc, *[f for f in FLAGS if f not in ("-shared", "-fPIC")], "-S", c, "-o", s],
+                   check=True)
+    out, fn, stats = [], None, {}
+    for line in open(s):
+        if line and not line[0].isspace() and line.rstrip().endswith(":") and \
+                line.startswith(("rvk_uk_", "rvk_dwtaps_")):
+            fn = line.rstrip()[:-1]
+            stats[fn] = [0, 0, 0]
+        elif fn and line.strip() == "ret":
+            fn = None
+        elif fn:
+            stats[fn][0] += "vfmadd" in line and "zmm" in line
+            stats[fn][1] += "vfmadd" in line and "ymm" in line
+            stats[fn][2] += "(%rsp)" in line
+    for fn, (z, y, sp) in stats.items():
+        out.append(f"    {fn}: {z} zmm FMAs, {y} ymm FMAs, {sp} stack refs")
+    return "\n".join(out)
+
+
 def _calls_for(fn, seconds=0.1):
     fn()
     n, t0 = 0, time.perf_counter()
@@ -102,11 +130,11 @@ def timeit2(f1, f2, reps: int):
 
 
 def ort_session(nodes, inits, inputs, output, shape):
-    import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
     g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs],
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs],
         [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)],
         [numpy_helper.from_array(a, n) for n, a in inits])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
@@ -119,7 +147,11 @@ def ort_session(nodes, inits, inputs, output, shape):
     return lambda: sess.run(None, feed)[0]
 
 
+LAST = [None]     # kernel of the latest layer, for --asm
+
+
 def call_rvk(low, arrays, yshape, cc, tmp):
+    LAST[0] = low.kernel
     ffi, lib = build(low.kernel, cc, tmp)
     arrays = list(arrays)
     for i, f in (low.transforms or {}).items():
@@ -178,6 +210,7 @@ def main():
     ap.add_argument("--filter", default="")
     ap.add_argument("--cc", default=os.environ.get("RVVKIT_COMPILER", "gcc"))
     ap.add_argument("--wall", action="store_true", help="time wall clock, not thread CPU time")
+    ap.add_argument("--asm", action="store_true", help="also report each micro-kernel's FMAs")
     args = ap.parse_args()
     if args.wall:
         global CLOCK
@@ -195,6 +228,8 @@ def main():
             print(f"{name:26s} {macs / 1e9:6.3f} {rmin * 1e3:7.3f}/{rmed * 1e3:7.3f} "
                   f"{omin * 1e3:7.3f}/{omed * 1e3:7.3f} {2 * macs / rmin / 1e9:8.1f} "
                   f"{2 * macs / omin / 1e9:8.1f} {rmin / omin:6.2f} {err:8.1e}", flush=True)
+            if args.asm:
+                print(asm_report(LAST[0], args.cc, tmp), flush=True)
     if ratios:
         print(f"geomean ratio rvkit/ort: {float(np.exp(np.mean(np.log(ratios)))):.2f}")
 

@@ -6,6 +6,7 @@ points that call kernels with pointers into the weights blob `w`, the arena `a` 
 input/output buffers."""
 from __future__ import annotations
 
+import math
 from typing import Dict, List
 
 from .. import __version__
@@ -51,6 +52,11 @@ RVK_API long rvvkit_arena_floats(void) {{ return {arena}L; }}
 RVK_API long rvvkit_weights_floats(void) {{ return {nweights}L; }}
 RVK_API int rvvkit_num_inputs(void) {{ return {ninputs}; }}
 RVK_API int rvvkit_num_outputs(void) {{ return {noutputs}; }}
+static const long rvk_input_floats[] = {{ {in_sizes} }};
+static const long rvk_output_floats[] = {{ {out_sizes} }};
+/* Element counts of input/output i (-1 when out of range): lets a runner check its files. */
+RVK_API long rvvkit_input_floats(int i) {{ return i >= 0 && i < {ninputs} ? rvk_input_floats[i] : -1L; }}
+RVK_API long rvvkit_output_floats(int i) {{ return i >= 0 && i < {noutputs} ? rvk_output_floats[i] : -1L; }}
 
 /* Runs step `i` of the plan; returns -1 when i is out of range. */
 RVK_API int rvvkit_step(int i, const float *__restrict w, float *__restrict a,
@@ -99,8 +105,15 @@ def render(plan: Plan) -> str:
                      f"/* {s.op} {_safe(s.node)} */")
     parts.append(ENTRY.format(abi=ABI_VERSION, nsteps=len(plan.steps), arena=plan.arena_floats,
                               nweights=plan.weights.size, ninputs=len(plan.inputs),
-                              noutputs=len(plan.outputs), cases="\n".join(cases)))
+                              noutputs=len(plan.outputs), cases="\n".join(cases),
+                              in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs)))
     return "\n".join(parts)
+
+
+def _sizes(items) -> str:
+    # A zero-length array is not valid C++; a model always has at least one output, and the
+    # trailing 0 keeps an input-less model's array legal.
+    return ", ".join([f"{math.prod(shape)}L" for _, shape in items] + ["0L"])
 
 
 def _safe(text: str) -> str:

@@ -129,6 +129,10 @@ CONV = [
     (1, 4, 17, 7, 6, (2, 4), 1, (1, 2), (0, 3, 1, 0), (2, 1), False, False, None),  # odd all
     (1, 300, 13, 13, 40, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, True, RELU),  # pw
     (1, 64, 7, 7, 130, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, False, None),
+    (2, 5, 10, 12, 9, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, True, RELU),  # batch 2
+    (1, 4, 6, 5, 3, (3, 3), 1, (1, 1), (4, 3, 0, 4), (1, 1), True, False, None),  # pads > k
+    (1, 6, 11, 11, 5, (1, 1), 1, (3, 2), (1, 0, 0, 1), (1, 1), False, True, None),  # 1x1, s>k
+    (1, 32, 28, 28, 48, (3, 3), 1, (2, 2), (1, 1, 1, 1), (1, 1), True, False, RELU),
     # depthwise
     (1, 8, 13, 13, 8, (3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1), True, False, RELU),
     (2, 8, 14, 14, 8, (3, 3), 8, (2, 2), (0, 1, 1, 0), (1, 1), True, True, None),
@@ -177,7 +181,7 @@ def test_conv(conv_lib, i):
 def test_conv_hints_and_macs():
     assert _conv_lowered(CONV[0]).kernel.hint == "conv2d"
     assert _conv_lowered(CONV[1]).kernel.hint == "conv1x1"
-    dw = _conv_lowered(CONV[17])
+    dw = _conv_lowered(next(c for c in CONV if c[6] == c[1] == c[4] > 1))
     assert dw.kernel.hint == "dwconv" and not dw.transforms
     assert _conv_lowered(CONV[0]).kernel.macs == 1 * 8 * 13 * 17 * 3 * 3 * 3
     names = [p.name for p in _conv_lowered(CONV[1]).kernel.params]
@@ -185,7 +189,8 @@ def test_conv_hints_and_macs():
 
 
 # Every path x orientation, forced (the cost model alone would not reach all of them).
-FORCED = [(path, trans) for path in ("im2col", "grid") for trans in (False, True)]
+FORCED = [(path, trans) for path in ("im2col", "grid") for trans in (False, True)] + \
+    [("rowpack", True)]
 FORCED_CASES = [CONV[0], CONV[4], CONV[5], CONV[12], CONV[13], CONV[14]]
 
 
@@ -197,7 +202,8 @@ def forced_lib(tmp_path_factory):
         def plan(mg, hw, k, wo, cols_grid, pointwise, split_cost=0.0, path=path, trans=trans):
             cols = cols_grid if path == "grid" else hw
             p, q = (cols, mg) if trans else (mg, cols)
-            mr, nr = choose_tile(p, q, k, trans=trans)
+            rows = [d for d in range(1, 15) if wo % d == 0] if path == "rowpack" else None
+            mr, nr = choose_tile(p, q, k, trans=trans, mrs=rows)
             return 0.0, path, trans, mr, nr, cols
         convmod._plan_conv = plan
         try:
@@ -285,6 +291,33 @@ def test_matmul(matmul_lib, i):
 
 # ----------------------------------------------------------------------------- C++ / clang
 
+# Real network layer shapes: only compiled (production flags, -Werror): gcc's -O3 value-range
+# warnings (-Waggressive-loop-optimizations) depend on the constants baked into each kernel.
+NET_CONVS = [  # (C, H, M, k, stride, pad, group)
+    (3, 224, 64, 7, 2, 3, 1), (64, 56, 64, 3, 1, 1, 1), (256, 56, 64, 1, 1, 0, 1),
+    (128, 28, 128, 3, 1, 1, 1), (256, 14, 256, 3, 1, 1, 1), (512, 7, 512, 3, 1, 1, 1),
+    (2048, 7, 512, 1, 1, 0, 1), (256, 56, 512, 1, 2, 0, 1), (128, 56, 128, 3, 2, 1, 1),
+    (192, 35, 32, 5, 1, 2, 1), (232, 14, 232, 3, 1, 1, 232), (116, 56, 116, 3, 2, 1, 116),
+    (128, 28, 128, 3, 1, 1, 4), (16, 55, 64, 3, 1, 1, 1), (3, 227, 96, 11, 4, 0, 1)]
+
+
+def test_network_shapes_compile_clean(tmp_path):
+    kernels = []
+    for c, h, m, k, s, p, g in NET_CONVS:
+        ho = (h + 2 * p - k) // s + 1
+        kernels.append(conv2d((1, c, h, h), (m, c // g, k, k), (1, m, ho, ho), group=g,
+                              strides=(s, s), pads=(p,) * 4, dilations=(1, 1), bias=True,
+                              residual=True, act=RELU).kernel)
+    kernels += [gemm(1, 1000, 2048, b_const=True, c_mode="col").kernel,
+                gemm(64, 1000, 2048, b_const=True, c_mode="col").kernel,
+                gemm(1, 4096, 25088, b_const=True, c_mode="col", act=RELU).kernel,
+                matmul((12, 128, 64), (12, 64, 128), (12, 128, 128), b_const=False).kernel]
+    src = tmp_path / "net.c"
+    src.write_text(translation_unit(kernels))
+    subprocess.run(["gcc", *FLAGS["native"], *WARN, "-c", str(src), "-o", str(tmp_path / "n.o")],
+                   check=True)
+
+
 COMPILERS = [("g++", ["-x", "c++", "-std=c++11"]), ("clang-16", ["-std=c11"]),
              ("clang-16", ["-x", "c++", "-std=c++11"])]
 
@@ -293,7 +326,7 @@ COMPILERS = [("g++", ["-x", "c++", "-std=c++11"]), ("clang-16", ["-std=c11"]),
 def test_other_compilers(tmp_path, cc, lang):
     if shutil.which(cc) is None:
         pytest.skip(f"{cc} not installed")
-    kernels = [_conv_lowered(CONV[i]).kernel for i in (0, 1, 8, 12, 18)]
+    kernels = [_conv_lowered(CONV[i]).kernel for i in (0, 1, 8, 12, 17, 22)]
     kernels += [gemm(5, 13, 17, b_const=True, c_mode="full", alpha=0.5, act=CLIP).kernel,
                 gemm(1, 40, 30, b_const=False, c_mode="col").kernel,
                 matmul((2, 3, 5, 7), (1, 7, 9), (2, 3, 5, 9), b_const=False).kernel]

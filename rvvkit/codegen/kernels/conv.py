@@ -1,15 +1,21 @@
 """Conv2d (NCHW) lowering onto the packed GEMM core of `gemm.py`, plus a direct depthwise kernel.
 
 Per image and group, conv is OUT[m][p] = sum_k W[m][k] * X'[k][p] with k = (c, r, s) and p the
-output position. Which side the micro-kernel vectorises is chosen by cost (gemm.tile_cost):
-  * normal     - rows = output channels (weights pre-packed in MR panels), columns = positions
-                 (im2col packed NR wide). Output rows are contiguous: NCHW stores are vectors.
-  * transposed - rows = positions, columns = channels; wins for small images (7x7 = 49
-                 positions pads badly to NR = 32 columns while 512 channels do not).
-A 1x1, stride-1, unpadded conv needs no im2col: X is already the [C][H*W] matrix, and the core
-packs it like any strided GEMM operand. Everything else gets a fused im2col+pack routine that
-writes panels directly (no full im2col matrix), k-block by k-block, so the packed block stays in
-L2. Depthwise (group == C == M) has little reuse and is done directly, vectorised along the row.
+output position; the weights are pre-packed at build time (transform of input 1). X' (the
+implicit im2col matrix) reaches the micro-kernel by one of three paths, chosen by cost:
+  * pointwise - 1x1, stride 1, unpadded: X is already the [C][H*W] matrix; packed like any
+                strided GEMM operand (no im2col).
+  * grid      - any other conv: x is zero padded and split into stride phases once per image
+                (PhaseGrid), after which every row of X' is the buffer read at a fixed offset,
+                so the GEMM reads it in place through an offset table; outputs are computed
+                on the padded grid and the few wrap-around columns dropped in the epilogue.
+  * im2col    - a fused im2col+pack into panels, k-block by k-block (L2-resident): for small
+                images, where the grid's wrap-around columns would waste too much.
+and in one of two orientations:
+  * normal     - rows = output channels, columns = positions: NCHW rows are stored as vectors;
+  * transposed - rows = positions, columns = channels: better when the image is small (7x7 =
+                 49 positions pads badly to 32-wide vectors, 512 channels do not).
+Depthwise (group == C == M) has no reuse across channels; it runs directly on the phase grid.
 """
 from __future__ import annotations
 
@@ -73,7 +79,8 @@ def im2col_packer(pw: int, cin: int, h: int, w: int, kh: int, kw: int, wo: int,
       }}
       q += len;
     }}
-    for (int qq = np; qq < npan * {pw}; ++qq) dk[(ptrdiff_t)(qq / {pw}) * kb * {pw} + qq % {pw}] = 0.0f;
+    for (int qq = np; qq < npan * {pw}; ++qq)
+      dk[(ptrdiff_t)(qq / {pw}) * kb * {pw} + qq % {pw}] = 0.0f;
     if (++s == {kw}) {{
       s = 0;
       if (++r == {kh}) {{ r = 0; ++c; }}
@@ -117,59 +124,87 @@ class PhaseGrid:
         return (self.cin, self.h, self.w, self.kh, self.kw, self.ho, self.wo, self.sh, self.sw,
                 self.pads, self.dh, self.dw)
 
+    def _range(self, off: int, n: int, s: int, lim: int) -> Tuple[int, int]:
+        """[lo, hi) of cells i (< lim) whose source index i*s + off lies in [0, n)."""
+        lo = max(0, cdiv(-off, s))
+        hi = min(lim, max(0, cdiv(n - off, s)))
+        return lo, max(lo, hi)
+
     def split(self, slack: int) -> Tuple[str, str]:
-        """C routine x -> phase planes (size floats), then `slack` zeros for over-reads."""
+        """C routine x -> phase planes (size floats, zeroed), then `slack` zeros for over-reads.
+
+        All bounds are constants: the buffer is zeroed once, then each phase gets the rectangle
+        of valid rows/columns, a row at a time (memcpy for stride 1, a constant-stride copy
+        that vectorises with permutes otherwise). Branch-free on purpose: a zero/copy/zero split
+        with an `if` for pad rows was miscompiled by gcc 12.2 -O3 -mavx2 (outer loop
+        vectorised); with runtime phase offsets the strided copy became a gather loop.
+        """
         name = f"rvk_split_{_tag(self.key(), slack)}"
-        h, w, sh, sw, wq, hq = self.h, self.w, self.sh, self.sw, self.wq, self.hq
+        h, w, sh, sw, wq = self.h, self.w, self.sh, self.sw, self.wq
         pt, pl = self.pads[0], self.pads[1]
-        calls = "\n".join(f"  {name}_ph(x, xp + {i * self.cin * self.plane}, {a}, {b});"
-                          for i, (a, b) in enumerate(self.phases))
-        # Zero the whole plane, then copy the rectangle of valid rows/columns: a branch-free
-        # row loop. (A zero/copy/zero split per row with an `if` for pad rows was miscompiled
-        # by gcc 12.2 -O3 -mavx2 once a, b were constant-propagated: outer-loop vectorised.)
-        if sw == 1:
-            copy = f"memcpy(d + i * {wq} + jlo, xc + (i * {sh} + a - {pt}) * {w} + jlo + b - {pl}, " \
-                   f"(size_t)(jhi - jlo) * sizeof(float));"
-        else:
-            copy = f"for (int j = jlo; j < jhi; ++j)\n        d[i * {wq} + j] = " \
-                   f"xc[(i * {sh} + a - {pt}) * {w} + j * {sw} + b - {pl}];"
-        return name, NOINLINE + f"""static RVK_NOINLINE void {name}_ph(const float *__restrict x,
-    float *__restrict d, int a, int b) {{
-  int ilo = {pt} - a > 0 ? ({pt} - a + {sh - 1}) / {sh} : 0;       /* first i with ih >= 0 */
-  int ihi = {h + pt} - a > 0 ? ({h + pt} - a + {sh - 1}) / {sh} : 0; /* first i with ih >= h */
-  int jlo = {pl} - b > 0 ? ({pl} - b + {sw - 1}) / {sw} : 0;
-  int jhi = {w + pl} - b > 0 ? ({w + pl} - b + {sw - 1}) / {sw} : 0;
-  ihi = ihi > {hq} ? {hq} : ihi;
-  jhi = jhi > {wq} ? {wq} : jhi;
-  ilo = ilo > ihi ? ihi : ilo;
-  jlo = jlo > jhi ? jhi : jlo;
-  for (int c = 0; c < {self.cin}; ++c, d += {self.plane}) {{
+        blocks = []
+        for ph, (a, b) in enumerate(self.phases):
+            ilo, ihi = self._range(a - pt, h, sh, self.hq)
+            jlo, jhi = self._range(b - pl, w, sw, wq)
+            if ihi == ilo or jhi == jlo:
+                continue
+            src = f"xc + (i * {sh} + {a - pt}) * {w} + {jlo * sw + b - pl}"
+            dst = f"xp + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + i * {wq} + {jlo}"
+            if sw == 1:
+                row = f"memcpy({dst}, {src}, {jhi - jlo} * sizeof(float));"
+            else:
+                row = f"""{{
+        float *__restrict d = {dst};
+        const float *__restrict r = {src};
+        for (int j = 0; j < {jhi - jlo}; ++j) d[j] = r[j * {sw}];
+      }}"""
+            blocks.append(f"    for (int i = {ilo}; i < {ihi}; ++i)\n      {row}")
+        body = "\n".join(blocks)
+        return name, f"""static void {name}(const float *__restrict x, float *__restrict xp) {{
+  memset(xp, 0, (size_t){self.size + slack} * sizeof(float));
+  for (int c = 0; c < {self.cin}; ++c) {{
     const float *__restrict xc = x + (ptrdiff_t)c * {h * w};
-    memset(d, 0, {self.plane} * sizeof(float));
-    for (int i = ilo; i < ihi; ++i)
-      {copy}
+{body}
   }}
 }}
+"""
 
-static void {name}(const float *__restrict x, float *__restrict xp) {{
-{calls}
-  for (int i = 0; i < {slack}; ++i) xp[{self.size} + i] = 0.0f;
+    def row_packer(self, pw: int, kc: int) -> Tuple[str, str]:
+        """C routine packing X'[k][p] (compact positions p, pw | wo) from the phase planes:
+        a pw-wide panel lies in one output row, i.e. pw consecutive grid cells, so every
+        (k, panel) is one fixed-length copy from the buffer at the k-row's offset: im2col with
+        no index work and no padding waste (used for small images, where the grid's
+        wrap-around columns cost too much)."""
+        name = f"rvk_rowpack_{pw}_{_tag(self.key(), kc)}"
+        return name, f"""static void {name}(const float *__restrict x, int p0, int np, int k0, int kb,
+    float *__restrict dst) {{
+  int off[{kc}];
+  {self._offsets_loop()}
+  for (int pp = 0; pp * {pw} < np; ++pp) {{
+    const int p = p0 + pp * {pw};
+    const float *__restrict s = x + p / {self.wo} * {self.wq} + p % {self.wo};
+    float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
+    for (int kk = 0; kk < kb; ++kk) memcpy(d + kk * {pw}, s + off[kk], {pw} * sizeof(float));
+  }}
 }}
 """
 
     def offsets(self) -> Tuple[str, str]:
         """C routine: offset of implicit-im2col row k = (c, tap) for k in [k0, k0+kb)."""
         name = f"rvk_gridoff_{_tag(self.key())}"
-        nt = self.kh * self.kw
         return name, f"""static void {name}(int k0, int kb, int *__restrict off) {{
-  static const int tap[{nt}] = {{{", ".join(str(t) for t in self.taps)}}};
+  {self._offsets_loop()}
+}}
+"""
+
+    def _offsets_loop(self) -> str:
+        nt = self.kh * self.kw
+        return f"""static const int tap[{nt}] = {{{", ".join(str(t) for t in self.taps)}}};
   int c = k0 / {nt}, t = k0 % {nt};
   for (int kk = 0; kk < kb; ++kk) {{
     off[kk] = c * {self.plane} + tap[t];
     if (++t == {nt}) {{ t = 0; ++c; }}
-  }}
-}}
-"""
+  }}"""
 
 
 # Cost, in MACs at full rate, of packing one element: a fixed cost per contiguous run (index
@@ -179,27 +214,44 @@ static void {name}(const float *__restrict x, float *__restrict xp) {{
 COST_RUN = 300.0
 COST_ELEM = 4.0
 COST_K = {"im2col": 320.0, "pointwise": 32.0}   # per k-row per packer call (set-up of a row)
+COST_ROWPACK = 48.0   # per fixed-length panel copy of the row packer
 
 
 def _plan_conv(mg, hw, k, wo, cols_grid, pointwise, split_cost=0.0):
     """(cost, path, trans, mr, nr, cols) of the cheapest path; cols = GEMM column count."""
     out = []
-    paths = [("pointwise", hw)] if pointwise else [("im2col", hw), ("grid", cols_grid)]
+    paths = [("pointwise", hw)] if pointwise else \
+        [("im2col", hw), ("grid", cols_grid), ("rowpack", hw)]
     for path, cols in paths:
-        if cols is None:
-            continue
         for trans in (False, True):
+            if path == "rowpack" and not trans:
+                continue
             p, q = (cols, mg) if trans else (mg, cols)
-            mr, nr = choose_tile(p, q, k, trans=trans)
+            rows = [d for d in range(1, 15) if wo % d == 0] if path == "rowpack" else None
+            mr, nr = choose_tile(p, q, k, trans=trans, mrs=rows)
             pw = mr if trans else nr
-            if path != "grid":
+            if path in ("im2col", "pointwise"):
                 run = min(pw, wo) if path == "im2col" else pw * 6
                 per_call = L2_BLOCK // kc_of(k)   # activation columns per packer call
                 pack = k * hw * (COST_RUN / run + COST_ELEM + COST_K[path] / per_call)
             else:
-                pack = split_cost
+                pack = split_cost + (k * hw * COST_ROWPACK / pw if path == "rowpack" else 0.0)
             out.append((tile_cost(p, q, k, mr, nr, trans) + pack, path, trans, mr, nr, cols))
     return min(out)
+
+
+def _x_side(path, pg: PhaseGrid, xs, ws_, pw, k, strides, pads, dil):
+    """(Side of the activation operand, grid of the epilogue, floats of ws it uses first)."""
+    _, cin, h, w = xs
+    _, cg, kh, kw = ws_
+    if path == "pointwise":
+        return Side("strided", si=1, sk=h * w), None, 0
+    if path == "rowpack":
+        return Side("custom", packer=pg.row_packer(pw, kc_of(k))), None, pg.size
+    if path == "grid":   # slack: the last tile reads up to a panel width past the last cell
+        return Side("indirect", packer=pg.offsets()), (pg.wq, pg.wo), pg.size + pw
+    packer = im2col_packer(pw, cg, h, w, kh, kw, pg.wo, strides, pads, dil)
+    return Side("custom", packer=packer), None, 0
 
 
 def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> Lowered:
@@ -212,15 +264,8 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
     _, path, trans, mr, nr, cols = _plan_conv(mg, hw, k, wo, pg.cols, pointwise,
                                               pg.size * COST_ELEM)
     xpw = mr if trans else nr                      # panel width of the activation side
-    grid, pre, xpad = None, "", 0
-    if path == "pointwise":
-        xside = Side("strided", si=1, sk=h * w)
-    elif path == "grid":
-        xside = Side("indirect", packer=pg.offsets())
-        # slack: the last tile reads up to a panel width past the last grid cell
-        grid, xpad = (pg.wq, wo), pg.size + max(mr, nr)
-    else:
-        xside = Side("custom", packer=im2col_packer(xpw, cg, h, w, kh, kw, wo, strides, pads, dil))
+    xside, grid, xpad = _x_side(path, pg, xs, ws_, xpw, k, strides, pads, dil)
+    pre = ""
     adds = ((("b", "{m}", None),) if bias else ()) + \
         ((("r", f"{{m}} * {hw} + {{n}}", None),) if residual else ())
     ep = Epilogue(ldy=hw, trans=trans, addends=adds, act=act, grid=grid)
@@ -235,8 +280,8 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
         return np.concatenate([pack_panels(wt[g], wpw) for g in range(group)])
 
     yoff = f"(ptrdiff_t)(n * {m} + g * {mg}) * {hw}"
-    if path == "grid":
-        pname, pcode = pg.split(max(mr, nr))
+    if path in ("grid", "rowpack"):
+        pname, pcode = pg.split(xpw if path == "grid" else 0)
         c.support[pname] = pcode
         pre = f"    {pname}(x + (ptrdiff_t)n * {cin * h * w}, ws);\n"
         xp = f"ws + (ptrdiff_t)g * {cg * pg.plane}"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -34,8 +34,9 @@ from ..kernel import Kernel, Lowered, Param
 VEC = 16            # floats per vector register
 VREGS = 32          # vector registers: accumulators + NR/VEC B vectors + 1 broadcast must fit
 NRS = (32, 48, 64)  # column widths gcc vectorises cleanly (see module doc about 16)
-KC_MAX = 640        # k-block: the MR x KC row panel (<= 21 KiB) stays in L1 across column panels
-L2_BLOCK = 96 * 1024  # floats (384 KiB) of packed column side per k-block, resident in L2
+KC_MAX = 640        # k-block (balanced); swept 160..2400 on ResNet layers: 576-640 best. Fewer
+                    # k-blocks = fewer passes over y; B is streamed from L2 either way here.
+L2_BLOCK = 96 * 1024  # floats (384 KiB) of the runtime-packed side per k-block, kept in L2
 
 
 def cdiv(a: int, b: int) -> int:
@@ -95,14 +96,14 @@ def tile_cost(p: int, q: int, k: int, mr: int, nr: int, trans: bool) -> float:
     plus the epilogue (vectorised along NR when not transposed, mostly scalar otherwise)."""
     tiles = cdiv(p, mr) * cdiv(q, nr)
     nkb = cdiv(k, KC_MAX)
-    cost = tiles * mr * nr * (k / tile_eff(mr, nr) + nkb * (24 if trans else 3))
-    return cost
+    return tiles * mr * nr * (k / tile_eff(mr, nr) + nkb * (8 if trans else 3))
 
 
-def choose_tile(p: int, q: int, k: int, trans: bool = False, max_mr: int = 14) -> Tuple[int, int]:
+def choose_tile(p: int, q: int, k: int, trans: bool = False, mrs=None) -> Tuple[int, int]:
+    """Cheapest (MR, NR) by tile_cost; `mrs` restricts the row counts tried."""
     best = None
     for nr in NRS:
-        for mr in range(max_mr, 0, -1):     # ties go to the taller tile (fewer B passes)
+        for mr in sorted(mrs or range(1, 15), reverse=True):   # ties: taller (fewer B passes)
             if mr * nr // VEC + nr // VEC + 1 > VREGS:
                 continue
             c = tile_cost(p, q, k, mr, nr, trans)
@@ -159,21 +160,23 @@ def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
     """Packs idx in [i0, i0+n), k in [k0, k0+kb) of src[idx*si + k*sk] into pw-wide panels."""
     name = f"rvk_pack_{pw}_{si}_{sk}"
     # read along whichever stride is 1, so the copy is a contiguous vector load
-    if si == 1:
-        full = f"for (int kk = 0; kk < kb; ++kk)\n        for (int u = 0; u < {pw}; ++u) d[kk * {pw} + u] = s[u + kk * {sk}];"
-    else:
-        full = f"for (int u = 0; u < {pw}; ++u)\n        for (int kk = 0; kk < kb; ++kk) d[kk * {pw} + u] = s[u * {si} + kk * {sk}];"
+    el = f"s[(ptrdiff_t)u * {si} + (ptrdiff_t)kk * {sk}]"
+    kloop, uloop = "for (int kk = 0; kk < kb; ++kk)", f"for (int u = 0; u < {pw}; ++u)"
+    outer, inner = (kloop, uloop) if si == 1 else (uloop, kloop)
+    full = f"{outer}\n        {inner} d[kk * {pw} + u] = {el};"
     return name, f"""static void {name}(const float *__restrict src, int i0, int n, int k0, int kb,
     float *__restrict dst) {{
   for (int pp = 0; pp * {pw} < n; ++pp) {{
     const int c = n - pp * {pw} < {pw} ? n - pp * {pw} : {pw};
-    float *__restrict d = dst + pp * kb * {pw};
+    float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
     const float *__restrict s = src + (ptrdiff_t)(i0 + pp * {pw}) * {si} + (ptrdiff_t)k0 * {sk};
     if (c == {pw}) {{
       {full}
     }} else {{
-      for (int kk = 0; kk < kb; ++kk)
-        for (int u = 0; u < {pw}; ++u) d[kk * {pw} + u] = u < c ? s[u * {si} + kk * {sk}] : 0.0f;
+      for (int kk = 0; kk < kb; ++kk) {{
+        for (int u = 0; u < c; ++u) d[kk * {pw} + u] = {el};
+        for (int u = c; u < {pw}; ++u) d[kk * {pw} + u] = 0.0f;
+      }}
     }}
   }}
 }}
@@ -248,8 +251,8 @@ def epilogue(mr: int, nr: int, ep: Epilogue) -> Tuple[str, str]:
     name = f"rvk_ep_{mr}x{nr}_{ep.tag()}"
     ptrs = "".join(f"const float *__restrict {p}, " for p, _, _ in ep.addends)
     body = _ep_cols if ep.trans else _ep_rows
-    return name, f"""static void {name}(float *__restrict t, int i0, int j0, int mr, int nr, int first,
-    int last, {ptrs}float *__restrict y) {{
+    return name, f"""static void {name}(float *__restrict t, int i0, int j0, int mr, int nr,
+    int first, int last, {ptrs}float *__restrict y) {{
   if (mr == {mr} && nr == {nr}) {{
   {body(ep, nr, str(mr), str(nr))}
   }} else {{
@@ -431,6 +434,8 @@ def gemm(M: int, N: int, K: int, *, b_const: bool, c_mode: Optional[str], alpha:
     trans, mr, nr, rs, cs = _plan(M, N, K, b_const)
     adds: Tuple = ()
     if c_mode is not None:
+        if c_mode not in ("scalar", "row", "col", "full"):
+            raise ValueError(f"gemm: unknown c_mode {c_mode!r}")
         idx = _C_INDEX.get(c_mode, f"{{m}} * {N} + {{n}}")
         adds = (("c", idx, beta),)
     ep = Epilogue(ldy=N, trans=trans, alpha=alpha, addends=adds, act=act)
