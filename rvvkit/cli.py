@@ -14,7 +14,7 @@ from . import __version__
 from .errors import InputError, RvvkitError
 from .report import human_bytes, table
 
-EXECUTORS = ["host"]
+EXECUTORS = ["host", "qemu"]
 
 
 def _progress(msg: str) -> None:
@@ -115,9 +115,14 @@ def _open(args):
     kwargs = {"compiler": args.compiler}
     if args.no_cache:
         kwargs["use_cache"] = False
+    if getattr(args, "vlen", None) is not None:
+        if args.on != "qemu":
+            raise InputError(f"--vlen applies to --on qemu, not --on {args.on}")
+        kwargs["vlen"] = args.vlen
     t0 = time.perf_counter()
     sess = open_session(args.artifact, on=args.on, **kwargs)
-    _progress(f"{args.on}: kernels ready in {time.perf_counter() - t0:.2f}s")
+    where = f"{args.on} (VLEN {sess.vlen})" if args.on == "qemu" else args.on
+    _progress(f"{where}: kernels ready in {time.perf_counter() - t0:.2f}s")
     return sess
 
 
@@ -177,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", help=".npz to write, keyed by output names")
     r.add_argument("--on", default="host", choices=EXECUTORS, help="executor (default host)")
     r.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
+    r.add_argument("--vlen", type=int, help="RVV vector length in bits for --on qemu: 128, "
+                   "256, 512 or 1024 (default: RVVKIT_VLEN, else 256)")
     r.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
     r.add_argument("--profile", action="store_true", help="print per-kernel timings")
     r.add_argument("--repeat", type=int, default=10, help="runs averaged by --profile")

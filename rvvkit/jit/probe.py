@@ -76,9 +76,25 @@ def probe(argv: Tuple[str, ...]) -> ProbeResult:
     return _probe_cached(tuple(argv), os.environ.get("PATH", ""))
 
 
+@functools.lru_cache(maxsize=64)
+def _print_path_cached(argv: Tuple[str, ...], option: str, path_env: str) -> str:
+    del path_env  # only part of the memo key
+    rc, text = _run(argv + (option,))
+    lines = text.strip().splitlines() if rc == 0 else []
+    return lines[-1].strip() if lines else ""
+
+
+def print_path(argv: Tuple[str, ...], option: str) -> str:
+    """The answer to `argv -print-prog-name=X` / `-print-file-name=X` when the driver found X
+    (an absolute path that exists), else "" (drivers echo the bare name when they did not)."""
+    found = _print_path_cached(tuple(argv), option, os.environ.get("PATH", ""))
+    return found if os.path.isabs(found) and os.path.exists(found) else ""
+
+
 def clear_probe_cache() -> None:
     """Forget memoised answers (after installing a compiler, or in tests)."""
     _probe_cached.cache_clear()
+    _print_path_cached.cache_clear()
 
 
 def target_from_argv(argv: Tuple[str, ...]) -> Optional[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ..errors import CompilerNotFound
-from .probe import compiler_exe_index, probe, target_from_argv
+from .probe import compiler_exe_index, print_path, probe, target_from_argv
 
 TARGETS = ("host", "rvv")
 RISCV_TRIPLE = "riscv64-linux-gnu"
@@ -122,11 +122,31 @@ def default_candidates(target: str) -> List[Tuple[str, ...]]:
     cands: List[Tuple[str, ...]] = []
     if host_is_riscv():  # on a board the native compiler is the rvv compiler
         cands += [("cc",), ("gcc",), ("clang",)]
+    else:
+        # Cross compilers that emit RVV (intrinsics and auto-vectorisation) come first; GCC 12,
+        # Debian's riscv64 cross gcc, accepts -march=rv64gcv but emits scalar code only.
+        cands += [("clang-16",), ("clang",)]
+        if _ziglang_available():
+            cands.append((sys.executable, "-m", "ziglang", "cc"))
     cands += [("riscv64-linux-gnu-gcc",), ("riscv64-linux-gnu-g++",),
-              ("riscv64-unknown-linux-gnu-gcc",), ("clang-16",), ("clang",)]
-    if _ziglang_available():
-        cands.append((sys.executable, "-m", "ziglang", "cc"))
+              ("riscv64-unknown-linux-gnu-gcc",)]
     return cands
+
+
+def _cross_link_problem(comp: Compiler) -> str:
+    """Why a clang found by default cannot link riscv64 programs here ("" when it can).
+
+    Only asked of defaults: a clang is common on x86 machines that lack lld or a riscv64
+    sysroot, and taking it would turn a working gcc fallback into a link error. A compiler the
+    user names explicitly is taken as given. zig ships its own linker and libc."""
+    if comp.family != "clang" or host_is_riscv():
+        return ""
+    if not print_path(comp.argv, "-print-prog-name=ld.lld"):
+        return "ld.lld not found (install lld, e.g. lld-16), needed to link riscv64 code"
+    if not print_path(comp.argv, "-print-file-name=crt1.o"):
+        return ("no riscv64 sysroot found (install libc6-dev-riscv64-cross), needed to link "
+                "riscv64 code")
+    return ""
 
 
 def _from_env_or_arg(explicit: Optional[str], target: str) -> Optional[Compiler]:
@@ -158,6 +178,8 @@ def resolve_compiler(explicit: Optional[str] = None, target: str = "host") -> Co
     for argv in default_candidates(target):
         comp, err = _make(argv, target)
         err = err or _mismatch(comp, target)
+        if not err and target == "rvv":
+            err = _cross_link_problem(comp)
         if not err:
             return comp
         tried.append(f"  {shlex.join(argv)}: {err}")

@@ -4,13 +4,17 @@ from __future__ import annotations
 from ..errors import RvvkitError
 from .session import Session
 
-EXECUTORS = ("host",)
+EXECUTORS = ("host", "qemu")
 
 
 def open_session(artifact, on: str = "host", **kwargs) -> Session:
+    """A session on `artifact`; kwargs go to the executor (qemu: vlen=, tail_ones=, qemu=, ...)."""
     if on == "host":
         from .host import HostSession
         return HostSession(artifact, **kwargs)
+    if on == "qemu":
+        from .qemu import QemuSession
+        return QemuSession(artifact, **kwargs)
     raise RvvkitError(f"unknown executor {on!r}; available: {', '.join(EXECUTORS)}")
 
 

@@ -29,6 +29,8 @@ import numpy as np
 from ..act import Act, act_expr
 from ..cfmt import flt
 from ..kernel import Kernel, Lowered, Param
+from ..rvv import (GUARD, has_vact, header, vact, vle, vlse, vop, vse, vsetvl,
+                   vsetvlmax, vsplat, vt)
 
 # --- Tuning for this host (Zen 4: AVX-512, 32 vector registers, 32 KiB L1d, 1 MiB L2). ---
 VEC = 16            # floats per vector register
@@ -128,16 +130,121 @@ NOINLINE = """#ifndef RVK_NOINLINE
 """
 
 
+# --- RVV micro-kernel. Per k step a row group of R rows costs one vector load of b, R scalar
+# loads of a, R vfmacc.vf and the loop's scalar overhead; the accumulators (R register groups of
+# LMUL registers) plus the b vector must fit the 32 vector registers: R <= 32/LMUL - 1. A strip
+# covers min(NR, LMUL*VLEN/32) columns. The best LMUL depends on VLEN, known only at run time, so
+# the kernel holds one variant per LMUL that wins for some VLEN and picks it by vsetvlmax.
+RVV_LMULS = (1, 2, 4, 8)
+RVV_VLENS = (128, 256, 512, 1024, 2048)
+RVV_LOOP = 3        # scalar instructions per k step besides the loads/FMAs (pointer bumps, branch)
+
+
+def rvv_rows(lmul: int) -> int:
+    """Rows (accumulator groups) of one row group at this LMUL."""
+    return 32 // lmul - 1
+
+
+def rvv_uk_cost(mr: int, nr: int, lmul: int, vlen: int, ind: str = "") -> int:
+    """Dynamic instructions per k step of the MR x NR RVV micro-kernel at LMUL and VLEN."""
+    groups = cdiv(mr, rvv_rows(lmul))
+    strips = cdiv(nr, lmul * vlen // 32)
+    per_group = 1 + RVV_LOOP + (2 if ind else 0)     # b load, loop, offset-table load
+    return strips * (groups * per_group + 2 * mr)
+
+
+def rvv_uk_plan(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
+    """((max VLEN, LMUL), ...) ascending: the LMUL to run at VLEN <= max VLEN (the last entry
+    also covers any larger VLEN). Ties go to the smaller LMUL (more rows share a b load)."""
+    out = []
+    for vlen in RVV_VLENS:
+        lmul = min(RVV_LMULS, key=lambda L: (rvv_uk_cost(mr, nr, L, vlen, ind), L))
+        if out and out[-1][1] == lmul:
+            out[-1] = (vlen, lmul)
+        else:
+            out.append((vlen, lmul))
+    return tuple(out)
+
+
+def _rvv_uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str) -> str:
+    """One LMUL variant: column strips of vl = vsetvl(NR - j0), then row groups of at most
+    rvv_rows(LMUL) rows, each sweeping k with its accumulators in registers."""
+    ngroups = cdiv(mr, rvv_rows(lmul))
+    bounds = [mr * g // ngroups for g in range(ngroups + 1)]       # balanced row groups
+    vty, offp = vt(lmul), ("const int *__restrict off, " if ind else "")
+    groups = []
+    for g in range(ngroups):
+        r0, r1 = bounds[g], bounds[g + 1]
+        rows = range(r1 - r0)
+        init = "\n".join(f"      {vty} c{i} = {vsplat(lmul, '0.0f')};" for i in rows)
+        fma = "\n".join(f"        c{i} = {vop('vfmacc_vf', lmul)}(c{i}, ak[{i}], bv, vl);"
+                        for i in rows)
+        store = "\n".join(f"      {vse(lmul, f't + {(r0 + i) * nr} + j0', f'c{i}')}"
+                          for i in rows)
+        if ind == "a":
+            ptrs = f"      const float *__restrict bk = b + j0;"
+            kptrs = f"        const float *__restrict ak = a + off[k] + {r0};"
+            bump = f"bk += {nr};"
+        elif ind == "b":
+            ptrs = f"      const float *__restrict ak = a + {r0};"
+            kptrs = "        const float *__restrict bk = b + off[k] + j0;"
+            bump = f"ak += {mr};"
+        else:
+            ptrs = (f"      const float *__restrict ak = a + {r0};\n"
+                    f"      const float *__restrict bk = b + j0;")
+            kptrs = ""
+            bump = f"ak += {mr};\n        bk += {nr};"
+        groups.append(f"""    {{ /* rows {r0}..{r1 - 1} */
+{init}
+{ptrs}
+      for (int k = 0; k < kb; ++k) {{
+{kptrs}
+        const {vty} bv = {vle(lmul, 'bk')};
+{fma}
+        {bump}
+      }}
+{store}
+    }}""")
+    body = "\n".join(groups)
+    return f"""static inline void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, {offp}float *__restrict t) {{
+  for (size_t j0 = 0; j0 < {nr};) {{
+    const size_t vl = {vsetvl(lmul, f'{nr} - j0')};
+{body}
+    j0 += vl;
+  }}
+}}
+"""
+
+
 def ukernel(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
     """t[MR][NR] = sum_k a[k][MR] (x) b[k][NR] over kb steps of packed panels. With ind "a" or
     "b", that side is read in place: its row k starts at side + off[k] (conv on the padded
-    input, where a k-row of the implicit im2col matrix is a shifted run of the input)."""
+    input, where a k-row of the implicit im2col matrix is a shifted run of the input).
+
+    Under RVV intrinsics the same panels are consumed by LMUL variants chosen at run time by
+    VLEN (rvv_uk_plan); the portable body below is what every other compiler sees."""
     name = f"rvk_uk_{mr}x{nr}" + (f"_ind{ind}" if ind else "")
     arow = "a + off[k]" if ind == "a" else f"a + k * {mr}"
     brow = "b + off[k]" if ind == "b" else f"b + k * {nr}"
     offp = "const int *__restrict off, " if ind else ""
-    return name, NOINLINE + f"""static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
+    offa = "off, " if ind else ""
+    plan = rvv_uk_plan(mr, nr, ind)
+    variants = "".join(_rvv_uk_variant(f"{name}_m{L}", mr, nr, L, ind)
+                       for L in sorted({L for _, L in plan}, reverse=True))
+    # VLEN/32 = vsetvlmax(e32, m1); the last variant also takes any larger VLEN
+    picks = [f"if (rvk_v <= {vlen // 32}) {name}_m{L}(kb, a, b, {offa}t);"
+             for vlen, L in plan[:-1]] + [f"{name}_m{plan[-1][1]}(kb, a, b, {offa}t);"]
+    dispatch = "\n  else ".join(picks)
+    return name, NOINLINE + f"""{GUARD}
+#include <riscv_vector.h>
+{variants}#endif
+static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
     const float *__restrict b, {offp}float *__restrict t) {{
+{GUARD}
+  const size_t rvk_v = {vsetvlmax(1)};
+  {dispatch}
+#else
   float acc[{mr}][{nr}];
   for (int i = 0; i < {mr}; ++i)
     for (int j = 0; j < {nr}; ++j) acc[i][j] = 0.0f;
@@ -152,6 +259,7 @@ def ukernel(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
   }}
   for (int i = 0; i < {mr}; ++i)
     for (int j = 0; j < {nr}; ++j) t[i * {nr} + j] = acc[i][j];
+#endif
 }}
 """
 
@@ -245,19 +353,123 @@ def _ep_cols(ep: Epilogue, nr: int, rows: str, cols: str) -> str:
     }}"""
 
 
+EP_LMUL = 8   # epilogue vectors: the running value and one loaded operand
+
+
+def _rvv_ep_apply(ep: Epilogue, m: str, n: str, L: int) -> str:
+    """Statements turning vector `v` (output row m, columns n .. n+vl) into the final value:
+    alpha, addends (vector loads where the index runs with n, scalars otherwise), act."""
+    out, scal = [], []
+    if ep.alpha != 1.0:
+        out.append(f"v = {vop('vfmul_vf', L)}(v, {flt(ep.alpha)}, vl);")
+    for ptr, idx, scale in ep.addends:
+        if "{n}" in idx:     # every index form is linear in n with coefficient 1
+            term = vle(L, f"{ptr} + ({idx.format(m=m, n=n)})")
+            if scale in (None, 1.0):
+                out.append(f"v = {vop('vfadd_vv', L)}(v, {term}, vl);")
+            else:
+                out.append(f"v = {vop('vfmacc_vf', L)}(v, {flt(scale)}, {term}, vl);")
+        else:
+            term = f"{ptr}[{idx.format(m=m, n='0')}]"
+            scal.append(term if scale in (None, 1.0) else f"{flt(scale)} * {term}")
+    if scal:
+        out.append(f"v = {vop('vfadd_vf', L)}(v, {' + '.join(scal)}, vl);")
+    if ep.act is not None:
+        out.append(f"v = {vact(ep.act, 'v', L)};")
+    return "\n".join(out)
+
+
+def _indent(text: str, pad: str) -> str:
+    return "\n".join(pad + line if line else line for line in text.splitlines())
+
+
+def _ep_rows_rvv(ep: Epilogue, nr: int) -> str:
+    """RVV epilogue, normal orientation: per tile row, the contiguous column runs of t and y
+    are strip-mined (vl = vsetvl(run - u)), partial sums added, the epilogue applied in
+    registers."""
+    L = EP_LMUL
+    if ep.grid:
+        wp, wo = ep.grid
+        head = f"""for (int js = 0; js < nr;) {{
+    const int gn = j0 + js, gw = gn % {wp};
+    const int len = {wp} - gw < nr - js ? {wp} - gw : nr - js;
+    const size_t run = gw >= {wo} ? 0 : (size_t)({wo} - gw < len ? {wo} - gw : len);
+    const int yc = gn / {wp} * {wo} + gw;"""
+        tail = "\n    js += len;\n  }"
+    else:
+        head, tail = "{\n    const int js = 0, yc = j0;\n    const size_t run = (size_t)nr;", "\n  }"
+    ld = f"{vt(L)} v = {vle(L, 'ti + u')};\n" \
+         f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yi + u')}, vl);"
+    fin = _rvv_ep_apply(ep, "(i0 + i)", "(yc + (int)u)", L)
+
+    def loop(final: bool) -> str:
+        body = ld + ("\n" + fin if final and fin else "") + "\n" + vse(L, "yi + u", "v")
+        return f"""for (int i = 0; i < mr; ++i) {{
+      const float *__restrict ti = t + i * {nr} + js;
+      float *__restrict yi = y + (ptrdiff_t)(i0 + i) * {ep.ldy} + yc;
+      for (size_t u = 0; u < run;) {{
+        const size_t vl = {vsetvl(L, 'run - u')};
+{_indent(body, '        ')}
+        u += vl;
+      }}
+    }}"""
+    return f"""{head}
+    if (last) {{
+    {loop(True)}
+    }} else {{
+    {loop(False)}
+    }}{tail}"""
+
+
+def _ep_cols_rvv(ep: Epilogue, nr: int) -> str:
+    """RVV epilogue, transposed orientation: tile row i is output column n, so for each tile
+    column j a run of rows is a strided load from t (stride NR) and a contiguous run of y."""
+    L = EP_LMUL
+    if ep.grid:
+        wp, wo = ep.grid
+        head = f"""for (int is = 0; is < mr;) {{
+    const int gn = i0 + is, gw = gn % {wp};
+    const int len = {wp} - gw < mr - is ? {wp} - gw : mr - is;
+    const size_t run = gw >= {wo} ? 0 : (size_t)({wo} - gw < len ? {wo} - gw : len);
+    const int n0 = gn / {wp} * {wo} + gw;"""
+        tail = "\n    is += len;\n  }"
+    else:
+        head, tail = "{\n    const int is = 0, n0 = i0;\n    const size_t run = (size_t)mr;", "\n  }"
+    fin = _rvv_ep_apply(ep, "(j0 + j)", "(n0 + (int)u)", L)
+    body = (f"{vt(L)} v = {vlse(L, 'tj + u * ' + str(nr), nr)};\n"
+            f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yj + u')}, vl);\n"
+            + (f"if (last) {{\n{_indent(fin, '  ')}\n}}\n" if fin else "(void)last;\n")
+            + vse(L, "yj + u", "v"))
+    return f"""{head}
+    for (int j = 0; j < nr; ++j) {{
+      const float *__restrict tj = t + is * {nr} + j;
+      float *__restrict yj = y + (ptrdiff_t)(j0 + j) * {ep.ldy} + n0;
+      for (size_t u = 0; u < run;) {{
+        const size_t vl = {vsetvl(L, 'run - u')};
+{_indent(body, '        ')}
+        u += vl;
+      }}
+    }}{tail}"""
+
+
 def epilogue(mr: int, nr: int, ep: Epilogue) -> Tuple[str, str]:
     """Stores tile t (MR x NR) at (i0, j0): accumulates onto y unless `first`, applies the
-    fused epilogue when `last` (k-blocked products keep raw partial sums in y meanwhile)."""
+    fused epilogue when `last` (k-blocked products keep raw partial sums in y meanwhile).
+    With RVV intrinsics (and an activation with a vector form) the runs are strip-mined."""
     name = f"rvk_ep_{mr}x{nr}_{ep.tag()}"
     ptrs = "".join(f"const float *__restrict {p}, " for p, _, _ in ep.addends)
     body = _ep_cols if ep.trans else _ep_rows
-    return name, f"""static void {name}(float *__restrict t, int i0, int j0, int mr, int nr,
-    int first, int last, {ptrs}float *__restrict y) {{
-  if (mr == {mr} && nr == {nr}) {{
+    portable = f"""  if (mr == {mr} && nr == {nr}) {{
   {body(ep, nr, str(mr), str(nr))}
   }} else {{
   {body(ep, nr, 'mr', 'nr')}
-  }}
+  }}"""
+    if has_vact(ep.act):
+        rvv = "  " + (_ep_cols_rvv if ep.trans else _ep_rows_rvv)(ep, nr)
+        portable = f"{GUARD}\n{rvv}\n#else\n{portable}\n#endif"
+    return name, f"""static void {name}(float *__restrict t, int i0, int j0, int mr, int nr,
+    int first, int last, {ptrs}float *__restrict y) {{
+{portable}
 }}
 """
 
@@ -311,7 +523,7 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     side uses the mirrored order (_rows_blocked).
     """
     kc = kc_of(k)
-    support: Dict[str, str] = {}
+    support: Dict[str, str] = header()     # RVV header first: helpers below may use it
     ind = "a" if a.kind == "indirect" else ("b" if b.kind == "indirect" else "")
     ukn, ukc = ukernel(mr, nr, ind)
     epn, epc = epilogue(mr, nr, ep)

@@ -1,0 +1,127 @@
+"""RVV 1.0 intrinsic fragments shared by the kernel emitters.
+
+Every kernel keeps its portable C as the `#else` branch of `#if defined(__riscv_v_intrinsic)`,
+so what an x86 (or GCC 12 riscv64) compiler sees is exactly the portable code. The vector
+branch is VLEN-agnostic: loops are strip-mined with `__riscv_vsetvl_e32m<L>` and never read a
+register element past `vl` (tail/mask-agnostic elements may be anything, QEMU's
+`rvv_ta_all_1s` makes them all ones).
+
+Only intrinsics that exist with the same name and operand order in both the 0.11 API (clang 16,
+`__riscv_v_intrinsic == 11000`) and the 1.0 API (clang 17+, GCC 14, zig cc) are used: the
+`__riscv_`-prefixed, non-policy, unmasked forms of vsetvl/vsetvlmax, vle32/vse32/vlse32/vsse32,
+vfmv_v_f, vfmv_f_s, vfmacc_vf, vfadd/vfsub/vfrsub/vfmul/vfdiv/vfrdiv/vfmax/vfmin (vv, vf) and
+vfredusum/vfredmax into an m1 result. Masked intrinsics are avoided on purpose: their operand
+lists differ between the two APIs (0.11 `_m` takes a maskedoff operand, 1.0 `_m` does not), as
+does the operand order of vmerge; a leaky ReLU is max(v, a*v) (a <= 1) or min(v, a*v) instead.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .act import Act
+from .cfmt import flt
+
+GUARD = "#if defined(__riscv_v_intrinsic)"
+
+# Support key of the header: every kernel that uses the macros or intrinsics lists it first in
+# its support dict, so the emitter writes it once, before any helper that needs it.
+HEADER_KEY = "0_rvk_rvv_header"
+HEADER = """#if defined(__riscv_v_intrinsic)
+#include <riscv_vector.h>
+/* Vector copy/zero of whole floats (glibc's memcpy/memset are scalar on riscv64). */
+__attribute__((unused)) static inline void rvk_vcopy(float *__restrict d, const float *__restrict s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    const size_t vl = __riscv_vsetvl_e32m8(n - i);
+    __riscv_vse32_v_f32m8(d + i, __riscv_vle32_v_f32m8(s + i, vl), vl);
+    i += vl;
+  }
+}
+__attribute__((unused)) static inline void rvk_vzero(float *__restrict d, size_t n) {
+  const vfloat32m8_t z = __riscv_vfmv_v_f_f32m8(0.0f, __riscv_vsetvlmax_e32m8());
+  for (size_t i = 0; i < n;) {
+    const size_t vl = __riscv_vsetvl_e32m8(n - i);
+    __riscv_vse32_v_f32m8(d + i, z, vl);
+    i += vl;
+  }
+}
+#define RVK_MEMCPY(d, s, nbytes) rvk_vcopy((d), (s), (size_t)(nbytes) / sizeof(float))
+#define RVK_MEMZERO(d, nbytes) rvk_vzero((d), (size_t)(nbytes) / sizeof(float))
+#else
+#define RVK_MEMCPY(d, s, nbytes) memcpy(d, s, nbytes)
+#define RVK_MEMZERO(d, nbytes) memset(d, 0, nbytes)
+#endif
+"""
+
+
+def header() -> dict:
+    """A support dict holding just the header (merge it in first)."""
+    return {HEADER_KEY: HEADER}
+
+
+def vt(lmul: int) -> str:
+    """The C type of an f32 vector register group."""
+    return f"vfloat32m{lmul}_t"
+
+
+def vop(op: str, lmul: int) -> str:
+    """Intrinsic name of f32 operation `op` at LMUL, e.g. vop('vfadd_vv', 4)."""
+    return f"__riscv_{op}_f32m{lmul}"
+
+
+def vsetvl(lmul: int, avl: str) -> str:
+    return f"__riscv_vsetvl_e32m{lmul}({avl})"
+
+
+def vsetvlmax(lmul: int) -> str:
+    return f"__riscv_vsetvlmax_e32m{lmul}()"
+
+
+def vle(lmul: int, ptr: str, vl: str = "vl") -> str:
+    return f"__riscv_vle32_v_f32m{lmul}({ptr}, {vl})"
+
+
+def vlse(lmul: int, ptr: str, stride_floats, vl: str = "vl") -> str:
+    """Strided load; the stride is given in floats (the intrinsic takes bytes)."""
+    return f"__riscv_vlse32_v_f32m{lmul}({ptr}, (ptrdiff_t)({stride_floats}) * 4, {vl})"
+
+
+def vse(lmul: int, ptr: str, val: str, vl: str = "vl") -> str:
+    return f"__riscv_vse32_v_f32m{lmul}({ptr}, {val}, {vl});"
+
+
+def vsse(lmul: int, ptr: str, stride_floats, val: str, vl: str = "vl") -> str:
+    return f"__riscv_vsse32_v_f32m{lmul}({ptr}, (ptrdiff_t)({stride_floats}) * 4, {val}, {vl});"
+
+
+def vsplat(lmul: int, scalar: str, vl: str = "vl") -> str:
+    return f"__riscv_vfmv_v_f_f32m{lmul}({scalar}, {vl})"
+
+
+def has_vact(act: Optional[Act]) -> bool:
+    """Whether `act` has a vector form (sigmoid/tanh need exp: they stay scalar)."""
+    return act is None or act.kind in ("relu", "clip", "leaky_relu")
+
+
+def vact(act: Optional[Act], v: str, lmul: int, vl: str = "vl") -> str:
+    """Vector expression applying `act` to the vector variable `v` (a plain name)."""
+    if act is None:
+        return v
+    k = act.kind
+    if k == "relu":
+        return f"{vop('vfmax_vf', lmul)}({v}, 0.0f, {vl})"
+    if k == "clip":
+        lo, hi = act.params
+        return (f"{vop('vfmin_vf', lmul)}({vop('vfmax_vf', lmul)}({v}, {flt(lo)}, {vl}), "
+                f"{flt(hi)}, {vl})")
+    if k == "leaky_relu":
+        (alpha,) = act.params
+        # x >= 0 ? x : a*x  ==  max(x, a*x) for a <= 1, min(x, a*x) for a > 1
+        pick = "vfmax_vv" if alpha <= 1.0 else "vfmin_vv"
+        return f"{vop(pick, lmul)}({v}, {vop('vfmul_vf', lmul)}({v}, {flt(alpha)}, {vl}), {vl})"
+    raise ValueError(f"activation {k} has no vector form")
+
+
+def guarded(rvv: str, portable: str) -> str:
+    """`rvv` under the intrinsics guard, `portable` (unchanged) otherwise. Both are statement
+    blocks; the directives sit on their own lines."""
+    return f"{GUARD}\n{rvv.rstrip()}\n#else\n{portable.rstrip()}\n#endif\n"

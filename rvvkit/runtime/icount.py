@@ -1,0 +1,180 @@
+"""Exact dynamic instruction counts of riscv64 programs run under qemu-user.
+
+The counting is done by a QEMU TCG plugin (rvvkit/runtime_c/qemu_icount.c) that is built with
+the host's C compiler on first use and cached like any JIT object (keyed by its source hash and
+the compiler). It counts every executed guest instruction, the RVV ones among them, and the
+vsetvl family among those, and writes {"insns", "vector_insns", "vsetvl"} as JSON at exit.
+
+    qemu = ["qemu-riscv64", "-L", "/usr/riscv64-linux-gnu",
+            "-cpu", "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0"]
+    counts = count_instructions(qemu, ["./prog", "arg"])
+    # or, inside an executor that runs qemu itself:
+    argv = [*qemu, *qemu_plugin_args(json_path), "./prog"]; ...; read_counts(json_path)
+
+Counts are for the whole process, dynamic loader and libc start-up included (~1.2e5
+instructions). To isolate some work, run twice and subtract: see per_run().
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Sequence, Union
+
+from ..errors import CompilerNotFound, ExecutionError, RvvkitError
+
+PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "runtime_c" / "qemu_icount.c"
+COUNT_KEYS = ("insns", "vector_insns", "vsetvl")
+MODES = ("tb", "insn")
+# -fvisibility=hidden: only qemu_plugin_version/_install (marked default in the source) are
+# exported, so nothing in the plugin can clash with symbols of the qemu executable.
+PLUGIN_CFLAGS = ("-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra")
+# The plugin is loaded by the host's qemu, so it is built for the host whatever
+# RVVKIT_COMPILER says (that variable usually names the riscv64 compiler in this setting).
+HOST_COMPILERS = ("cc", "gcc", "clang")
+
+PathLike = Union[str, os.PathLike]
+_built: Dict[tuple, Path] = {}
+_lock = threading.Lock()
+
+
+def _host_compiler():
+    from ..jit import resolve_compiler
+    errors = []
+    for name in HOST_COMPILERS:
+        try:
+            return resolve_compiler(name, target="host")
+        except CompilerNotFound as exc:
+            errors.append(f"  {name}: {exc}")
+    raise RvvkitError("building the QEMU instruction-counting plugin needs a host C compiler; "
+                      "none of cc, gcc, clang works:\n" + "\n".join(errors) +
+                      "\nRun scripts/setup.sh (it installs build-essential and qemu-user).")
+
+
+def plugin_path(*, use_cache: Optional[bool] = None) -> Path:
+    """The built plugin (a host shared object), compiling it on first use.
+
+    Goes through rvvkit's JIT cache (RVVKIT_CACHE_DIR, RVVKIT_NO_CACHE), so the compiler runs
+    once per source version and compiler; within a process the result is also memoised, so a
+    disabled cache does not mean one temp build per call."""
+    from ..jit import cache_enabled, compile_source
+    try:
+        source = PLUGIN_SOURCE.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RvvkitError(f"QEMU plugin source missing: {PLUGIN_SOURCE} ({exc}); "
+                          "reinstall rvvkit") from exc
+    comp = _host_compiler()
+    use_cache = cache_enabled() if use_cache is None else use_cache
+    memo = (hashlib.sha256(source.encode()).hexdigest(), comp.identity(), use_cache)
+    with _lock:  # one build per process even when executors start in parallel threads
+        hit = _built.get(memo)
+        if hit is not None and hit.is_file():
+            return hit
+        path = compile_source(source, comp, list(PLUGIN_CFLAGS), name="qemu_icount",
+                              kind="so", use_cache=use_cache)
+        _built[memo] = path
+        return path
+
+
+def _qemu_opt_escape(value: str) -> str:
+    # QEMU's option parser splits on ',' and reads ',,' as a literal comma.
+    return value.replace(",", ",,")
+
+
+def qemu_plugin_args(out_path: PathLike, *, mode: str = "tb",
+                     plugin: Optional[PathLike] = None) -> list:
+    """The argv fragment ["-plugin", "<lib>,out=<path>"] to put among qemu's options (before
+    the program). mode "tb" counts per translation block (fast), "insn" per instruction (slow;
+    for cross-checking). Uses the `key=value` spelling: QEMU 7.2 warns on `arg=...`."""
+    if mode not in MODES:
+        raise ValueError(f"unknown counting mode {mode!r}; expected one of {MODES}")
+    lib = Path(plugin) if plugin is not None else plugin_path()
+    spec = f"{_qemu_opt_escape(os.fspath(lib))},out={_qemu_opt_escape(os.fspath(out_path))}"
+    if mode != "tb":
+        spec += f",mode={mode}"
+    return ["-plugin", spec]
+
+
+def read_counts(path: PathLike) -> Dict[str, int]:
+    """The counts the plugin wrote: {"insns": N, "vector_insns": V, "vsetvl": S}.
+
+    The plugin writes only when the guest exits normally (exit/exit_group); a guest killed by a
+    signal (crash, abort, timeout) leaves no file, which is reported as such."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ExecutionError(f"no instruction counts in {p}: the program did not exit normally "
+                             "under qemu (crashed or was killed), or qemu did not load the "
+                             "plugin") from None
+    try:
+        data = json.loads(text)
+        counts = {k: int(data[k]) for k in COUNT_KEYS}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ExecutionError(f"malformed instruction counts in {p}: {text!r}") from exc
+    return counts
+
+
+def per_run(counts_hi: Mapping[str, int], counts_lo: Mapping[str, int],
+            runs: int) -> Dict[str, float]:
+    """Per-run counts from two runs of the same program that differ only in doing `runs`
+    more repetitions: (hi - lo) / runs for each key.
+
+    Make both runs do the one-time work: lazy symbol binding (the first call of expf etc.
+    costs ~700 instructions in ld.so) and any first-call initialisation are paid by whichever
+    run first calls the function. So compare 1 + N repetitions with 1 (or both with a
+    warm-up), or run qemu with `-E LD_BIND_NOW=1`; then the difference is exact."""
+    if runs <= 0:
+        raise ValueError("runs must be positive")
+    out = {}
+    for k in COUNT_KEYS:
+        diff = counts_hi[k] - counts_lo[k]
+        if diff < 0:
+            raise ValueError(f"{k}: the larger run counted fewer ({counts_hi[k]} < "
+                             f"{counts_lo[k]}); the runs are not comparable")
+        out[k] = diff / runs
+    return out
+
+
+def count_instructions(qemu_prefix: Sequence[str], program_argv: Sequence[str], *,
+                       mode: str = "tb", timeout: Optional[float] = None,
+                       env: Optional[Mapping[str, str]] = None, cwd: Optional[PathLike] = None,
+                       check: bool = True) -> Dict[str, int]:
+    """Run `qemu_prefix + plugin args + program_argv` and return its counts.
+
+    qemu_prefix is the qemu executable and its options (-L, -cpu, -E ...). With check, a
+    non-zero exit status raises ExecutionError carrying the program's stderr; without it, the
+    counts of a program that exited with a status are still returned (its "returncode" too)."""
+    with tempfile.TemporaryDirectory(prefix="rvvkit-icount-") as tmp:
+        out = Path(tmp) / "counts.json"
+        argv = [*qemu_prefix, *qemu_plugin_args(out, mode=mode), *program_argv]
+        try:
+            proc = subprocess.run(argv, cwd=cwd, env=None if env is None else dict(env),
+                                  stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=timeout)
+        except FileNotFoundError as exc:
+            raise ExecutionError(f"cannot run {argv[0]!r}: {exc}; install qemu-user "
+                                 "(scripts/setup.sh)") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise ExecutionError(f"timed out after {timeout:g} s: {' '.join(argv)}") from exc
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        if not out.exists():
+            # The plugin writes at a normal exit only: a guest killed by a signal (negative
+            # status: -6 abort, -11 segfault), or a qemu that could not load the plugin (e.g. a
+            # static qemu-user build: "plugin interface not enabled") leaves no file.
+            raise ExecutionError(f"no instruction counts (exit status {proc.returncode}): "
+                                 f"{' '.join(argv)}\nstderr:\n{err[-4000:]}")
+        if check and proc.returncode != 0:
+            raise ExecutionError(f"exit status {proc.returncode}: {' '.join(argv)}\n"
+                                 f"stderr:\n{err[-4000:]}")
+        counts = read_counts(out)
+        counts["returncode"] = proc.returncode
+        return counts
+
+
+__all__ = ["COUNT_KEYS", "PLUGIN_SOURCE", "count_instructions", "per_run", "plugin_path",
+           "qemu_plugin_args", "read_counts"]

@@ -1,0 +1,271 @@
+/* rvvkit runner: runs an rvvkit artifact's plan with no Python on the machine (an RVV board,
+ * or qemu-riscv64). The kernels are the artifact's C source compiled into a shared object
+ * beforehand (rvvkit does it; on a board: cc -O3 -shared -fPIC model.c -o model.so -lm).
+ *
+ *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
+ *          [--warmup W] [--timings FILE] [--untimed]
+ *
+ * Reads the weights from ARTIFACT's .rvvkit.weights section (mapped, used in place: the section
+ * is 64-byte aligned in the file), inputs from .npy files (float32, C order, graph input order),
+ * runs W warm-up and N timed inferences and writes outputs as DIR/out<i>.npy (1-D; reshape from
+ * the artifact's meta). --repeat 0 loads everything but never infers, so that instruction
+ * counts of a --repeat 0 run measure start-up alone and can be subtracted. --timings writes
+ * JSON: per-step mean seconds over the N runs and total wall time. --untimed skips per-step
+ * clocks (rvvkit_run instead of rvvkit_run_timed) so that nothing but the kernels runs between
+ * steps, e.g. while counting instructions.
+ *
+ * Exit codes: 0 ok, 2 usage, 3 bad artifact, 4 bad inputs, 5 kernel load failure,
+ * 6 runtime failure (out of memory, a kernel reports an error, outputs cannot be written).
+ * Every message goes to stderr, prefixed "rvvkit-runner:".
+ *
+ * Valid as C11 and as C++11 (the one compiler rvvkit picks may be g++), hence the explicit
+ * casts from void *. Assumes a little-endian target, as RISC-V Linux and x86 are. */
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* posix_memalign, clock_gettime */
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rvk_elf.h"
+#include "rvk_npy.h"
+
+#define RUNNER_ABI 1 /* the kernels' rvvkit_abi_version() this runner speaks */
+#define WEIGHTS_SECTION ".rvvkit.weights"
+#define MAX_IO 256
+
+enum { EXIT_USAGE = 2, EXIT_ARTIFACT = 3, EXIT_INPUTS = 4, EXIT_KERNELS = 5, EXIT_RUNTIME = 6 };
+
+typedef int (*fn_int)(void);
+typedef long (*fn_long)(void);
+typedef long (*fn_long_i)(int);
+typedef int (*fn_run)(const float *, float *, const float *const *, float *const *, double *);
+
+static void die(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rvvkit-runner: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(code);
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xalloc64(size_t bytes, const char *what) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        die(EXIT_RUNTIME, "out of memory allocating %zu bytes for %s", bytes, what);
+    memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
+static long parse_count(const char *opt, const char *text) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || !*text || *end || v < 0)
+        die(EXIT_USAGE, "%s expects a non-negative integer, got '%s'", opt, text);
+    return v;
+}
+
+/* dlsym through memcpy: converting void * to a function pointer directly is not portable C. */
+static void sym(void *lib, const char *path, const char *name, void *fn_out, size_t fn_size) {
+    void *p = dlsym(lib, name);
+    if (!p) die(EXIT_KERNELS, "%s lacks symbol %s (not rvvkit kernels, or too old)", path, name);
+    memcpy(fn_out, &p, fn_size);
+}
+#define SYM(lib, path, name, var) sym(lib, path, name, &(var), sizeof(var))
+
+struct args {
+    const char *artifact, *kernels, *outdir, *timings;
+    const char *inputs[MAX_IO];
+    int ninputs, untimed;
+    long repeat, warmup;
+};
+
+static const char USAGE[] =
+    "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
+    "              [--warmup W] [--timings FILE] [--untimed]";
+
+static struct args parse_args(int argc, char **argv) {
+    struct args a;
+    memset(&a, 0, sizeof a);
+    a.outdir = ".";
+    a.repeat = 1;
+    int positional = 0;
+    for (int i = 1; i < argc; ++i) {
+        const char *s = argv[i];
+        const int has_value = i + 1 < argc;
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+            puts(USAGE);
+            exit(0);
+        } else if (!strcmp(s, "--inputs")) {
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+                if (a.ninputs == MAX_IO) die(EXIT_USAGE, "more than %d inputs", MAX_IO);
+                a.inputs[a.ninputs++] = argv[++i];
+            }
+        } else if (!strcmp(s, "--untimed")) {
+            a.untimed = 1;
+        } else if (!strncmp(s, "--", 2)) {
+            if (!has_value) die(EXIT_USAGE, "%s needs a value\n%s", s, USAGE);
+            const char *v = argv[++i];
+            if (!strcmp(s, "--outdir")) a.outdir = v;
+            else if (!strcmp(s, "--timings")) a.timings = v;
+            else if (!strcmp(s, "--repeat")) a.repeat = parse_count(s, v);
+            else if (!strcmp(s, "--warmup")) a.warmup = parse_count(s, v);
+            else die(EXIT_USAGE, "unknown option %s\n%s", s, USAGE);
+        } else if (positional == 0) {
+            a.artifact = s, positional = 1;
+        } else if (positional == 1) {
+            a.kernels = s, positional = 2;
+        } else {
+            die(EXIT_USAGE, "unexpected argument '%s'\n%s", s, USAGE);
+        }
+    }
+    if (positional != 2) die(EXIT_USAGE, "ARTIFACT and KERNELS.so are required\n%s", USAGE);
+    return a;
+}
+
+/* Maps the artifact and returns a 64-byte aligned pointer to its weights (in place when the
+ * section is aligned in memory, as the artifact writer guarantees, else an aligned copy). */
+static const float *load_weights(const char *path, long expect_floats) {
+    char err[8192]; /* room for two 4096-byte paths: no truncation warnings */
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die(EXIT_ARTIFACT, "cannot open artifact %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) die(EXIT_ARTIFACT, "cannot stat %s: %s", path, strerror(errno));
+    const uint64_t size = (uint64_t)st.st_size;
+    const unsigned char *data = NULL;
+    if (size > 0) {
+        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) die(EXIT_ARTIFACT, "cannot map %s: %s", path, strerror(errno));
+        data = (const unsigned char *)m;
+    }
+    close(fd); /* the mapping stays valid; it lives until exit */
+    static const unsigned char empty[1] = {0};
+    uint64_t off = 0, len = 0;
+    if (rvk_elf_find(data ? data : empty, size, path, WEIGHTS_SECTION, &off, &len, err,
+                     sizeof err) != 0)
+        die(EXIT_ARTIFACT, "%s", err);
+    if (len % sizeof(float) != 0 || len / sizeof(float) != (uint64_t)expect_floats)
+        die(EXIT_ARTIFACT, "section %s of %s is %llu bytes but the kernels expect %ld float32 "
+            "weights (%ld bytes): artifact and kernels come from different models, or the "
+            "file is corrupt", WEIGHTS_SECTION, path, (unsigned long long)len, expect_floats,
+            expect_floats * (long)sizeof(float));
+    const unsigned char *w = data + off;
+    if (len == 0 || ((uintptr_t)w % 64) != 0) {
+        void *copy = xalloc64((size_t)len, "weights");
+        if (len) memcpy(copy, w, (size_t)len);
+        return (const float *)copy;
+    }
+    return (const float *)w;
+}
+
+static void write_timings(const struct args *a, int nsteps, const double *secs, double load_s,
+                          double warm_s, double total_s) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", a->timings) >= (int)sizeof tmp)
+        die(EXIT_RUNTIME, "timings path too long");
+    FILE *f = fopen(tmp, "w");
+    if (!f) die(EXIT_RUNTIME, "cannot write %s: %s", tmp, strerror(errno));
+    const double n = a->repeat ? (double)a->repeat : 1.0;
+    fprintf(f, "{\"abi_version\": %d, \"num_steps\": %d, \"repeat\": %ld, \"warmup\": %ld, "
+            "\"timed_steps\": %s,\n \"load_seconds\": %.9g, \"warmup_seconds\": %.9g, "
+            "\"total_seconds\": %.9g, \"mean_seconds\": %.9g,\n \"step_seconds\": [",
+            RUNNER_ABI, nsteps, a->repeat, a->warmup, a->untimed ? "false" : "true", load_s,
+            warm_s, total_s, total_s / n);
+    for (int i = 0; i < nsteps; ++i) fprintf(f, "%s%.9g", i ? ", " : "", secs[i] / n);
+    fputs("]}\n", f);
+    if (fclose(f) != 0 || rename(tmp, a->timings) != 0)
+        die(EXIT_RUNTIME, "cannot write %s: %s", a->timings, strerror(errno));
+}
+
+int main(int argc, char **argv) {
+    const double t_start = now();
+    struct args a = parse_args(argc, argv);
+    char err[8192]; /* room for two 4096-byte paths: no truncation warnings */
+
+    /* dlopen searches the library path for a bare name; a file name is meant here. */
+    char kpath[4096];
+    snprintf(kpath, sizeof kpath, "%s%s", strchr(a.kernels, '/') ? "" : "./", a.kernels);
+    void *lib = dlopen(kpath, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) die(EXIT_KERNELS, "cannot load kernels %s: %s", a.kernels, dlerror());
+    fn_int abi, num_steps, num_in, num_out;
+    fn_long arena_floats, weights_floats;
+    fn_long_i in_floats, out_floats;
+    fn_run run_timed;
+    SYM(lib, a.kernels, "rvvkit_abi_version", abi);
+    if (abi() != RUNNER_ABI)
+        die(EXIT_KERNELS, "%s has kernel ABI version %d; this runner speaks version %d "
+            "(rebuild the runner and the kernels with the same rvvkit)", a.kernels, abi(),
+            RUNNER_ABI);
+    SYM(lib, a.kernels, "rvvkit_num_steps", num_steps);
+    SYM(lib, a.kernels, "rvvkit_num_inputs", num_in);
+    SYM(lib, a.kernels, "rvvkit_num_outputs", num_out);
+    SYM(lib, a.kernels, "rvvkit_arena_floats", arena_floats);
+    SYM(lib, a.kernels, "rvvkit_weights_floats", weights_floats);
+    SYM(lib, a.kernels, "rvvkit_input_floats", in_floats);
+    SYM(lib, a.kernels, "rvvkit_output_floats", out_floats);
+    SYM(lib, a.kernels, "rvvkit_run_timed", run_timed);
+    const int nin = num_in(), nout = num_out(), nsteps = num_steps();
+    if (nin < 0 || nin > MAX_IO || nout < 0 || nout > MAX_IO || nsteps < 0)
+        die(EXIT_KERNELS, "%s reports implausible sizes (%d inputs, %d outputs, %d steps)",
+            a.kernels, nin, nout, nsteps);
+
+    const float *weights = load_weights(a.artifact, weights_floats());
+
+    if (a.ninputs != nin)
+        die(EXIT_INPUTS, "the model takes %d input(s) but %d .npy file(s) were given "
+            "(--inputs, in graph input order)", nin, a.ninputs);
+    const float *ins[MAX_IO + 1] = {NULL};
+    float *outs[MAX_IO + 1] = {NULL};
+    for (int i = 0; i < nin; ++i) {
+        float *buf = NULL;
+        if (rvk_npy_read(a.inputs[i], in_floats(i), &buf, err, sizeof err) != 0)
+            die(EXIT_INPUTS, "%s", err);
+        ins[i] = buf;
+    }
+    for (int i = 0; i < nout; ++i)
+        outs[i] = (float *)xalloc64((size_t)out_floats(i) * sizeof(float), "outputs");
+    float *arena = (float *)xalloc64((size_t)arena_floats() * sizeof(float), "the arena");
+    double *secs = (double *)calloc(nsteps > 0 ? (size_t)nsteps : 1, sizeof(double));
+    if (!secs) die(EXIT_RUNTIME, "out of memory");
+    const double t_loaded = now();
+
+    for (long r = 0; r < a.warmup; ++r)
+        if (run_timed(weights, arena, ins, outs, NULL) != 0)
+            die(EXIT_RUNTIME, "the plan reported an error (warm-up run %ld)", r);
+    const double t_warm = now();
+    for (long r = 0; r < a.repeat; ++r)
+        if (run_timed(weights, arena, ins, outs, a.untimed ? NULL : secs) != 0)
+            die(EXIT_RUNTIME, "the plan reported an error (run %ld)", r);
+    const double t_done = now();
+
+    if (a.repeat > 0) {
+        char path[4096];
+        for (int i = 0; i < nout; ++i) {
+            if (snprintf(path, sizeof path, "%s/out%d.npy", a.outdir, i) >= (int)sizeof path)
+                die(EXIT_RUNTIME, "--outdir path too long");
+            if (rvk_npy_write(path, outs[i], out_floats(i), err, sizeof err) != 0)
+                die(EXIT_RUNTIME, "%s", err);
+        }
+    }
+    if (a.timings)
+        write_timings(&a, nsteps, secs, t_loaded - t_start, t_warm - t_loaded, t_done - t_warm);
+    return 0;
+}

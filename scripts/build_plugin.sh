@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Build the QEMU instruction-counting plugin (rvvkit/runtime_c/qemu_icount.c) ahead of time, into
+# rvvkit's cache (RVVKIT_CACHE_DIR, default ~/.cache/rvvkit), and print its path. rvvkit builds it
+# on first use anyway; doing it here makes a broken host toolchain show up at set-up time.
+# Called by scripts/setup.sh. Needs only a host C compiler (the plugin uses no glib).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+path="$("$PY" -c 'from rvvkit.runtime.icount import plugin_path; print(plugin_path())')"
+printf 'build_plugin: QEMU counting plugin at %s\n' "$path" >&2
+printf '%s\n' "$path"

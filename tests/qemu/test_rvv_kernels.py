@@ -1,0 +1,425 @@
+"""RVV intrinsic kernels, cross-compiled for riscv64 and run under qemu-user at every VLEN.
+
+Each kernel family is one translation unit (kernels k0, k1, ... with their support merged as the
+emitter does) plus a tiny `main` that reads one float buffer from a file, calls every kernel on
+pointers into it and writes the buffer back. The buffer holds every call's inputs (weights
+already transformed), its output and workspace (both NaN-filled: reading unwritten memory
+shows), with sentinel guards between arrays (a write out of bounds shows).
+
+The executable is built with clang-16 (`__riscv_v_intrinsic` = 11000, the 0.11 API) and run at
+VLEN 128, 256, 512, 1024 and with tail/mask-agnostic elements set to all ones; a zig cc build
+(API 1.0, static musl) of the same sources must be warning-clean and give the same results.
+The disassembly proves the intrinsic paths are the ones compiled in.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rvvkit.codegen.act import Act
+from rvvkit.codegen.kernels import elementwise as ew
+from rvvkit.codegen.kernels import pool
+from rvvkit.codegen.kernels.conv import conv2d
+from rvvkit.codegen.kernels.gemm import gemm, matmul, rvv_uk_plan
+
+SYSROOT = Path("/usr/riscv64-linux-gnu")
+QEMU = shutil.which("qemu-riscv64")
+CLANG = shutil.which("clang-16")
+pytestmark = pytest.mark.skipif(
+    QEMU is None or CLANG is None or not SYSROOT.is_dir(),
+    reason="needs qemu-riscv64, clang-16 and the riscv64 sysroot (scripts/setup.sh)")
+
+WARN = ["-Wall", "-Wextra", "-Werror"]
+CLANG_RVV = [CLANG or "clang-16", "--target=riscv64-linux-gnu", "-march=rv64gcv", "-O2",
+             "-fuse-ld=lld", "-std=c11"]
+ZIG_RVV = [sys.executable, "-m", "ziglang", "cc", "--target=riscv64-linux-musl",
+           "-mcpu=baseline_rv64+v", "-O2", "-std=c11", "-static"]
+CPUS = {f"vlen{v}": f"rv64,v=true,vlen={v},elen=64,vext_spec=v1.0" for v in (128, 256, 512, 1024)}
+CPUS["vlen256_ta_ma_ones"] = CPUS["vlen256"] + ",rvv_ta_all_1s=true,rvv_ma_all_1s=true"
+CPUS["vlen128_ta_ma_ones"] = CPUS["vlen128"] + ",rvv_ta_all_1s=true,rvv_ma_all_1s=true"
+
+GUARD_VALUE = np.float32(-12345.5)
+GUARD = 16        # floats of sentinel between arrays (and 64-byte alignment of each array)
+
+HDR = """#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __cplusplus
+#define RVK_API extern "C"
+#else
+#define RVK_API
+#endif
+"""
+RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
+LEAKY, LEAKY2 = Act("leaky_relu", (0.1,)), Act("leaky_relu", (1.5,))
+SIGMOID = Act("sigmoid")
+
+
+def _zig_available() -> str:
+    """'' when `python -m ziglang` works, else why not."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"ziglang not runnable: {e}"
+    return "" if proc.returncode == 0 else "ziglang not installed (pip install ziglang)"
+
+
+class Family:
+    """Calls of lowered kernels on given inputs, as one riscv64 program.
+
+    calls: list of (Lowered, [input arrays], output shape, reference output)."""
+
+    def __init__(self, name: str, calls):
+        self.name, self.calls = name, calls
+        kernels = [lo.kernel for lo, _, _, _ in calls]
+        support, parts = {}, []
+        for i, k in enumerate(kernels):
+            for key, text in k.support.items():
+                assert support.setdefault(key, text) == text, f"support {key} differs"
+            parts.append(f"{k.signature(f'k{i}')} {{\n{k.body}}}\n")
+        # buffer layout: [guard][array][guard][array]...
+        chunks, self.out_at, stmts = [np.full(GUARD, GUARD_VALUE, np.float32)], [], []
+        at = GUARD
+        for i, (lo, inputs, out_shape, _) in enumerate(calls):
+            arrs = [np.ascontiguousarray(a, np.float32) for a in inputs]
+            for j, fn in (lo.transforms or {}).items():
+                arrs[j] = np.ascontiguousarray(fn(arrs[j]), np.float32)
+            arrs.append(np.full(out_shape, np.nan, np.float32))
+            if lo.kernel.workspace:
+                arrs.append(np.full(lo.kernel.workspace, np.nan, np.float32))
+            offs = []
+            for j, a in enumerate(arrs):
+                size = -(-a.size // GUARD) * GUARD
+                flat = np.full(size + GUARD, GUARD_VALUE, np.float32)
+                flat[:a.size] = a.reshape(-1)
+                if j == len(inputs):
+                    self.out_at.append((at, out_shape))
+                offs.append(at)
+                chunks.append(flat)
+                at += size + GUARD
+            stmts.append(f"  k{i}({', '.join(f'buf + {o}' for o in offs)});")
+        self.buffer = np.concatenate(chunks)
+        main = f"""
+int main(int argc, char **argv) {{
+  if (argc != 3) return 2;
+  float *buf = (float *)malloc({self.buffer.size} * sizeof(float));
+  FILE *f = fopen(argv[1], "rb");
+  if (!buf || !f || fread(buf, sizeof(float), {self.buffer.size}, f) != {self.buffer.size})
+    return 3;
+  fclose(f);
+{chr(10).join(stmts)}
+  f = fopen(argv[2], "wb");
+  if (!f || fwrite(buf, sizeof(float), {self.buffer.size}, f) != {self.buffer.size}) return 4;
+  fclose(f);
+  free(buf);
+  return 0;
+}}
+"""
+        self.source = HDR + "\n".join(support.values()) + "\n" + "\n".join(parts) + main
+
+    def write(self, d: Path) -> Path:
+        src = d / f"{self.name}.c"
+        src.write_text(self.source)
+        self.buffer.tofile(d / f"{self.name}.in")
+        return src
+
+    def check(self, out: np.ndarray, rtol=1e-4, atol=1e-4):
+        """Compare every output with its reference and check the guards are intact."""
+        for i, ((at, shape), (lo, _, _, ref)) in enumerate(zip(self.out_at, self.calls)):
+            y = out[at:at + math.prod(shape)].reshape(shape)
+            np.testing.assert_allclose(y, ref, rtol=rtol, atol=atol,
+                                       err_msg=f"{self.name} call {i} ({lo.kernel.hint})")
+        # everything that was a guard before the run must still be one
+        was_guard = self.buffer == GUARD_VALUE
+        bad = np.flatnonzero(was_guard & (out != GUARD_VALUE))
+        assert bad.size == 0, f"{self.name}: writes out of bounds at floats {bad[:8]}"
+
+
+def compile_rvv(src: Path, exe: Path, cmd=CLANG_RVV, extra=()):
+    proc = subprocess.run([*cmd, *WARN, *extra, str(src), "-o", str(exe), "-lm"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr.strip(), \
+        f"{' '.join(cmd)} failed:\n{proc.stderr[:6000]}"
+    return exe
+
+
+def run_qemu(exe: Path, cpu: str, inp: Path, timeout=120) -> np.ndarray:
+    out = inp.with_suffix(f".{abs(hash(cpu))}.out")
+    proc = subprocess.run([QEMU, "-L", str(SYSROOT), "-cpu", cpu, str(exe), str(inp), str(out)],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"qemu ({cpu}) exit {proc.returncode}: {proc.stderr[-2000:]}"
+    return np.fromfile(out, np.float32)
+
+
+# ------------------------------------------------------------------------------- references
+
+def rng_(seed):
+    return np.random.default_rng(seed)
+
+
+def conv_ref(x, w, b, group, strides, pads, dil):
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = strides, pads, dil
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, m, ho, wo))
+    mg = m // group
+    for g in range(group):
+        xg = xp[:, g * cg:(g + 1) * cg]
+        for r in range(kh):
+            for s in range(kw):
+                patch = xg[:, :, r * dh:r * dh + sh * (ho - 1) + 1:sh,
+                           s * dw:s * dw + sw * (wo - 1) + 1:sw]
+                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch,
+                                                       w[g * mg:(g + 1) * mg, :, r, s])
+    if b is not None:
+        y += b[None, :, None, None]
+    return y
+
+
+def act_ref(act, y):
+    return y if act is None else act.apply_numpy(y)
+
+
+# ------------------------------------------------------------------------------ the families
+
+# (N, C, H, W, M, (kh, kw), group, strides, pads, dilations, bias, residual, act)
+CONV = [
+    (1, 3, 13, 17, 8, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, None),
+    (2, 4, 7, 7, 5, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, True, RELU),
+    (1, 16, 1, 1, 33, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), False, False, CLIP),
+    (1, 6, 17, 13, 4, (5, 3), 2, (2, 3), (2, 0, 1, 1), (1, 1), True, True, None),
+    (1, 5, 11, 9, 7, (3, 3), 1, (1, 1), (2, 2, 2, 2), (2, 2), False, True, LEAKY),
+    (1, 64, 7, 7, 96, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, True, RELU),
+    (1, 32, 14, 14, 64, (1, 1), 1, (2, 2), (0, 0, 0, 0), (1, 1), True, False, None),
+    (1, 3, 30, 30, 16, (7, 7), 1, (2, 2), (3, 3, 3, 3), (1, 1), True, False, RELU),
+    (1, 600, 3, 3, 20, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, None),
+    (1, 7, 13, 17, 11, (3, 3), 1, (3, 3), (0, 1, 2, 0), (1, 1), True, True, CLIP),
+    (2, 8, 9, 9, 16, (3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1), True, False, LEAKY2),
+    (1, 300, 13, 13, 40, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, True, RELU),
+    (1, 64, 7, 7, 130, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, False, SIGMOID),
+    (1, 32, 28, 28, 48, (3, 3), 1, (2, 2), (1, 1, 1, 1), (1, 1), True, False, RELU),
+    (1, 16, 27, 27, 64, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, RELU),
+    # depthwise
+    (1, 8, 13, 13, 8, (3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1), True, False, RELU),
+    (2, 8, 14, 14, 8, (3, 3), 8, (2, 2), (0, 1, 1, 0), (1, 1), True, True, None),
+    (1, 8, 70, 70, 8, (3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1), False, False, CLIP),
+    (2, 6, 9, 9, 6, (3, 3), 6, (3, 3), (1, 1, 1, 1), (2, 2), True, True, RELU),
+    (1, 3, 1, 1, 3, (3, 3), 3, (1, 1), (1, 1, 1, 1), (1, 1), True, False, None),
+    (1, 4, 17, 11, 4, (5, 5), 4, (2, 1), (2, 2, 2, 2), (1, 1), False, False, LEAKY),
+    (1, 5, 9, 9, 5, (3, 3), 5, (1, 1), (1, 1, 1, 1), (1, 1), True, False, SIGMOID),
+]
+
+
+def _out_hw(h, w, k, st, pd, dl):
+    return ((h + pd[0] + pd[2] - dl[0] * (k[0] - 1) - 1) // st[0] + 1,
+            (w + pd[1] + pd[3] - dl[1] * (k[1] - 1) - 1) // st[1] + 1)
+
+
+def conv_calls(cases, seed0=0):
+    calls = []
+    for i, (n, c, h, w, m, k, g, st, pd, dl, bias, res, act) in enumerate(cases):
+        ho, wo = _out_hw(h, w, k, st, pd, dl)
+        lo = conv2d((n, c, h, w), (m, c // g) + k, (n, m, ho, wo), group=g, strides=st,
+                    pads=pd, dilations=dl, bias=bias, residual=res, act=act)
+        r = rng_(seed0 + i)
+        scale = np.float32(1.0 / math.sqrt(c // g * k[0] * k[1]))   # outputs of order 1
+        x = r.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = (r.standard_normal((m, c // g) + k) * scale).astype(np.float32)
+        b = r.standard_normal(m).astype(np.float32) if bias else None
+        ref = conv_ref(x.astype(np.float64), wt.astype(np.float64), b, g, st, pd, dl)
+        ins = [x, wt] + ([b] if bias else [])
+        if res:
+            rr = r.standard_normal(ref.shape).astype(np.float32)
+            ref = ref + rr
+            ins.append(rr)
+        ref = act_ref(act, ref)
+        calls.append((lo, ins, ref.shape, ref))
+    return calls
+
+
+GEMM = [(m, n, k, bc, cm, al, be, act)
+        for (m, n, k) in [(1, 7, 5), (5, 13, 17), (1, 300, 700), (64, 3, 100), (33, 1, 9),
+                          (7, 65, 1), (100, 100, 800), (14, 129, 40), (3, 200, 64)]
+        for bc in (False, True)
+        for cm, al, be, act in [(None, 1.0, 1.0, None), ("scalar", 0.5, 2.0, RELU),
+                                ("row", 1.0, -1.0, LEAKY), ("col", 1.0, 1.0, CLIP),
+                                ("full", -0.25, 0.5, None)]]
+MATMUL = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 6)), ((4,), (4, 5)),
+          ((2, 3, 4), (2, 4, 2)), ((1, 5, 7), (3, 7, 33)), ((2, 3, 1, 40), (1, 40, 70))]
+
+
+def gemm_calls():
+    calls = []
+    for i, (m, n, k, bc, cm, al, be, act) in enumerate(GEMM):
+        lo = gemm(m, n, k, b_const=bc, c_mode=cm, alpha=al, beta=be, act=act)
+        r = rng_(i)
+        a = r.standard_normal((m, k)).astype(np.float32)
+        b = (r.standard_normal((k, n)) / math.sqrt(k)).astype(np.float32)
+        ref = al * (a.astype(np.float64) @ b)
+        ins = [a, b]
+        if cm:
+            shape = {"scalar": (1,), "row": (m, 1), "col": (n,), "full": (m, n)}[cm]
+            c = r.standard_normal(shape).astype(np.float32)
+            ref = ref + be * c
+            ins.append(c)
+        calls.append((lo, ins, (m, n), act_ref(act, ref)))
+    for i, (sa, sb) in enumerate(MATMUL):
+        for bc in (False, True):
+            r = rng_(100 + i)
+            a = r.standard_normal(sa).astype(np.float32)
+            b = r.standard_normal(sb).astype(np.float32)
+            ref = np.matmul(a.astype(np.float64), b)
+            calls.append((matmul(sa, sb, ref.shape, b_const=bc), [a, b], ref.shape, ref))
+    return calls
+
+
+def elementwise_calls():
+    calls = []
+    cases = [("Add", [(2, 3, 5, 7), (3, 1, 1)], RELU), ("Sub", [(1,), (4, 37)], None),
+             ("Div", [(4, 37), (1,)], None), ("Div", [(1,), (2, 67)], CLIP),
+             ("Mul", [(3, 1, 5), (1, 4, 1)], LEAKY), ("Sum", [(2, 50), (2, 50), (1, 50)], None),
+             ("Sub", [(6, 129), (6, 129)], LEAKY2), ("Add", [(5, 1), (5, 300)], SIGMOID),
+             ("Mul", [(1000,), (1000,)], None), ("Add", [(1, 1), (1, 1)], RELU)]
+    ops = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+           "Sum": np.add}
+    for i, (op, shapes, act) in enumerate(cases):
+        r = rng_(200 + i)
+        xs = [(r.random(s) + 0.5 if op == "Div" else r.standard_normal(s)).astype(np.float32)
+              for s in shapes]
+        ref = xs[0].astype(np.float64)
+        for x in xs[1:]:
+            ref = ops[op](ref, x)
+        calls.append((ew.nary(op, shapes, ref.shape, act), xs, ref.shape, act_ref(act, ref)))
+    for i, (act, shape) in enumerate([(RELU, (3, 77)), (CLIP, (1000,)), (LEAKY, (5, 7)),
+                                      (LEAKY2, (65,)), (Act("tanh"), (33,)), (SIGMOID, (9, 9)),
+                                      (Act("clip", (0.0, float("inf"))), (100,))]):
+        x = rng_(300 + i).standard_normal(shape).astype(np.float32)
+        calls.append((ew.unary(act, shape), [x], shape, act_ref(act, x.astype(np.float64))))
+    for i, (shape, act) in enumerate([((2, 5, 7, 9), RELU), ((1, 16, 1), None),
+                                      ((1, 3, 33, 33), CLIP), ((2, 4, 5), SIGMOID)]):
+        r = rng_(400 + i)
+        x = r.standard_normal(shape).astype(np.float32)
+        s = r.standard_normal(shape[1]).astype(np.float32)
+        t = r.standard_normal(shape[1]).astype(np.float32)
+        bs = (1, shape[1]) + (1,) * (len(shape) - 2)
+        ref = x.astype(np.float64) * s.reshape(bs) + t.reshape(bs)
+        calls.append((ew.channel_affine(shape, act), [x, s, t], shape, act_ref(act, ref)))
+    return calls
+
+
+def pool_ref(kind, x, k, st, pd, dl, cip):
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (pt, pl, pb, pr), (dh, dw) = k, st, pd, dl
+    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, c, ho, wo))
+    for oh in range(ho):
+        for ow in range(wo):
+            h0, w0 = oh * sh - pt, ow * sw - pl
+            vals, cnt = [], 0
+            for i in range(kh):
+                for j in range(kw):
+                    hh, ww = h0 + i * dh, w0 + j * dw
+                    if 0 <= hh < h and 0 <= ww < w:
+                        vals.append(x[:, :, hh, ww])
+            vals = np.stack(vals)
+            if kind == "max":
+                y[:, :, oh, ow] = vals.max(0)
+            elif cip:
+                he = min(h0 + kh, h + pb) - h0
+                we = min(w0 + kw, w + pr) - w0
+                y[:, :, oh, ow] = vals.sum(0) / (he * we)
+            else:
+                y[:, :, oh, ow] = vals.sum(0) / len(vals)
+    return y
+
+
+POOL = [("max", (1, 3, 13, 17), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False),
+        ("max", (2, 2, 111, 111), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False),
+        ("max", (1, 4, 9, 10), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
+        ("max", (1, 3, 12, 11), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),
+        ("max", (1, 2, 14, 70), (3, 2), (1, 3), (1, 0, 2, 1), (2, 1), False),
+        ("avg", (1, 3, 13, 17), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),
+        ("avg", (1, 3, 13, 17), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True),
+        ("avg", (2, 3, 20, 33), (5, 3), (2, 2), (2, 1, 2, 1), (1, 1), True),
+        ("avg", (1, 2, 8, 8), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
+        ("avg", (1, 2, 7, 40), (3, 3), (3, 2), (0, 2, 1, 0), (1, 1), False),
+        ("max", (1, 2, 3, 3), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), False)]
+
+
+def pool_calls():
+    calls = []
+    for i, (kind, shape, k, st, pd, dl, cip) in enumerate(POOL):
+        x = rng_(500 + i).standard_normal(shape).astype(np.float32)
+        ref = pool_ref(kind, x.astype(np.float64), k, st, pd, dl, cip)
+        lo = pool.pool2d(kind, shape, ref.shape, k, st, pd, dl, cip)
+        calls.append((lo, [x], ref.shape, ref))
+    for i, (kind, shape) in enumerate([("avg", (2, 5, 13, 13)), ("max", (1, 7, 7, 7)),
+                                       ("avg", (1, 3, 1, 1)), ("max", (1, 2, 33, 65)),
+                                       ("avg", (1, 1000, 1, 3))]):
+        x = rng_(600 + i).standard_normal(shape).astype(np.float32)
+        red = x.astype(np.float64).reshape(shape[0] * shape[1], -1)
+        ref = (red.mean(1) if kind == "avg" else red.max(1)).reshape(shape[:2] + (1, 1))
+        calls.append((pool.global_pool(kind, shape), [x], ref.shape, ref))
+    for i, (shape, axis, coerce, log) in enumerate([((2, 1000), 1, False, False),
+                                                    ((3, 7), 1, False, True),
+                                                    ((2, 3, 4, 5), 1, False, False),
+                                                    ((2, 3, 33), 1, True, False),
+                                                    ((1, 1), 1, False, True),
+                                                    ((4, 257), -1 + 2, False, True)]):
+        x = (3 * rng_(700 + i).standard_normal(shape)).astype(np.float64)
+        outer = math.prod(shape[:axis])
+        xr = x.reshape(outer, -1) if coerce else x
+        ax = 1 if coerce else axis
+        e = np.exp(xr - xr.max(ax, keepdims=True))
+        ref = (np.log(e / e.sum(ax, keepdims=True)) if log else e / e.sum(ax, keepdims=True))
+        calls.append((pool.softmax(shape, axis, coerce, log), [x.astype(np.float32)], shape,
+                      ref.reshape(shape)))
+    return calls
+
+
+FAMILIES = {
+    "conv": lambda: conv_calls(CONV),
+    "gemm": gemm_calls,
+    "elementwise": elementwise_calls,
+    "pool": pool_calls,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _family(name):
+    return Family(name, FAMILIES[name]())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """name -> (Family, executable, input file), all built with clang-16."""
+    d = tmp_path_factory.mktemp("rvv")
+    out = {}
+    for name in FAMILIES:
+        fam = _family(name)
+        src = fam.write(d)
+        out[name] = (fam, compile_rvv(src, d / name), d / f"{name}.in")
+    return out
+
+
+@pytest.mark.parametrize("cpu", sorted(CPUS))
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_rvv_kernels_match_numpy(built, family, cpu):
+    fam, exe, inp = built[family]
+    fam.check(run_qemu(exe, CPUS[cpu], inp))
