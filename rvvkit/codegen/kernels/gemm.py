@@ -176,30 +176,35 @@ def _rvv_uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str) -> str:
     for g in range(ngroups):
         r0, r1 = bounds[g], bounds[g + 1]
         rows = range(r1 - r0)
-        init = "\n".join(f"      {vty} c{i} = {vsplat(lmul, '0.0f')};" for i in rows)
+        first = "\n".join(f"      {vty} c{i} = {vop('vfmul_vf', lmul)}(bv, ak[{i}], vl);"
+                          for i in rows)
         fma = "\n".join(f"        c{i} = {vop('vfmacc_vf', lmul)}(c{i}, ak[{i}], bv, vl);"
                         for i in rows)
         store = "\n".join(f"      {vse(lmul, f't + {(r0 + i) * nr} + j0', f'c{i}')}"
                           for i in rows)
-        if ind == "a":
-            ptrs = f"      const float *__restrict bk = b + j0;"
-            kptrs = f"        const float *__restrict ak = a + off[k] + {r0};"
-            bump = f"bk += {nr};"
-        elif ind == "b":
-            ptrs = f"      const float *__restrict ak = a + {r0};"
-            kptrs = "        const float *__restrict bk = b + off[k] + j0;"
-            bump = f"ak += {mr};"
+        # k = 0 is peeled (c = a*b, no zeroed accumulators; kb >= 1 always), then the loop
+        # runs on a pointer to its end so that it costs only the bumps and one branch
+        if ind:
+            side, base, bump = ("ak", f"a + {{}} + {r0}", f"bk += {nr};") if ind == "a" else \
+                ("bk", "b + {} + j0", f"ak += {mr};")
+            other = f"const float *__restrict bk = b + j0;" if ind == "a" else \
+                f"const float *__restrict ak = a + {r0};"
+            start = f"      {other}\n      const float *__restrict {side} = {base.format('off[0]')};"
+            loop = f"for (const int *__restrict ok = off + 1; ok != off + kb; ++ok) {{"
+            top = f"        {side} = {base.format('*ok')};\n"
         else:
-            ptrs = (f"      const float *__restrict ak = a + {r0};\n"
-                    f"      const float *__restrict bk = b + j0;")
-            kptrs = ""
+            start = (f"      const float *__restrict ak = a + {r0};\n"
+                     f"      const float *__restrict bk = b + j0;")
             bump = f"ak += {mr};\n        bk += {nr};"
+            loop = f"for (const float *const bend = b + j0 + (ptrdiff_t)kb * {nr}; bk != bend;) {{"
+            top = ""
         groups.append(f"""    {{ /* rows {r0}..{r1 - 1} */
-{init}
-{ptrs}
-      for (int k = 0; k < kb; ++k) {{
-{kptrs}
-        const {vty} bv = {vle(lmul, 'bk')};
+{start}
+      {vty} bv = {vle(lmul, 'bk')};
+{first}
+      {bump.replace(chr(10) + '        ', chr(10) + '      ')}
+      {loop}
+{top}        bv = {vle(lmul, 'bk')};
 {fma}
         {bump}
       }}
