@@ -9,6 +9,7 @@ outputs out<i>.npy, timings.json. `runner_command()` / `run_raw()` expose the ex
 callers (instruction counting) can add QEMU options such as -plugin."""
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -139,16 +140,13 @@ class QemuSession(Session):
             artifact.save(self.artifact_path)
         else:
             self.artifact_path = Path(os.path.abspath(artifact))
-        self._runs = 0
 
     # -- pieces for callers that drive QEMU themselves (e.g. instruction counting) ----------
 
     def write_inputs(self, feeds: Mapping[str, np.ndarray]) -> Path:
         """A fresh work dir holding the validated inputs as in<i>.npy, in graph order."""
         ins = self.validate(feeds)
-        self._runs += 1
-        workdir = self.tmpdir / f"run{self._runs}"
-        workdir.mkdir()
+        workdir = Path(tempfile.mkdtemp(prefix="run-", dir=self.tmpdir))  # thread-safe name
         for i, arr in enumerate(ins):
             np.save(workdir / f"in{i}.npy", arr, allow_pickle=False)
         return workdir
@@ -216,7 +214,6 @@ class QemuSession(Session):
         workdir = self.write_inputs(feeds)
         try:
             self.run_raw(workdir, repeat=max(int(repeat), 1), warmup=1, timings=True)
-            import json
             doc = json.loads((workdir / "timings.json").read_text(encoding="utf-8"))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -86,7 +86,8 @@ static long parse_count(const char *opt, const char *text) {
 /* dlsym through memcpy: converting void * to a function pointer directly is not portable C. */
 static void sym(void *lib, const char *path, const char *name, void *fn_out, size_t fn_size) {
     void *p = dlsym(lib, name);
-    if (!p) die(EXIT_KERNELS, "%s lacks symbol %s (not rvvkit kernels, or too old)", path, name);
+    if (!p) die(EXIT_KERNELS, "%s lacks symbol %s: not rvvkit kernels, or kernels from an older "
+                  "rvvkit (rebuild the artifact with rvvkit build)", path, name);
     memcpy(fn_out, &p, fn_size);
 }
 #define SYM(lib, path, name, var) sym(lib, path, name, &(var), sizeof(var))

@@ -8,8 +8,9 @@ shows), with sentinel guards between arrays (a write out of bounds shows).
 
 The executable is built with clang-16 (`__riscv_v_intrinsic` = 11000, the 0.11 API) and run at
 VLEN 128, 256, 512, 1024 and with tail/mask-agnostic elements set to all ones; a zig cc build
-(API 1.0, static musl) of the same sources must be warning-clean and give the same results.
-The disassembly proves the intrinsic paths are the ones compiled in.
+(clang with the 1.0 API) of the same sources must be warning-clean and give the same results.
+The assembly proves the intrinsic paths are the ones compiled in. A whole model built by
+`rvvkit.build` is driven through `rvvkit_run` by a small main and compared with onnxruntime.
 """
 from __future__ import annotations
 
@@ -26,22 +27,23 @@ import pytest
 
 from rvvkit.codegen.act import Act
 from rvvkit.codegen.kernels import elementwise as ew
-from rvvkit.codegen.kernels import pool
+from rvvkit.codegen.kernels import layout, pool
 from rvvkit.codegen.kernels.conv import conv2d
 from rvvkit.codegen.kernels.gemm import gemm, matmul, rvv_uk_plan
 
 SYSROOT = Path("/usr/riscv64-linux-gnu")
 QEMU = shutil.which("qemu-riscv64")
 CLANG = shutil.which("clang-16")
-pytestmark = pytest.mark.skipif(
-    QEMU is None or CLANG is None or not SYSROOT.is_dir(),
-    reason="needs qemu-riscv64, clang-16 and the riscv64 sysroot (scripts/setup.sh)")
+pytestmark = [pytest.mark.qemu, pytest.mark.skipif(
+    QEMU is None or CLANG is None or shutil.which("ld.lld-16") is None or not SYSROOT.is_dir(),
+    reason="needs qemu-riscv64, clang-16 + lld-16 and the riscv64 sysroot (scripts/setup.sh)")]
 
 WARN = ["-Wall", "-Wextra", "-Werror"]
 CLANG_RVV = [CLANG or "clang-16", "--target=riscv64-linux-gnu", "-march=rv64gcv", "-O2",
              "-fuse-ld=lld", "-std=c11"]
-ZIG_RVV = [sys.executable, "-m", "ziglang", "cc", "--target=riscv64-linux-musl",
-           "-mcpu=baseline_rv64+v", "-O2", "-std=c11", "-static"]
+# zig's clang 19+ (RVV intrinsics API 1.0); linked against glibc, run with the Debian sysroot
+ZIG_RVV = [sys.executable, "-m", "ziglang", "cc", "--target=riscv64-linux-gnu",
+           "-mcpu=baseline_rv64+v", "-O2", "-std=c11"]
 CPUS = {f"vlen{v}": f"rv64,v=true,vlen={v},elen=64,vext_spec=v1.0" for v in (128, 256, 512, 1024)}
 CPUS["vlen256_ta_ma_ones"] = CPUS["vlen256"] + ",rvv_ta_all_1s=true,rvv_ma_all_1s=true"
 CPUS["vlen128_ta_ma_ones"] = CPUS["vlen128"] + ",rvv_ta_all_1s=true,rvv_ma_all_1s=true"
@@ -310,6 +312,18 @@ def elementwise_calls():
                                       (Act("clip", (0.0, float("inf"))), (100,))]):
         x = rng_(300 + i).standard_normal(shape).astype(np.float32)
         calls.append((ew.unary(act, shape), [x], shape, act_ref(act, x.astype(np.float64))))
+    for i, (shape, perm) in enumerate([((1, 4, 6, 7, 7), (0, 2, 1, 3, 4)), ((2, 3, 5), (0, 2, 1)),
+                                       ((3, 70), (1, 0)), ((2, 3, 4, 5), (0, 2, 3, 1)),
+                                       ((5, 1, 7), (1, 0, 2))]):
+        x = rng_(450 + i).standard_normal(shape).astype(np.float32)
+        ref = np.transpose(x, perm)
+        calls.append((layout.transpose(shape, perm), [x], ref.shape, ref))
+    for i, shapes in enumerate([[(2, 3, 5), (2, 4, 5)], [(1, 7), (1, 70), (1, 1)]]):
+        xs = [rng_(470 + i).standard_normal(s).astype(np.float32) for s in shapes]
+        ref = np.concatenate(xs, axis=1)
+        calls.append((layout.concat(shapes, 1), xs, ref.shape, ref))
+    x = rng_(480).standard_normal(333).astype(np.float32)
+    calls.append((ew.copy(333), [x], (333,), x))
     for i, (shape, act) in enumerate([((2, 5, 7, 9), RELU), ((1, 16, 1), None),
                                       ((1, 3, 33, 33), CLIP), ((2, 4, 5), SIGMOID)]):
         r = rng_(400 + i)
@@ -423,3 +437,217 @@ def built(tmp_path_factory):
 def test_rvv_kernels_match_numpy(built, family, cpu):
     fam, exe, inp = built[family]
     fam.check(run_qemu(exe, CPUS[cpu], inp))
+
+
+# ------------------------------------------------------------------- zig cc: intrinsics API 1.0
+
+ZIG_WHY = _zig_available()
+
+
+@pytest.fixture(scope="module")
+def zig_built(built, tmp_path_factory):
+    if ZIG_WHY:
+        pytest.skip(ZIG_WHY)
+    d = tmp_path_factory.mktemp("zig")
+    out = {}
+    for name, (fam, _, inp) in built.items():
+        src = fam.write(d)
+        out[name] = (fam, compile_rvv(src, d / name, ZIG_RVV), inp)
+    return out
+
+
+@pytest.mark.parametrize("cpu", ["vlen128_ta_ma_ones", "vlen1024"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_rvv_kernels_zig_api_1_0(zig_built, family, cpu):
+    fam, exe, inp = zig_built[family]
+    fam.check(run_qemu(exe, CPUS[cpu], inp))
+
+
+def test_zig_defines_api_1_0(tmp_path):
+    """The zig build really is the 1.0 API (and clang-16 the 0.11 one)."""
+    if ZIG_WHY:
+        pytest.skip(ZIG_WHY)
+    src = tmp_path / "v.c"
+    src.write_text("int v = __riscv_v_intrinsic;\n")
+    for cmd, lo, hi in ((ZIG_RVV, 1000000, 10 ** 9), (CLANG_RVV, 11000, 11999)):
+        proc = subprocess.run([*cmd, "-E", "-P", str(src)], capture_output=True, text=True,
+                              check=True)
+        value = int(re.search(r"int v = (\d+)", proc.stdout).group(1))
+        assert lo <= value <= hi, (cmd[0], value)
+
+
+# --------------------------------------------------- the intrinsic paths are what got compiled
+
+def _functions(asm: str):
+    """name -> assembly text of each function in clang's -S output."""
+    out, cur = {}, None
+    for line in asm.splitlines():
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):", line)
+        if m:
+            cur = m.group(1)
+            out[cur] = []
+        elif cur:
+            out[cur].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def assembly(built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("asm")
+    out = {}
+    for name, (fam, _, _) in built.items():
+        src = fam.write(d)
+        proc = subprocess.run([*CLANG_RVV, *WARN, "-S", str(src), "-o", "-"],
+                              capture_output=True, text=True, check=True)
+        out[name] = _functions(proc.stdout)
+    return out
+
+
+def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
+    """Every micro-kernel is an RVV kernel: vfmacc.vf with scalar broadcasts of the packed A
+    panel, one LMUL variant per VLEN range of its plan, no vector spills."""
+    seen = 0
+    for fam in ("gemm", "conv"):
+        for name, text in assembly[fam].items():
+            m = re.match(r"rvk_uk_(\d+)x(\d+)(?:_ind([ab]))?$", name)
+            if not m:
+                continue
+            seen += 1
+            mr, nr, ind = int(m.group(1)), int(m.group(2)), m.group(3) or ""
+            assert "vfmacc.vf" in text and "flw" in text, name
+            for _, lmul in rvv_uk_plan(mr, nr, ind):
+                assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
+            assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
+    assert seen >= 5
+
+
+@pytest.mark.parametrize("family,pattern", [
+    ("conv", r"vfmacc\.vf"),                        # depthwise grid + epilogues
+    ("elementwise", r"vf(add|sub|rsub|mul|div|rdiv|max|min|madd)\.v[vf]"),
+    ("pool", r"vfred(usum|max)\.vs"),
+    ("pool", r"vlse32\.v"),
+])
+def test_kernels_use_intrinsics(assembly, family, pattern):
+    text = "\n".join(assembly[family].values())
+    assert re.search(pattern, text), f"{family}: no {pattern}"
+
+
+def test_every_kernel_has_vector_code(assembly):
+    """Each exported kernel k<i> executes vector instructions (its own or its helpers'),
+    except those whose activation has no vector form (sigmoid/tanh) in the element-wise
+    family and the softmax over a non-last axis."""
+    scalar_ok = {"elementwise": {"sigmoid", "tanh"}, "pool": {"softmax"}}
+    for fam_name, funcs in assembly.items():
+        fam = _family(fam_name)
+        for i, (lo, _, _, _) in enumerate(fam.calls):
+            text = funcs[f"k{i}"]
+            called = re.findall(r"call\s+(rvk_\w+)", text)
+            text += "".join(funcs.get(c, "") for c in called)
+            if re.search(r"\bv(le|se|lse|sse)32\.v|\bvf\w+\.v", text):
+                continue
+            assert lo.kernel.hint in scalar_ok.get(fam_name, set()) or \
+                "sigmoid" in lo.kernel.body or "tanh" in lo.kernel.body, \
+                f"{fam_name} k{i} ({lo.kernel.hint}) has no vector code"
+
+
+# ---------------------------------------------------------------- a whole model via rvvkit_run
+
+MODEL_MAIN = """
+int main(int argc, char **argv) {
+  if (argc != 4) return 2;
+  const long nw = rvvkit_weights_floats(), na = rvvkit_arena_floats();
+  float *w = (float *)malloc((size_t)(nw + 1) * sizeof(float));
+  float *a = (float *)malloc((size_t)(na + 1) * sizeof(float));
+  const float *in[8];
+  float *out[8];
+  FILE *f = fopen(argv[1], "rb");
+  if (!w || !a || !f || fread(w, sizeof(float), (size_t)nw, f) != (size_t)nw) return 3;
+  fclose(f);
+  f = fopen(argv[2], "rb");
+  for (int i = 0; i < rvvkit_num_inputs(); ++i) {
+    const long n = rvvkit_input_floats(i);
+    float *p = (float *)malloc((size_t)n * sizeof(float));
+    if (!p || fread(p, sizeof(float), (size_t)n, f) != (size_t)n) return 4;
+    in[i] = p;
+  }
+  fclose(f);
+  for (int i = 0; i < rvvkit_num_outputs(); ++i)
+    out[i] = (float *)malloc((size_t)rvvkit_output_floats(i) * sizeof(float));
+  for (long i = 0; i < na; ++i) a[i] = NAN;   /* reading an unwritten arena float shows */
+  if (rvvkit_run(w, a, in, out) != 0) return 5;
+  f = fopen(argv[3], "wb");
+  for (int i = 0; i < rvvkit_num_outputs(); ++i)
+    if (fwrite(out[i], sizeof(float), (size_t)rvvkit_output_floats(i), f)
+        != (size_t)rvvkit_output_floats(i)) return 6;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def _model():
+    """Most kernel families once, through the whole pipeline (fusion, plan, arena)."""
+    from onnx import helper
+    from conftest import make_model, rand
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        node("LeakyRelu", ["c1"], ["r1"], alpha=0.2),
+        node("Conv", ["r1", "wd", "bd"], ["c2"], group=10, pads=[1, 1, 1, 1]),
+        node("Add", ["c2", "r1"], ["s1"]),
+        node("BatchNormalization", ["s1", "g", "be", "mu", "var"], ["bn"]),
+        node("Clip", ["bn", "lo", "hi"], ["r2"]),
+        node("MaxPool", ["r2"], ["p1"], kernel_shape=[3, 3], strides=[2, 2]),
+        node("Conv", ["p1", "wp"], ["c3"]),
+        node("Sub", ["c3", "half"], ["d1"]),
+        node("Div", ["d1", "two"], ["d2"]),
+        node("Transpose", ["d2"], ["t"], perm=[0, 1, 3, 2]),
+        node("AveragePool", ["t"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        node("GlobalMaxPool", ["ap"], ["gmp"]),
+        node("Flatten", ["ap"], ["f"]),
+        node("MatMul", ["f", "fw"], ["mm"]),
+        node("LogSoftmax", ["mm"], ["y"], axis=1),
+    ]
+    inits = {"w1": rand(10, 3, 3, 3, seed=1, scale=0.3), "b1": rand(10, seed=2, scale=0.1),
+             "wd": rand(10, 1, 3, 3, seed=3, scale=0.3), "bd": rand(10, seed=4, scale=0.1),
+             "g": rand(10, seed=5) + 1.0, "be": rand(10, seed=6),
+             "mu": rand(10, seed=7), "var": np.abs(rand(10, seed=8)) + 0.5,
+             "lo": np.array(-1.0, np.float32), "hi": np.array(1.5, np.float32),
+             "wp": rand(21, 10, 1, 1, seed=9, scale=0.3),
+             "half": np.full((21, 1, 1), 0.5, np.float32), "two": np.array(2.0, np.float32),
+             "fw": rand(21 * 8 * 8, 37, seed=10, scale=0.05)}
+    return make_model(nodes, [("x", (1, 3, 17, 17))], ["y", "gmp"], inits, name="rvv_mixed")
+
+
+@pytest.mark.parametrize("cpu", ["vlen128", "vlen256_ta_ma_ones", "vlen1024"])
+def test_whole_model_through_rvvkit_run(cpu, tmp_path_factory):
+    import rvvkit
+    from conftest import rand, run_ort
+    d = tmp_path_factory.getbasetemp() / "rvv_model"
+    exe = d / "model"
+    model = _model()
+    feeds = {"x": rand(1, 3, 17, 17, seed=12)}
+    if not exe.exists():
+        d.mkdir(exist_ok=True)
+        art = rvvkit.build(model)
+        assert "__riscv_vfmacc_vf_f32m" in art.c_source
+        src = d / "model.c"
+        src.write_text(art.c_source + "#include <stdio.h>\n#include <stdlib.h>\n" + MODEL_MAIN)
+        np.asarray(art.weights_array(), np.float32).tofile(d / "w.bin")
+        feeds["x"].tofile(d / "x.bin")
+        compile_rvv(src, d / "model.tmp")
+        (d / "model.tmp").rename(exe)
+    out = d / f"{cpu}.out"
+    proc = subprocess.run([QEMU, "-L", str(SYSROOT), "-cpu", CPUS[cpu], str(exe),
+                           str(d / "w.bin"), str(d / "x.bin"), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    flat = np.fromfile(out, np.float32)
+    ref = run_ort(model, feeds)
+    at = 0
+    for name in ("y", "gmp"):
+        want = ref[name]
+        got = flat[at:at + want.size].reshape(want.shape)
+        at += want.size
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+    assert at == flat.size

@@ -23,27 +23,36 @@ for a in "$@"; do
     -dumpmachine)
       case "$*" in *--target=riscv64*) echo riscv64-unknown-linux-gnu; exit 0;; esac
       {dump}; exit 0;;
+    -print-prog-name=*|-print-file-name=*) {found}; exit 0;;
   esac
 done
 exit 0
 """
 
+# -print-prog-name=ld.lld / -print-file-name=crt1.o: a driver answers with a path when it finds
+# the file ("$0" exists), with the bare name when it does not (a clang without lld or sysroot).
+FOUND, NOT_FOUND = 'echo "$0"', 'echo "${a#*=}"'
 FAKES = {
-    "cc": ("cc (Fake) 12.2.0", f"echo {HOST_TRIPLE}"),
-    "gcc": ("gcc (Fake) 12.2.0", f"echo {HOST_TRIPLE}"),
-    "g++": ("g++ (Fake) 12.2.0", f"echo {HOST_TRIPLE}"),
-    "clang-16": ("Debian clang version 16.0.6", f"echo {HOST_TRIPLE}"),
-    "riscv64-linux-gnu-gcc": ("riscv64-linux-gnu-gcc (Fake) 12.2.0", "echo riscv64-linux-gnu"),
+    "cc": ("cc (Fake) 12.2.0", f"echo {HOST_TRIPLE}", FOUND),
+    "gcc": ("gcc (Fake) 12.2.0", f"echo {HOST_TRIPLE}", FOUND),
+    "g++": ("g++ (Fake) 12.2.0", f"echo {HOST_TRIPLE}", FOUND),
+    "clang-16": ("Debian clang version 16.0.6", f"echo {HOST_TRIPLE}", FOUND),
+    "clang": ("clang version 14.0.6", f"echo {HOST_TRIPLE}", NOT_FOUND),  # no lld, no sysroot
+    "riscv64-linux-gnu-gcc": ("riscv64-linux-gnu-gcc (Fake) 12.2.0", "echo riscv64-linux-gnu",
+                              FOUND),
+    "riscv64-linux-gnu-g++": ("riscv64-linux-gnu-g++ (Fake) 12.2.0", "echo riscv64-linux-gnu",
+                              FOUND),
     # answers no -dumpmachine at all: its name alone must make it a riscv64 compiler
-    "riscv64-mute-gcc": ("riscv64-mute-gcc 1.0", "exit 1"),
+    "riscv64-mute-gcc": ("riscv64-mute-gcc 1.0", "exit 1", FOUND),
 }
 
 
 def install(bindir, names):
     for name in names:
-        version, dump = FAKES[name]
+        version, dump, found = FAKES[name]
         path = bindir / name
-        path.write_text(FAKE.format(log=bindir / "calls.log", version=version, dump=dump))
+        path.write_text(FAKE.format(log=bindir / "calls.log", version=version, dump=dump,
+                                    found=found))
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
@@ -85,7 +94,7 @@ def test_tvm_cross_compiler_is_skipped_for_host_but_used_for_rvv(fakebin, monkey
 
 
 def test_rvv_default_gets_riscv_flags(fakebin):
-    install(fakebin, ["cc", "riscv64-linux-gnu-gcc", "clang-16"])
+    install(fakebin, ["cc", "riscv64-linux-gnu-gcc", "riscv64-linux-gnu-g++"])
     comp = resolve_compiler(target="rvv")
     assert comp.argv == ("riscv64-linux-gnu-gcc",) and comp.is_riscv
     flags = compile_flags(comp)
@@ -100,9 +109,38 @@ def test_name_with_riscv64_is_enough(fakebin):
     assert "-march=rv64gcv" in compile_flags(comp)
 
 
+def test_rvv_default_order(monkeypatch):
+    monkeypatch.setattr(toolchain, "_ziglang_available", lambda: True)
+    zig = (sys.executable, "-m", "ziglang", "cc")
+    assert toolchain.default_candidates("rvv") == [
+        ("clang-16",), ("clang",), zig, ("riscv64-linux-gnu-gcc",), ("riscv64-linux-gnu-g++",),
+        ("riscv64-unknown-linux-gnu-gcc",)]
+    monkeypatch.setattr(toolchain, "_ziglang_available", lambda: False)
+    assert zig not in toolchain.default_candidates("rvv")
+    monkeypatch.setattr(toolchain, "host_is_riscv", lambda: True)  # on a board: native first
+    assert toolchain.default_candidates("rvv")[:3] == [("cc",), ("gcc",), ("clang",)]
+
+
+def test_rvv_default_prefers_clang_over_gcc12(fakebin):
+    install(fakebin, ["cc", "riscv64-linux-gnu-gcc", "riscv64-linux-gnu-g++", "clang-16"])
+    comp = resolve_compiler(target="rvv")
+    assert comp.argv == ("clang-16", "--target=riscv64-linux-gnu") and comp.is_riscv
+
+
+def test_rvv_default_skips_clang_that_cannot_link_riscv64(fakebin):
+    install(fakebin, ["cc", "clang", "riscv64-linux-gnu-gcc"])
+    assert resolve_compiler(target="rvv").argv == ("riscv64-linux-gnu-gcc",)
+    (fakebin / "riscv64-linux-gnu-gcc").unlink()
+    clear_probe_cache()
+    with pytest.raises(CompilerNotFound, match="ld.lld not found"):
+        resolve_compiler(target="rvv")
+    # Named explicitly, it is taken as given (the user may pass -fuse-ld=... and a sysroot).
+    assert resolve_compiler("clang", target="rvv").argv == ("clang", "--target=riscv64-linux-gnu")
+
+
 def test_clang_as_rvv_cross_compiler(fakebin):
     install(fakebin, ["cc", "clang-16"])
-    comp = resolve_compiler(target="rvv")  # no riscv gcc: clang-16 is next
+    comp = resolve_compiler(target="rvv")
     assert comp.argv == ("clang-16", "--target=riscv64-linux-gnu")
     assert comp.family == "clang" and comp.machine.startswith("riscv64") and comp.is_riscv
     flags = compile_flags(comp)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..act import Act, act_expr
 from ..kernel import Kernel, Lowered, Param
+from ..rvv import GUARD, has_vact, header, vact, vle, vlse, vop, vse, vsetvl, vsplat, vt
 from .gemm import (L2_BLOCK, NOINLINE, Epilogue, Side, cdiv, choose_tile, core, kc_of,
                    pack_panels, tile_cost)
 
@@ -72,9 +73,28 @@ def im2col_packer(pw: int, cin: int, h: int, w: int, kh: int, kw: int, wo: int,
         int lo = valid ? wlo - w0 : l, hi = valid ? whi - w0 : l;
         lo = lo < 0 ? 0 : (lo > l ? l : lo);
         hi = hi < lo ? lo : (hi > l ? l : hi);
+{GUARD}
+        for (size_t u = 0; u < (size_t)lo;) {{
+          const size_t vl = {vsetvl(8, '(size_t)lo - u')};
+          {vse(8, 'd + u', vsplat(8, '0.0f'))}
+          u += vl;
+        }}
+        for (size_t u = (size_t)lo; u < (size_t)hi;) {{
+          const size_t vl = {vsetvl(8, '(size_t)hi - u')};
+          {vse(8, 'd + u', vle(8, 'xr + (w0 + (int)u) + off') if sw == 1 else
+               vlse(8, f'xr + (w0 + (int)u) * {sw} + off', sw))}
+          u += vl;
+        }}
+        for (size_t u = (size_t)hi; u < (size_t)l;) {{
+          const size_t vl = {vsetvl(8, '(size_t)l - u')};
+          {vse(8, 'd + u', vsplat(8, '0.0f'))}
+          u += vl;
+        }}
+#else
         for (int u = 0; u < lo; ++u) d[u] = 0.0f;
         for (int u = lo; u < hi; ++u) d[u] = xr[(w0 + u) * {sw} + off];
         for (int u = hi; u < l; ++u) d[u] = 0.0f;
+#endif
         e += l;
       }}
       q += len;
@@ -151,17 +171,26 @@ class PhaseGrid:
             src = f"xc + (i * {sh} + {a - pt}) * {w} + {jlo * sw + b - pl}"
             dst = f"xp + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + i * {wq} + {jlo}"
             if sw == 1:
-                row = f"memcpy({dst}, {src}, {jhi - jlo} * sizeof(float));"
-            else:
+                row = f"RVK_MEMCPY({dst}, {src}, {jhi - jlo} * sizeof(float));"
+            else:   # RVV: a strided load per strip
+                n = jhi - jlo
                 row = f"""{{
         float *__restrict d = {dst};
         const float *__restrict r = {src};
-        for (int j = 0; j < {jhi - jlo}; ++j) d[j] = r[j * {sw}];
+{GUARD}
+        for (size_t j = 0; j < {n};) {{
+          const size_t vl = {vsetvl(8, f'{n} - j')};
+          {vse(8, 'd + j', vlse(8, f'r + j * {sw}', sw))}
+          j += vl;
+        }}
+#else
+        for (int j = 0; j < {n}; ++j) d[j] = r[j * {sw}];
+#endif
       }}"""
             blocks.append(f"    for (int i = {ilo}; i < {ihi}; ++i)\n      {row}")
         body = "\n".join(blocks)
         return name, f"""static void {name}(const float *__restrict x, float *__restrict xp) {{
-  memset(xp, 0, (size_t){self.size + slack} * sizeof(float));
+  RVK_MEMZERO(xp, (size_t){self.size + slack} * sizeof(float));
   for (int c = 0; c < {self.cin}; ++c) {{
     const float *__restrict xc = x + (ptrdiff_t)c * {h * w};
 {body}
@@ -184,7 +213,7 @@ class PhaseGrid:
     const int p = p0 + pp * {pw};
     const float *__restrict s = x + p / {self.wo} * {self.wq} + p % {self.wo};
     float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
-    for (int kk = 0; kk < kb; ++kk) memcpy(d + kk * {pw}, s + off[kk], {pw} * sizeof(float));
+    for (int kk = 0; kk < kb; ++kk) RVK_MEMCPY(d + kk * {pw}, s + off[kk], {pw} * sizeof(float));
   }}
 }}
 """
@@ -332,6 +361,42 @@ def _dw_taps() -> Tuple[str, str]:
 """
 
 
+DW_UNROLL = 49    # taps unrolled in the RVV depthwise kernel (7x7); larger kernels loop
+
+
+def _dwgrid_rvv(pg: PhaseGrid, act: Optional[Act]) -> str:
+    """RVV body of the depthwise grid sweep: strips of vl = vsetvl(cols - q0) cells (LMUL 4),
+    one vector load and FMA per tap from the split plane at the tap's constant offset, then
+    bias and activation in registers (sigmoid/tanh: a scalar pass over the strip)."""
+    L, nt, cols = 4, len(pg.taps), pg.cols   # m8 spills: clang hoists the tap loads
+    if nt <= DW_UNROLL:
+        taps = [f"    acc = {vop('vfmacc_vf', L)}(acc, wc[{i}], {vle(L, f'xp + q0 + {t}')}, vl);"
+                for i, t in enumerate(pg.taps[1:], 1)]
+        taps = "\n".join(taps)
+        tab = ""
+    else:
+        tab = f"  static const int tap[{nt}] = {{{', '.join(str(t) for t in pg.taps)}}};\n"
+        taps = f"""    for (int k = 1; k < {nt}; ++k)
+      acc = {vop('vfmacc_vf', L)}(acc, wc[k], {vle(L, 'xp + q0 + tap[k]')}, vl);"""
+    vfin = has_vact(act)
+    post = "" if vfin else f"""
+  for (size_t q = 0; q < {cols}; ++q) {{
+    const float v = g[q];
+    g[q] = {act_expr(act, 'v')};
+  }}"""
+    return f"""{GUARD}
+{tab}  for (size_t q0 = 0; q0 < {cols};) {{
+    const size_t vl = {vsetvl(L, f'{cols} - q0')};
+    {vt(L)} acc = {vop('vfmul_vf', L)}({vle(L, f'xp + q0 + {pg.taps[0]}')}, wc[0], vl);
+{taps}
+    acc = {vop('vfadd_vf', L)}(acc, bias, vl);
+    {'acc = ' + vact(act, 'acc', L) + ';' if vfin and act else ''}
+    {vse(L, 'g + q0', 'acc')}
+    q0 += vl;
+  }}{post}
+"""
+
+
 def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
     """Direct depthwise conv on the phase grid of one channel at a time (L1-resident): every
     tap is a uniform shift of the split plane, so the output grid is swept in register blocks
@@ -351,6 +416,7 @@ def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
     tname, tcode = _dw_taps()
     gcode = f"""static void {gname}(const float *__restrict xp, const float *__restrict wc,
     float bias, float *__restrict g) {{
+{_dwgrid_rvv(pg, act if not residual else None)}#else
   static const int tap[{nt}] = {{{", ".join(str(t) for t in pg.taps)}}};
   float t[{ch}];
   for (int q0 = 0; q0 < {qpad}; q0 += {ch}) {{
@@ -358,6 +424,7 @@ def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
     for (int j = 0; j < {ch}; ++j) t[j] += bias;
     for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};
   }}
+#endif
 }}
 """
     gbuf = pg.size + ch
@@ -374,7 +441,7 @@ def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
     }}"""
     else:
         store = f"""for (int i = 0; i < {ho}; ++i)
-      memcpy({yrow}, g + i * {pg.wq}, {wo} * sizeof(float));"""
+      RVK_MEMCPY({yrow}, g + i * {pg.wq}, {wo} * sizeof(float));"""
     bexpr = f"b[nc % {cin}]" if bias else "0.0f"
     body = f"""  for (int nc = 0; nc < {n * cin}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
@@ -383,7 +450,10 @@ def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
     {store}
   }}
 """
-    support = {sname: scode, tname: tcode, gname: gcode}
+    # the portable taps kernel is not compiled where the RVV grid replaces it (unused static)
+    tcode = tcode.replace(f"static RVK_NOINLINE void {tname}(",
+                          f"#if !defined(__riscv_v_intrinsic)\nstatic RVK_NOINLINE void {tname}(")
+    support = {**header(), sname: scode, tname: tcode + "#endif\n", gname: gcode}
     kern = Kernel("dwconv", _params(bias, residual), body, gbuf + qpad, support,
                   n * cin * ho * wo * kh * kw)
     return Lowered(kern)

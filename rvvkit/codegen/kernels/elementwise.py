@@ -1,6 +1,8 @@
 """Element-wise kernels: n-ary broadcasting arithmetic with a fused activation, per-channel
 affine, and copies. Loops are collapsed so the innermost one is long and unit-stride, which is
-what lets gcc/clang vectorise them."""
+what lets gcc/clang vectorise them. Under RVV intrinsics the innermost loop is strip-mined
+explicitly (LMUL 8): unit-stride operands are vector loads, broadcast ones scalar (`.vf`)
+operands, and the activation is applied in registers (sigmoid/tanh keep the portable loop)."""
 from __future__ import annotations
 
 import math
@@ -9,6 +11,7 @@ from typing import Optional, Sequence
 from ..act import Act, act_expr
 from ..kernel import Kernel, Lowered, Param
 from ..loops import broadcast_strides, collapse, nest, strides_of
+from ..rvv import guarded, has_vact, header, vact, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 OPERATORS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
 
@@ -26,15 +29,93 @@ def nary(op: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
         return f"const float v = {expr};\ny[{idx['y']}] = {act_expr(act, 'v')};"
 
     code = nest(dims, sts, names + ["y"], body)
+    rvv = _nary_rvv(dims, sts, names, sym, act)
     params = tuple(Param(n) for n in names) + (Param("y", const=False),)
-    return Lowered(Kernel(op.lower(), params, code))
+    if rvv is None:
+        return Lowered(Kernel(op.lower(), params, code))
+    return Lowered(Kernel(op.lower(), params, guarded(rvv, code), support=header()))
+
+
+L = 8   # LMUL of the element-wise strips: a value, one loaded operand and a temporary
+
+# (vector, vector), (vector, scalar), (scalar, vector) forms of each operator
+_VV = {"+": "vfadd_vv", "-": "vfsub_vv", "*": "vfmul_vv", "/": "vfdiv_vv"}
+_VF = {"+": "vfadd_vf", "-": "vfsub_vf", "*": "vfmul_vf", "/": "vfdiv_vf"}
+_FV = {"+": "vfadd_vf", "-": "vfrsub_vf", "*": "vfmul_vf", "/": "vfrdiv_vf"}
+
+
+def _strip(n: str, body: str, pad: str) -> str:
+    """A strip-mined loop over i in [0, n): `body` sees `i` and `vl`."""
+    inner = "\n".join(pad + "  " + line for line in body.splitlines())
+    return f"""{pad}for (size_t i = 0; i < (size_t){n};) {{
+{pad}  const size_t vl = {vsetvl(L, f'(size_t){n} - i')};
+{inner}
+{pad}  i += vl;
+{pad}}}"""
+
+
+def _nary_rvv(dims, sts, names, sym, act):
+    """RVV version of the nary loop nest, or None when it has no vector form (activation
+    without one, an innermost stride other than 0/1, a single-element output)."""
+    if not has_vact(act) or dims[-1] == 1 or sts[-1][-1] != 1:
+        return None
+    if any(st[-1] not in (0, 1) for st in sts[:-1]):
+        return None
+    depth, pad = len(dims), "    "
+    lines, ind = [], pad
+    for k in range(depth - 1):
+        lines.append(f"{ind}for (long i{k} = 0; i{k} < {dims[k]}; ++i{k}) {{")
+        ind += pad
+    base = {}
+    for name, st in zip(names + ["y"], sts):
+        terms = [f"i{k} * {st[k]}" for k in range(depth - 1) if st[k]]
+        base[name] = f"{name} + {' + '.join(terms)}" if terms else name
+    # broadcast operands are loaded once per outer iteration as scalars
+    scal = {}
+    for j, (name, st) in enumerate(zip(names, sts)):
+        if st[-1] == 0:
+            scal[name] = f"s{j}"
+            lines.append(f"{ind}const float s{j} = *({base[name]});")
+    body, cur = [], None     # cur: ("s", expr) or ("v", var)
+    for j, name in enumerate(names):
+        if name in scal:
+            opnd = ("s", scal[name])
+        else:
+            body.append(f"const {vt(L)} v{j} = {vle(L, f'{base[name]} + i')};")
+            opnd = ("v", f"v{j}")
+        if cur is None:
+            cur = opnd
+            continue
+        kinds = cur[0] + opnd[0]
+        if kinds == "ss":
+            cur = ("s", f"({cur[1]} {sym} {opnd[1]})")
+        elif kinds == "vv":
+            cur = ("v", f"{vop(_VV[sym], L)}({cur[1]}, {opnd[1]}, vl)")
+        elif kinds == "vs":
+            cur = ("v", f"{vop(_VF[sym], L)}({cur[1]}, {opnd[1]}, vl)")
+        else:
+            cur = ("v", f"{vop(_FV[sym], L)}({opnd[1]}, {cur[1]}, vl)")
+    value = cur[1] if cur[0] == "v" else vsplat(L, cur[1])
+    body.append(f"{vt(L)} v = {value};")
+    if act is not None:
+        body.append(f"v = {vact(act, 'v', L)};")
+    body.append(vse(L, f"{base['y']} + i", "v"))
+    lines.append(_strip(str(dims[-1]), "\n".join(body), ind))
+    for k in range(depth - 2, -1, -1):
+        lines.append(pad * (k + 1) + "}")
+    return "\n".join(lines)
 
 
 def unary(act: Act, shape: Sequence[int]) -> Lowered:
     n = math.prod(shape)
     code = (f"    for (long i = 0; i < {n}; ++i) {{\n        const float v = x[i];\n"
             f"        y[i] = {act.c_expr('v')};\n    }}")
-    return Lowered(Kernel(act.kind, (Param("x"), Param("y", const=False)), code))
+    params = (Param("x"), Param("y", const=False))
+    if not has_vact(act):
+        return Lowered(Kernel(act.kind, params, code))
+    rvv = _strip(str(n), f"{vt(L)} v = {vle(L, 'x + i')};\nv = {vact(act, 'v', L)};\n"
+                 f"{vse(L, 'y + i', 'v')}", "    ")
+    return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=header()))
 
 
 def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
@@ -53,9 +134,27 @@ def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
         }}
     }}"""
     params = (Param("x"), Param("s"), Param("t"), Param("y", const=False))
-    return Lowered(Kernel("affine", params, code, macs=batch * chans * inner))
+    if not has_vact(act):
+        return Lowered(Kernel("affine", params, code, macs=batch * chans * inner))
+    # y = x * sc + sh as one vfmadd (as the portable code contracts it) with sh splatted once
+    fin = f"\nv = {vact(act, 'v', L)};" if act is not None else ""
+    strip = _strip(str(inner), f"{vt(L)} v = {vle(L, 'xp + i')};\n"
+                   f"v = {vop('vfmadd_vf', L)}(v, sc, shv, vl);{fin}\n{vse(L, 'yp + i', 'v')}",
+                   "            ")
+    rvv = f"""    for (long n = 0; n < {batch}; ++n) {{
+        for (long c = 0; c < {chans}; ++c) {{
+            const float sc = s[c];
+            const {vt(L)} shv = {vsplat(L, 't[c]', vsetvlmax(L))};
+            const float *__restrict xp = x + (n * {chans} + c) * {inner};
+            float *__restrict yp = y + (n * {chans} + c) * {inner};
+{strip}
+        }}
+    }}"""
+    return Lowered(Kernel("affine", params, guarded(rvv, code), macs=batch * chans * inner,
+                          support=header()))
 
 
 def copy(n_floats: int) -> Lowered:
-    code = f"    memcpy(y, x, sizeof(float) * {n_floats});"
-    return Lowered(Kernel("copy", (Param("x"), Param("y", const=False)), code))
+    code = f"    RVK_MEMCPY(y, x, sizeof(float) * {n_floats});"
+    return Lowered(Kernel("copy", (Param("x"), Param("y", const=False)), code,
+                          support=header()))

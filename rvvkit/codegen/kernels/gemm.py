@@ -30,7 +30,7 @@ from ..act import Act, act_expr
 from ..cfmt import flt
 from ..kernel import Kernel, Lowered, Param
 from ..rvv import (GUARD, has_vact, header, vact, vle, vlse, vop, vse, vsetvl,
-                   vsetvlmax, vsplat, vt)
+                   vsetvlmax, vsplat, vsse, vt)
 
 # --- Tuning for this host (Zen 4: AVX-512, 32 vector registers, 32 KiB L1d, 1 MiB L2). ---
 VEC = 16            # floats per vector register
@@ -145,12 +145,26 @@ def rvv_rows(lmul: int) -> int:
     return 32 // lmul - 1
 
 
-def rvv_uk_cost(mr: int, nr: int, lmul: int, vlen: int, ind: str = "") -> int:
-    """Dynamic instructions per k step of the MR x NR RVV micro-kernel at LMUL and VLEN."""
-    groups = cdiv(mr, rvv_rows(lmul))
+def rvv_groups(mr: int, lmul: int) -> Tuple[Tuple[int, int], ...]:
+    """Balanced row groups (r0, r1) of an MR-row panel at this LMUL."""
+    n = cdiv(mr, rvv_rows(lmul))
+    return tuple((mr * g // n, mr * (g + 1) // n) for g in range(n))
+
+
+def rvv_unroll(rows: int, lmul: int) -> int:
+    """k steps per loop iteration for a group: 2 when a second b vector fits beside the
+    accumulators (clang spills when it has to schedule two b loads into one register)."""
+    return 2 if (rows + 2) * lmul <= 32 else 1
+
+
+def rvv_uk_cost(mr: int, nr: int, lmul: int, vlen: int, ind: str = "") -> float:
+    """Dynamic instructions per k step of the MR x NR RVV micro-kernel at LMUL and VLEN: per
+    strip and row group one b load, R scalar a loads, R vfmacc, the loop's bumps and branch
+    (shared by the unrolled steps) and, reading in place, the offset-table address."""
     strips = cdiv(nr, lmul * vlen // 32)
-    per_group = 1 + RVV_LOOP + (2 if ind else 0)     # b load, loop, offset-table load
-    return strips * (groups * per_group + 2 * mr)
+    per_strip = sum(1 + 2 * (r1 - r0) + RVV_LOOP / rvv_unroll(r1 - r0, lmul) +
+                    (3 if ind else 0) for r0, r1 in rvv_groups(mr, lmul))
+    return strips * per_strip
 
 
 def rvv_uk_plan(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
@@ -166,55 +180,77 @@ def rvv_uk_plan(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
     return tuple(out)
 
 
+def _rvv_uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int) -> str:
+    """Rows r0..r1-1 of one column strip: accumulators c_i (LMUL registers each) over all kb
+    steps. k = 0 is peeled (c = a*b: no zeroed accumulators; kb >= 1 always), the rest runs
+    rvv_unroll steps per iteration on pointers (no counter) plus one remainder step."""
+    vty, R = vt(lmul), r1 - r0
+    U = rvv_unroll(R, lmul)
+
+    def step(u: int, init: bool, pad: str) -> str:
+        """Statements of the k step u places after the cursor (ak/bk or ok)."""
+        out = []
+        if ind == "a":
+            au = "ap" if init else f"au{u}"
+            out.append(f"const float *__restrict {au} = a + {'off[0]' if init else f'ok[{u}]'} + {r0};")
+            aref, bref = au + "[{i}]", f"bk + {u * nr}"
+        elif ind == "b":
+            aref, bref = f"ak[{u * mr} + {{i}}]", f"b + {'off[0]' if init else f'ok[{u}]'} + j0"
+        else:
+            aref, bref = f"ak[{u * mr} + {{i}}]", f"bk + {u * nr}"
+        out.append(f"bv = {vle(lmul, bref)};")
+        for i in range(R):
+            a_i = aref.format(i=i)
+            out.append(f"c{i} = {vop('vfmul_vf', lmul)}(bv, {a_i}, vl);" if init else
+                       f"c{i} = {vop('vfmacc_vf', lmul)}(c{i}, {a_i}, bv, vl);")
+        return "\n".join(pad + line for line in out)
+
+    def bump(n: int) -> str:
+        parts = ([] if ind == "a" else [f"ak += {n * mr};"]) + \
+            ([] if ind == "b" else [f"bk += {n * nr};"]) + (["ok += %d;" % n] if ind else [])
+        return " ".join(parts)
+
+    decls = "\n".join(f"      {vty} c{i};" for i in range(R))
+    ptrs = ([] if ind == "a" else [f"const float *__restrict ak = a + {r0};"]) + \
+        ([] if ind == "b" else ["const float *__restrict bk = b + j0;"]) + \
+        (["const int *__restrict ok = off + 1;"] if ind else [])
+    if ind:
+        cursor, end = "ok", f"off + 1 + (ptrdiff_t)((kb - 1) / {U}) * {U}"
+    else:
+        cursor, end = "bk", f"b + j0 + {nr} + (ptrdiff_t)((kb - 1) / {U}) * {U * nr}"
+    unrolled = "\n".join(step(u, False, "        ") for u in range(U))
+    # the cursor of the peeled step sits before the loop's first step: bump it by one
+    first_bump = bump(1).replace("ok += 1;", "").strip()
+    return f"""    {{ /* rows {r0}..{r1 - 1} */
+      {" ".join(ptrs)}
+      {vty} bv;
+{decls}
+{step(0, True, "      ")}
+      {first_bump}
+      for (const {"int" if ind else "float"} *const end = {end}; {cursor} != end;) {{
+{unrolled}
+        {bump(U)}
+      }}
+      if ((kb - 1) % {U}) {{
+{step(0, False, "        ")}
+      }}
+{chr(10).join(f"      {vse(lmul, f't + {(r0 + i) * nr} + j0', f'c{i}')}" for i in range(R))}
+    }}"""
+
+
 def _rvv_uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str) -> str:
     """One LMUL variant: column strips of vl = vsetvl(NR - j0), then row groups of at most
     rvv_rows(LMUL) rows, each sweeping k with its accumulators in registers."""
-    ngroups = cdiv(mr, rvv_rows(lmul))
-    bounds = [mr * g // ngroups for g in range(ngroups + 1)]       # balanced row groups
-    vty, offp = vt(lmul), ("const int *__restrict off, " if ind else "")
-    groups = []
-    for g in range(ngroups):
-        r0, r1 = bounds[g], bounds[g + 1]
-        rows = range(r1 - r0)
-        first = "\n".join(f"      {vty} c{i} = {vop('vfmul_vf', lmul)}(bv, ak[{i}], vl);"
-                          for i in rows)
-        fma = "\n".join(f"        c{i} = {vop('vfmacc_vf', lmul)}(c{i}, ak[{i}], bv, vl);"
-                        for i in rows)
-        store = "\n".join(f"      {vse(lmul, f't + {(r0 + i) * nr} + j0', f'c{i}')}"
-                          for i in rows)
-        # k = 0 is peeled (c = a*b, no zeroed accumulators; kb >= 1 always), then the loop
-        # runs on a pointer to its end so that it costs only the bumps and one branch
-        if ind:
-            side, base, bump = ("ak", f"a + {{}} + {r0}", f"bk += {nr};") if ind == "a" else \
-                ("bk", "b + {} + j0", f"ak += {mr};")
-            other = f"const float *__restrict bk = b + j0;" if ind == "a" else \
-                f"const float *__restrict ak = a + {r0};"
-            start = f"      {other}\n      const float *__restrict {side} = {base.format('off[0]')};"
-            loop = f"for (const int *__restrict ok = off + 1; ok != off + kb; ++ok) {{"
-            top = f"        {side} = {base.format('*ok')};\n"
-        else:
-            start = (f"      const float *__restrict ak = a + {r0};\n"
-                     f"      const float *__restrict bk = b + j0;")
-            bump = f"ak += {mr};\n        bk += {nr};"
-            loop = f"for (const float *const bend = b + j0 + (ptrdiff_t)kb * {nr}; bk != bend;) {{"
-            top = ""
-        groups.append(f"""    {{ /* rows {r0}..{r1 - 1} */
-{start}
-      {vty} bv = {vle(lmul, 'bk')};
-{first}
-      {bump.replace(chr(10) + '        ', chr(10) + '      ')}
-      {loop}
-{top}        bv = {vle(lmul, 'bk')};
-{fma}
-        {bump}
-      }}
-{store}
-    }}""")
+    offp = "const int *__restrict off, " if ind else ""
+    groups = [_rvv_uk_group(mr, nr, lmul, ind, r0, r1) for r0, r1 in rvv_groups(mr, lmul)]
     body = "\n".join(groups)
     return f"""static inline void {name}(int kb, const float *__restrict a,
     const float *__restrict b, {offp}float *__restrict t) {{
+  /* vl = min(NR - j0, VLMAX) in scalar code: clang 16 puts a vsetvli inside the k loops
+     when the strip's vl comes from the vsetvl intrinsic (its "mu" vtype differs) */
+  const size_t vlmax = {vsetvlmax(lmul)};
   for (size_t j0 = 0; j0 < {nr};) {{
-    const size_t vl = {vsetvl(lmul, f'{nr} - j0')};
+    const size_t vl = {nr} - j0 < vlmax ? {nr} - j0 : vlmax;
 {body}
     j0 += vl;
   }}
@@ -269,6 +305,45 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 """
 
 
+def _strided_pack_rvv(pw: int, si: int, sk: int) -> str:
+    """RVV body of one panel of the strided packer (clang turns the portable loops into
+    memcpy/memset calls per k-row, which glibc runs as scalar code on riscv64). Contiguous
+    along k (si != 1, sk == 1): each of the c indices is a vector of k values stored with
+    stride pw; otherwise each k-row is a (strided) load of c values; padding is stored zeros."""
+    L = 8
+    zero = f"const {vt(L)} z = {vsplat(L, '0.0f', vsetvlmax(L))};"
+    if sk == 1 and si != 1:
+        return f"""{GUARD}
+    {zero}
+    for (int u = 0; u < {pw}; ++u) {{
+      const float *__restrict su = s + (ptrdiff_t)u * {si};
+      for (size_t kk = 0; kk < (size_t)kb;) {{
+        const size_t vl = {vsetvl(L, '(size_t)kb - kk')};
+        {vsse(L, f'd + kk * {pw} + u', pw, f'u < c ? {vle(L, "su + kk")} : z')}
+        kk += vl;
+      }}
+    }}
+"""
+    load = vle(L, "sk_ + u") if si == 1 else vlse(L, "sk_ + (ptrdiff_t)u * " + str(si), si)
+    return f"""{GUARD}
+    {zero}
+    for (int kk = 0; kk < kb; ++kk) {{
+      const float *__restrict sk_ = s + (ptrdiff_t)kk * {sk};
+      float *__restrict dk = d + kk * {pw};
+      for (size_t u = 0; u < (size_t)c;) {{
+        const size_t vl = {vsetvl(L, '(size_t)c - u')};
+        {vse(L, 'dk + u', load)}
+        u += vl;
+      }}
+      for (size_t u = (size_t)c; u < {pw};) {{
+        const size_t vl = {vsetvl(L, f'{pw} - u')};
+        {vse(L, 'dk + u', 'z')}
+        u += vl;
+      }}
+    }}
+"""
+
+
 def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
     """Packs idx in [i0, i0+n), k in [k0, k0+kb) of src[idx*si + k*sk] into pw-wide panels."""
     name = f"rvk_pack_{pw}_{si}_{sk}"
@@ -283,6 +358,7 @@ def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
     const int c = n - pp * {pw} < {pw} ? n - pp * {pw} : {pw};
     float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
     const float *__restrict s = src + (ptrdiff_t)(i0 + pp * {pw}) * {si} + (ptrdiff_t)k0 * {sk};
+{_strided_pack_rvv(pw, si, sk)}#else
     if (c == {pw}) {{
       {full}
     }} else {{
@@ -291,6 +367,7 @@ def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
         for (int u = c; u < {pw}; ++u) d[kk * {pw} + u] = 0.0f;
       }}
     }}
+#endif
   }}
 }}
 """

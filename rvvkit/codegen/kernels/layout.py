@@ -6,6 +6,7 @@ from typing import Sequence
 
 from ..kernel import Kernel, Lowered, Param
 from ..loops import collapse, nest, strides_of
+from ..rvv import guarded, header, vle, vlse, vse, vsetvl
 
 
 def transpose(in_shape: Sequence[int], perm: Sequence[int]) -> Lowered:
@@ -14,7 +15,36 @@ def transpose(in_shape: Sequence[int], perm: Sequence[int]) -> Lowered:
     x_strides = [in_st[p] for p in perm]
     dims, sts = collapse(out_shape, [x_strides, strides_of(out_shape)])
     code = nest(dims, sts, ["x", "y"], lambda idx: f"y[{idx['y']}] = x[{idx['x']}];")
-    return Lowered(Kernel("transpose", (Param("x"), Param("y", const=False)), code))
+    params = (Param("x"), Param("y", const=False))
+    if dims[-1] == 1 or sts[1][-1] != 1:
+        return Lowered(Kernel("transpose", params, code))
+    return Lowered(Kernel("transpose", params, guarded(_transpose_rvv(dims, sts), code),
+                          support=header()))
+
+
+def _transpose_rvv(dims, sts) -> str:
+    """RVV transpose: outer loops as in the portable nest, the innermost (contiguous in y)
+    strip-mined with a strided load from x (unit-stride when x is contiguous there too)."""
+    L, depth, pad = 8, len(dims), "    "
+    lines, ind = [], pad
+    for k in range(depth - 1):
+        lines.append(f"{ind}for (long i{k} = 0; i{k} < {dims[k]}; ++i{k}) {{")
+        ind += pad
+    base = {}
+    for name, st in zip(("x", "y"), sts):
+        terms = [f"i{k} * {st[k]}" for k in range(depth - 1) if st[k]]
+        base[name] = f"{name} + {' + '.join(terms)}" if terms else name
+    sx = sts[0][-1]
+    load = vle(L, f"{base['x']} + i") if sx == 1 else vlse(L, f"{base['x']} + i * {sx}", sx)
+    n = dims[-1]
+    lines += [f"{ind}for (size_t i = 0; i < {n};) {{",
+              f"{ind}  const size_t vl = {vsetvl(L, f'{n} - i')};",
+              f"{ind}  {vse(L, base['y'] + ' + i', load)}",
+              f"{ind}  i += vl;",
+              f"{ind}}}"]
+    for k in range(depth - 2, -1, -1):
+        lines.append(pad * (k + 1) + "}")
+    return "\n".join(lines)
 
 
 def concat(in_shapes: Sequence[Sequence[int]], axis: int) -> Lowered:
@@ -25,9 +55,9 @@ def concat(in_shapes: Sequence[Sequence[int]], axis: int) -> Lowered:
     lines = [f"    for (long o = 0; o < {outer}; ++o) {{"]
     off = 0
     for i, inner in enumerate(inners):
-        lines.append(f"        memcpy(y + o * {total} + {off}, x{i} + o * {inner}, "
+        lines.append(f"        RVK_MEMCPY(y + o * {total} + {off}, x{i} + o * {inner}, "
                      f"sizeof(float) * {inner});")
         off += inner
     lines.append("    }")
     params = tuple(Param(f"x{i}") for i in range(len(in_shapes))) + (Param("y", const=False),)
-    return Lowered(Kernel("concat", params, "\n".join(lines)))
+    return Lowered(Kernel("concat", params, "\n".join(lines), support=header()))

@@ -1,4 +1,9 @@
-"""Pooling, LRN and softmax kernels."""
+"""Pooling, LRN and softmax kernels.
+
+Under RVV intrinsics (see rvv.py): 2-D pooling is vectorised along the output width over the
+columns whose window lies inside the input (unit-stride loads for stride 1, strided loads
+otherwise; the few border columns keep the scalar code), global pooling and softmax use vector
+max/sum reductions (expf stays scalar libm)."""
 from __future__ import annotations
 
 import math
@@ -6,6 +11,7 @@ from typing import Sequence
 
 from ..cfmt import flt
 from ..kernel import Kernel, Lowered, Param
+from ..rvv import guarded, header, vle, vlse, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 XY = (Param("x"), Param("y", const=False))
 
@@ -32,6 +38,8 @@ def pool2d(kind: str, x_shape, y_shape, kernel, strides, pads, dilations,
             finish = "acc / (float)cnt"
     count_decl = "long cnt = 0;" if kind != "max" else ""
     count_use = "(void)cnt;" if kind != "max" and count_include_pad else ""
+    rvv = _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations,
+                      count_include_pad, init, update, finish, count_decl, count_use)
     code = f"""    for (long nc = 0; nc < {n * c}; ++nc) {{
         const float *__restrict xp = x + nc * {h * w};
         float *__restrict yp = y + nc * {ho * wo};
@@ -56,7 +64,104 @@ def pool2d(kind: str, x_shape, y_shape, kernel, strides, pads, dilations,
             }}
         }}
     }}"""
-    return Lowered(Kernel(f"{kind}pool", XY, code))
+    if rvv is None:
+        return Lowered(Kernel(f"{kind}pool", XY, code))
+    return Lowered(Kernel(f"{kind}pool", XY, guarded(rvv, code), support=header()))
+
+
+def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip,
+                init, update, finish, count_decl, count_use):
+    """RVV pooling: per output row, the interior columns [olo, ohi) (every tap inside the
+    input) are strips of vl outputs; each valid window row adds kw vector loads (stride sw);
+    the border columns run the scalar per-output code. None when there is no interior."""
+    n, c, h, w = x_shape
+    ho, wo = y_shape[2:]
+    kh, kw = kernel
+    sh, sw = strides
+    dh, dw = dilations
+    pt, pl, pb, _ = pads
+    olo = -(-pl // sw)
+    ohi = min(wo, (w - 1 - (kw - 1) * dw + pl) // sw + 1)
+    if ohi <= olo:
+        return None
+    L = 4   # m8 spills: clang hoists the loads of the unrolled window columns
+    scalar = f"""const long w0 = ow * {sw} - {pl};
+                float acc = {init};
+                {count_decl}
+                for (long i = 0; i < {kh}; ++i) {{
+                    const long hh = h0 + i * {dh};
+                    if (hh < 0 || hh >= {h}) continue;
+                    for (long j = 0; j < {kw}; ++j) {{
+                        const long ww = w0 + j * {dw};
+                        if (ww < 0 || ww >= {w}) continue;
+                        const float v = xp[hh * {w} + ww];
+                        {update}
+                    }}
+                }}
+                {count_use}
+                yp[oh * {wo} + ow] = {finish};"""
+    vred = vop("vfmax_vv" if kind == "max" else "vfadd_vv", L)
+    load = (vle(L, "r + j * " + str(dw)) if sw == 1 else
+            vlse(L, "r + j * " + str(dw), sw))
+    if kind == "max":
+        fin = ""
+    elif cip:   # interior: the window's width inside the padded input is kw
+        fin = (f"acc = {vop('vfdiv_vf', L)}(acc, (float)(((h0 + {kh} < {h + pb} ? h0 + {kh} : "
+               f"{h + pb}) - h0) * {kw}), vl);")
+    else:
+        fin = f"acc = {vop('vfdiv_vf', L)}(acc, (float)(rows * {kw}), vl);"
+    count_rows = "" if kind == "max" or cip else "++rows;"
+    rows_decl = "" if kind == "max" or cip else "long rows = 0;"
+    return f"""    for (long nc = 0; nc < {n * c}; ++nc) {{
+        const float *__restrict xp = x + nc * {h * w};
+        float *__restrict yp = y + nc * {ho * wo};
+        for (long oh = 0; oh < {ho}; ++oh) {{
+            const long h0 = oh * {sh} - {pt};
+            for (long ow = 0; ow < {olo}; ++ow) {{
+                {scalar}
+            }}
+            for (size_t o = {olo}; o < {ohi};) {{
+                const size_t vl = {vsetvl(L, f'{ohi} - o')};
+                {vt(L)} acc = {vsplat(L, init)};
+                {rows_decl}
+                for (long i = 0; i < {kh}; ++i) {{
+                    const long hh = h0 + i * {dh};
+                    if (hh < 0 || hh >= {h}) continue;
+                    const float *__restrict r = xp + hh * {w} + (long)o * {sw} - {pl};
+                    {count_rows}
+                    for (long j = 0; j < {kw}; ++j)
+                        acc = {vred}(acc, {load}, vl);
+                }}
+                {fin}
+                {vse(L, f'yp + oh * {wo} + o', 'acc')}
+                o += vl;
+            }}
+            for (long ow = {ohi}; ow < {wo}; ++ow) {{
+                {scalar}
+            }}
+        }}
+    }}"""
+
+
+def _reduce(kind: str, ptr: str, n: str, init: str, L: int = 8) -> str:
+    """Statements leaving in `red` the max or sum of ptr[0..n): whole VLMAX chunks accumulate
+    in a vector (every element defined), the reduction then takes the remainder's elements."""
+    acc, red = ("vfmax_vv", "vfredmax") if kind == "max" else ("vfadd_vv", "vfredusum")
+    return f"""const size_t vm = {vsetvlmax(L)};
+{vt(L)} vacc = {vsplat(L, init, 'vm')};
+size_t i = 0;
+for (; i + vm <= (size_t)({n}); i += vm) vacc = {vop(acc, L)}(vacc, {vle(L, f'{ptr} + i', 'vm')}, vm);
+vfloat32m1_t r1 = __riscv_vfmv_v_f_f32m1({init}, 1);
+r1 = __riscv_{red}_vs_f32m{L}_f32m1(vacc, r1, vm);
+if (i < (size_t)({n})) {{
+  const size_t vl = {vsetvl(L, f'(size_t)({n}) - i')};
+  r1 = __riscv_{red}_vs_f32m{L}_f32m1({vle(L, f'{ptr} + i')}, r1, vl);
+}}
+const float red = __riscv_vfmv_f_s_f32m1_f32(r1);"""
+
+
+def _pad(text: str, pad: str) -> str:
+    return "\n".join(pad + line for line in text.splitlines())
 
 
 def global_pool(kind: str, x_shape) -> Lowered:
@@ -73,7 +178,13 @@ def global_pool(kind: str, x_shape) -> Lowered:
         }}
         y[nc] = {fin};
     }}"""
-    return Lowered(Kernel(f"global{kind}pool", XY, code))
+    vfin = "red" if kind == "max" else f"red * {flt(1.0 / inner)}"
+    rvv = f"""    for (long nc = 0; nc < {nc}; ++nc) {{
+        const float *__restrict xp = x + nc * {inner};
+{_pad(_reduce(kind, "xp", str(inner), "-INFINITY" if kind == "max" else "0.0f"), " " * 8)}
+        y[nc] = {vfin};
+    }}"""
+    return Lowered(Kernel(f"global{kind}pool", XY, guarded(rvv, code), support=header()))
 
 
 def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
@@ -121,4 +232,38 @@ def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) ->
             }}
         }}
     }}"""
-    return Lowered(Kernel("logsoftmax" if log else "softmax", XY, code))
+    name = "logsoftmax" if log else "softmax"
+    if inner != 1:
+        return Lowered(Kernel(name, XY, code))
+    L = 8
+    if log:
+        rest = f"""float s = 0.0f;
+for (long k = 0; k < {n}; ++k) s += expf(xp[k] - m);
+const float ls = logf(s);
+for (size_t k = 0; k < {n};) {{
+  const size_t vl = {vsetvl(L, f'{n} - k')};
+  {vt(L)} v = {vop('vfsub_vf', L)}({vle(L, 'xp + k')}, m, vl);
+  {vse(L, 'yp + k', vop('vfsub_vf', L) + '(v, ls, vl)')}
+  k += vl;
+}}"""
+    else:
+        rest = f"""float s = 0.0f;
+for (long k = 0; k < {n}; ++k) {{
+  const float e = expf(xp[k] - m);
+  yp[k] = e;
+  s += e;
+}}
+const float r = 1.0f / s;
+for (size_t k = 0; k < {n};) {{
+  const size_t vl = {vsetvl(L, f'{n} - k')};
+  {vse(L, 'yp + k', vop('vfmul_vf', L) + '(' + vle(L, 'yp + k') + ', r, vl)')}
+  k += vl;
+}}"""
+    rvv = f"""    for (long o = 0; o < {outer}; ++o) {{
+        const float *__restrict xp = x + o * {n};
+        float *__restrict yp = y + o * {n};
+{_pad(_reduce("max", "xp", str(n), "-INFINITY"), " " * 8)}
+        const float m = red;
+{_pad(rest, " " * 8)}
+    }}"""
+    return Lowered(Kernel(name, XY, guarded(rvv, code), support=header()))
