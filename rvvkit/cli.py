@@ -142,6 +142,49 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _bench_targets(args):
+    """(executor, vlen) pairs: `--on host,qemu --vlen 128,256` measures qemu at both VLENs."""
+    vlens = [int(v) for v in str(args.vlen).split(",")] if args.vlen else [None]
+    for on in [t.strip() for t in args.on.split(",") if t.strip()]:
+        if on not in EXECUTORS:
+            raise InputError(f"unknown executor {on!r}; choose from {', '.join(EXECUTORS)}")
+        for vlen in (vlens if on == "qemu" else [None]):
+            yield on, vlen
+
+
+def cmd_bench(args) -> int:
+    from .bench import bench
+    rows = []
+    for on, vlen in _bench_targets(args):
+        sub = argparse.Namespace(**vars(args))
+        sub.on, sub.vlen = on, vlen
+        with _open(sub) as sess:
+            feeds = _load_inputs(args, sess)
+            _progress(f"{on}: measuring ({args.repeat} runs"
+                      + (", counting instructions" if on == "qemu" and not args.no_count else "")
+                      + ")")
+            rows.append(bench(sess, feeds, repeat=args.repeat, warmup=args.warmup,
+                              count=not args.no_count))
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    body = []
+    for r in rows:
+        counted = "dynamic_instructions" in r
+        body.append([r["executor"], r.get("vlen") or "-", r["compiler"][:28],
+                     f"{r['latency_ms']:.3f} ({r['latency_stat']})", f"{r['macs'] / 1e6:.1f}",
+                     f"{r['dynamic_instructions']:,}" if counted else "-",
+                     f"{r['vector_instructions']:,}" if counted else "-",
+                     f"{r['macs_per_instruction']:.2f}" if counted else "-"])
+    print(table(["executor", "VLEN", "compiler", "latency ms", "MMACs", "dynamic insns",
+                 "vector insns", "MACs/insn"], body, align="lrllrrrr"))
+    if any(r["executor"] == "qemu" for r in rows):
+        print("\nqemu latency is emulation speed, not a board's; compare RVV code by "
+              "instruction counts (exact, per inference, start-up subtracted).")
+    return 0
+
+
 def _print_profile(rows) -> None:
     total = sum(r["seconds"] for r in rows) or 1e-12
     print(f"\nper-step time (mean of runs), total {total * 1e3:.3f} ms")
@@ -189,6 +232,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=10, help="runs averaged by --profile")
     r.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     r.set_defaults(func=cmd_run)
+
+    bn = sub.add_parser("bench", help="latency, and under qemu exact instruction counts")
+    bn.add_argument("artifact")
+    bn.add_argument("--on", default="host",
+                    help="comma-separated executors, e.g. host,qemu (default host)")
+    bn.add_argument("--vlen", help="RVV vector length(s) in bits for qemu, e.g. 256 or 128,512")
+    bn.add_argument("--inputs", help=".npz keyed by input names (default: seeded random)")
+    bn.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
+    bn.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
+    bn.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
+    bn.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
+    bn.add_argument("--no-count", action="store_true",
+                    help="qemu: skip the instruction-counting runs")
+    bn.add_argument("--json", action="store_true", help="print rows as JSON")
+    bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    bn.set_defaults(func=cmd_bench)
     return p
 
 

@@ -39,7 +39,7 @@
 #include "rvk_elf.h"
 #include "rvk_npy.h"
 
-#define RUNNER_ABI 1 /* the kernels' rvvkit_abi_version() this runner speaks */
+#define RUNNER_ABI 2 /* the kernels' rvvkit_abi_version() this runner speaks */
 #define WEIGHTS_SECTION ".rvvkit.weights"
 #define MAX_IO 256
 
