@@ -1,0 +1,62 @@
+"""`rvvkit bench --on qemu`: exact per-inference instruction counts that prove the vector build
+runs vector instructions and the scalar GCC 12 build none, and that fall as VLEN grows."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import rvvkit
+from rvvkit.bench import qemu_counts
+from rvvkit.runtime.qemu import QemuSession
+from qemu_support import CLANG, GCC_CXX, needs_both_compilers, needs_qemu, small_model
+
+pytestmark = pytest.mark.qemu
+
+
+@pytest.fixture(scope="module")
+def artifact_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "small.rvv"
+    rvvkit.build(small_model()).save(path)
+    return path
+
+
+def _counts(path, compiler, vlen):
+    with QemuSession(path, compiler=compiler, vlen=vlen) as sess:
+        feeds = {n: __import__("numpy").ones(s, "float32") for n, s in sess.inputs}
+        return qemu_counts(sess, feeds), int(sess.artifact.meta["macs"])
+
+
+@needs_both_compilers
+def test_vector_build_executes_vector_instructions_and_gcc12_none(artifact_path):
+    rvv, _ = _counts(artifact_path, CLANG, 256)
+    scalar, _ = _counts(artifact_path, GCC_CXX, 256)
+    assert rvv["vector_insns"] > 0 and rvv["vsetvl"] > 0
+    assert scalar["vector_insns"] == 0
+    assert rvv["insns"] < scalar["insns"]
+
+
+@needs_qemu
+def test_counts_are_exact_and_fall_as_vlen_grows(artifact_path):
+    first, macs = _counts(artifact_path, CLANG, 128)
+    again, _ = _counts(artifact_path, CLANG, 128)
+    assert first == again  # exact and repeatable: the figure CI can compare
+    wide, _ = _counts(artifact_path, CLANG, 512)
+    assert wide["insns"] < first["insns"]
+    assert 0 < first["insns"] < 50 * macs + 10**6  # the inference alone, not start-up
+
+
+@needs_qemu
+def test_cli_bench_json(artifact_path):
+    proc = subprocess.run([sys.executable, "-m", "rvvkit", "bench", str(artifact_path),
+                           "--on", "host,qemu", "--vlen", "128,256", "--repeat", "2",
+                           "--compiler", CLANG, "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["executor"], r.get("vlen")) for r in rows] == \
+        [("host", None), ("qemu", 128), ("qemu", 256)]
+    for r in rows[1:]:
+        assert r["dynamic_instructions"] > r["vector_instructions"] > 0
+        assert r["macs_per_instruction"] == pytest.approx(r["macs"] / r["dynamic_instructions"])
+    assert rows[2]["dynamic_instructions"] < rows[1]["dynamic_instructions"]
+    assert rows[0]["latency_ms"] > 0
