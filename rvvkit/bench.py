@@ -1,5 +1,6 @@
-"""Benchmarks of an artifact on one executor: latency everywhere, and under QEMU the exact
-dynamic instruction counts of one inference (start-up and loading subtracted)."""
+"""Benchmarks of an artifact on one executor: latency everywhere (on a board over SSH, by the
+runner's own clock there), and under QEMU the exact dynamic instruction counts of one inference
+(start-up and loading subtracted)."""
 from __future__ import annotations
 
 import statistics
@@ -86,6 +87,12 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
             row.update(dynamic_instructions=c["insns"], vector_instructions=c["vector_insns"],
                        vsetvl_instructions=c["vsetvl"],
                        macs_per_instruction=row["macs"] / c["insns"] if c["insns"] else None)
+    elif sess.executor == "ssh":
+        # The board's runner clock; with a qemu wrapper that is emulation speed.
+        doc = sess.timings(feeds, repeat, warmup)
+        row.update(executor=sess.target, compiler=" ".join(sess.compiler.argv),
+                   wrapper=sess.config.wrapper, latency_ms=1e3 * float(doc["mean_seconds"]),
+                   latency_stat="mean", runs=max(repeat, 1))
     else:
         row["compiler"] = " ".join(getattr(sess, "compiler").argv) \
             if hasattr(sess, "compiler") else ""

@@ -14,7 +14,7 @@ from . import __version__
 from .errors import InputError, RvvkitError
 from .report import human_bytes, table
 
-EXECUTORS = ["host", "qemu"]
+EXECUTORS = ["host", "qemu"]  # and ssh://[user@]host[:port][?options]: a board
 
 
 def _progress(msg: str) -> None:
@@ -110,6 +110,14 @@ def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
             os.unlink(tmp)
 
 
+def _executor(value: str) -> str:
+    """argparse type of run's --on: a usage error (exit 2) for anything else."""
+    if value in EXECUTORS or value.startswith("ssh://"):
+        return value
+    raise argparse.ArgumentTypeError(f"invalid executor {value!r}: use host, qemu or "
+                                     "ssh://[user@]host[:port]")
+
+
 def _open(args):
     from .runtime import open_session
     kwargs = {"compiler": args.compiler}
@@ -122,6 +130,9 @@ def _open(args):
     t0 = time.perf_counter()
     sess = open_session(args.artifact, on=args.on, **kwargs)
     where = f"{args.on} (VLEN {sess.vlen})" if args.on == "qemu" else args.on
+    if sess.executor == "ssh":
+        cached = "cached" if sess.kernels_cached else "compiled on the board"
+        where = f"{args.on} ({' '.join(sess.compiler.argv)}, {cached})"
     _progress(f"{where}: kernels ready in {time.perf_counter() - t0:.2f}s")
     return sess
 
@@ -143,32 +154,66 @@ def cmd_run(args) -> int:
 
 
 def _bench_targets(args):
-    """(executor, vlen) pairs: `--on host,qemu --vlen 128,256` measures qemu at both VLENs."""
+    """(executor, vlen) pairs: `--on host,qemu --vlen 128,256` measures qemu at both VLENs;
+    ssh://... entries are boards."""
     vlens = [int(v) for v in str(args.vlen).split(",")] if args.vlen else [None]
     for on in [t.strip() for t in args.on.split(",") if t.strip()]:
+        if on.startswith("ssh://"):
+            yield on, None
+            continue
         if on not in EXECUTORS:
-            raise InputError(f"unknown executor {on!r}; choose from {', '.join(EXECUTORS)}")
+            raise InputError(f"unknown executor {on!r}; choose from {', '.join(EXECUTORS)} "
+                             "or ssh://[user@]host[:port]")
         for vlen in (vlens if on == "qemu" else [None]):
             yield on, vlen
 
 
-def cmd_bench(args) -> int:
+def _bench_one(args, on: str, vlen) -> Dict:
     from .bench import bench
-    rows = []
-    for on, vlen in _bench_targets(args):
-        sub = argparse.Namespace(**vars(args))
-        sub.on, sub.vlen = on, vlen
-        with _open(sub) as sess:
-            feeds = _load_inputs(args, sess)
-            _progress(f"{on}: measuring ({args.repeat} runs"
-                      + (", counting instructions" if on == "qemu" and not args.no_count else "")
-                      + ")")
-            rows.append(bench(sess, feeds, repeat=args.repeat, warmup=args.warmup,
-                              count=not args.no_count))
+    sub = argparse.Namespace(**vars(args))
+    sub.on, sub.vlen = on, vlen
+    with _open(sub) as sess:
+        feeds = _load_inputs(args, sess)
+        _progress(f"{on}: measuring ({args.repeat} runs"
+                  + (", counting instructions" if on == "qemu" and not args.no_count else "")
+                  + ")")
+        return bench(sess, feeds, repeat=args.repeat, warmup=args.warmup,
+                     count=not args.no_count)
+
+
+def _bench_rows(args) -> List:
+    """Rows in --on order, or an RvvkitError in place of a board that failed. Local
+    executors run one after the other first (their timings must not compete for this
+    machine); boards then run all at once, each on its own connection and thread."""
+    from concurrent.futures import ThreadPoolExecutor
+    targets = list(_bench_targets(args))
+    rows: List = [None] * len(targets)
+    boards = [i for i, (on, _) in enumerate(targets) if on.startswith("ssh://")]
+    for i, (on, vlen) in enumerate(targets):
+        if i not in boards:
+            rows[i] = _bench_one(args, on, vlen)
+    if boards:
+        with ThreadPoolExecutor(max_workers=len(boards), thread_name_prefix="rvvkit-board") \
+                as pool:
+            futures = {i: pool.submit(_bench_one, args, *targets[i]) for i in boards}
+            for i, fut in futures.items():
+                try:
+                    rows[i] = fut.result()
+                except RvvkitError as exc:
+                    rows[i] = exc
+    return rows
+
+
+def cmd_bench(args) -> int:
+    results = _bench_rows(args)
+    rows = [r for r in results if isinstance(r, dict)]
+    failed = [r for r in results if not isinstance(r, dict)]
+    for exc in failed:
+        print(f"rvvkit: error: {exc}", file=sys.stderr)
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         sys.stdout.write("\n")
-        return 0
+        return 1 if failed else 0
     body = []
     for r in rows:
         counted = "dynamic_instructions" in r
@@ -177,11 +222,22 @@ def cmd_bench(args) -> int:
                      f"{r['dynamic_instructions']:,}" if counted else "-",
                      f"{r['vector_instructions']:,}" if counted else "-",
                      f"{r['macs_per_instruction']:.2f}" if counted else "-"])
-    print(table(["executor", "VLEN", "compiler", "latency ms", "MMACs", "dynamic insns",
-                 "vector insns", "MACs/insn"], body, align="lrllrrrr"))
-    if any(r["executor"] == "qemu" for r in rows):
+    if body:
+        print(table(["executor", "VLEN", "compiler", "latency ms", "MMACs", "dynamic insns",
+                     "vector insns", "MACs/insn"], body, align="lrllrrrr"))
+    if any(r["executor"] == "qemu" or "qemu" in r.get("wrapper", "") for r in rows):
         print("\nqemu latency is emulation speed, not a board's; compare RVV code by "
               "instruction counts (exact, per inference, start-up subtracted).")
+    return 1 if failed else 0
+
+
+def cmd_doctor(args) -> int:
+    from . import doctor
+    if args.on and not args.on.startswith("ssh://"):
+        raise InputError(f"doctor --on takes a board (ssh://...), not {args.on!r}; without "
+                         "--on it reports on this machine")
+    sections = doctor.board_report(args.on) if args.on else doctor.local_report()
+    print(doctor.format_report(sections))
     return 0
 
 
@@ -223,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("artifact")
     r.add_argument("--inputs", help=".npz keyed by input names (default: seeded random)")
     r.add_argument("--output", help=".npz to write, keyed by output names")
-    r.add_argument("--on", default="host", choices=EXECUTORS, help="executor (default host)")
+    r.add_argument("--on", default="host", type=_executor, metavar="EXECUTOR",
+                   help="host, qemu or a board ssh://[user@]host[:port] (default host)")
     r.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
     r.add_argument("--vlen", type=int, help="RVV vector length in bits for --on qemu: 128, "
                    "256, 512 or 1024 (default: RVVKIT_VLEN, else 256)")
@@ -236,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     bn = sub.add_parser("bench", help="latency, and under qemu exact instruction counts")
     bn.add_argument("artifact")
     bn.add_argument("--on", default="host",
-                    help="comma-separated executors, e.g. host,qemu (default host)")
+                    help="comma-separated executors, e.g. host,qemu,ssh://k1-board "
+                    "(default host); boards are measured in parallel")
     bn.add_argument("--vlen", help="RVV vector length(s) in bits for qemu, e.g. 256 or 128,512")
     bn.add_argument("--inputs", help=".npz keyed by input names (default: seeded random)")
     bn.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
@@ -248,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--json", action="store_true", help="print rows as JSON")
     bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     bn.set_defaults(func=cmd_bench)
+
+    d = sub.add_parser("doctor", help="compilers, QEMU, GPU here; or a board's compiler, "
+                       "RVV support, VLEN, cores and OS")
+    d.add_argument("--on", metavar="ssh://BOARD", help="report on this board instead")
+    d.set_defaults(func=cmd_doctor)
     return p
 
 

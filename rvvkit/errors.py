@@ -70,3 +70,8 @@ class InputError(RvvkitError):
 
 class ExecutionError(RvvkitError):
     """A run failed after compilation (crash, timeout, missing output)."""
+
+
+class BoardConnectionError(ExecutionError):
+    """A remote board cannot be reached or logged in to (network, unknown or changed host
+    key, authentication). Names the board and what to check."""

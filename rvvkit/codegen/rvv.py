@@ -6,13 +6,20 @@ branch is VLEN-agnostic: loops are strip-mined with `__riscv_vsetvl_e32m<L>` and
 register element past `vl` (tail/mask-agnostic elements may be anything, QEMU's
 `rvv_ta_all_1s` makes them all ones).
 
-Only intrinsics that exist with the same name and operand order in both the 0.11 API (clang 16,
-`__riscv_v_intrinsic == 11000`) and the 1.0 API (clang 17+, GCC 14, zig cc) are used: the
-`__riscv_`-prefixed, non-policy, unmasked forms of vsetvl/vsetvlmax, vle32/vse32/vlse32/vsse32,
-vfmv_v_f, vfmv_f_s, vfmacc_vf, vfadd/vfsub/vfrsub/vfmul/vfdiv/vfrdiv/vfmax/vfmin (vv, vf) and
-vfredusum/vfredmax into an m1 result. Masked intrinsics are avoided on purpose: their operand
-lists differ between the two APIs (0.11 `_m` takes a maskedoff operand, 1.0 `_m` does not), as
-does the operand order of vmerge; a leaky ReLU is max(v, a*v) (a <= 1) or min(v, a*v) instead.
+Only intrinsics that exist with the same name and operands in both the 0.11 API (clang 16,
+`__riscv_v_intrinsic == 11000`) and the 1.0 API (clang 19+ / zig cc, GCC 14: >= 1000000) are
+used, each checked with both compilers: the `__riscv_`-prefixed, non-policy, unmasked forms of
+vsetvl/vsetvlmax, vle32/vse32/vlse32/vsse32, vfmv_v_f, vfmv_f_s, vfmul_vf, vfmacc_vf/vv,
+vfmadd_vf, vfadd/vfsub/vfmul/vfdiv/vfmax/vfmin (vv, vf), vfrsub_vf, vfrdiv_vf, vfsqrt_v and
+vfredusum/vfredmax into an m1 result. Where the APIs differ we stay away: segment loads/stores
+(0.11 writes through pointer arguments, 1.0 returns tuple types such as vfloat32m1x2_t) and the
+rounding-mode `_rm` variants (1.0 only). No masks are needed at all: a leaky ReLU is
+max(v, a*v) for a <= 1 and min(v, a*v) otherwise.
+
+Compiler quirk (clang 16): the vsetvl intrinsic yields a "ta, mu" vtype while unmasked
+operations want "ta, ma", and its vsetvli insertion then re-issues a vsetvli inside loops that
+follow; the GEMM micro-kernel, whose k loops follow the strip's vl, therefore computes
+vl = min(n - j0, vsetvlmax) in scalar code.
 """
 from __future__ import annotations
 
@@ -29,7 +36,8 @@ HEADER_KEY = "0_rvk_rvv_header"
 HEADER = """#if defined(__riscv_v_intrinsic)
 #include <riscv_vector.h>
 /* Vector copy/zero of whole floats (glibc's memcpy/memset are scalar on riscv64). */
-__attribute__((unused)) static inline void rvk_vcopy(float *__restrict d, const float *__restrict s, size_t n) {
+__attribute__((unused)) static inline void rvk_vcopy(float *__restrict d,
+                                                     const float *__restrict s, size_t n) {
   for (size_t i = 0; i < n;) {
     const size_t vl = __riscv_vsetvl_e32m8(n - i);
     __riscv_vse32_v_f32m8(d + i, __riscv_vle32_v_f32m8(s + i, vl), vl);

@@ -83,6 +83,18 @@ def _is_cxx(argv: Tuple[str, ...], path: str, family: str) -> bool:
     return "++" in exe or "++" in os.path.basename(path)
 
 
+def compiler_from_answers(argv: Sequence[str], path: str, version_text: str,
+                          machine: str) -> Compiler:
+    """A Compiler from what a probe answered (resolved path, `--version`, `-dumpmachine`),
+    wherever it ran: on this machine, or on a board over SSH (rvvkit.runtime.remote)."""
+    argv = tuple(argv)
+    lines = [ln.strip() for ln in version_text.splitlines() if ln.strip()]
+    family = _family(argv, version_text)
+    return Compiler(argv=argv, path=path, version=lines[0] if lines else "", family=family,
+                    machine=machine or target_from_argv(argv) or "",
+                    is_cxx=_is_cxx(argv, path, family))
+
+
 def _make(argv: Tuple[str, ...], target: str) -> Tuple[Optional[Compiler], str]:
     """Probe argv; return (Compiler, "") or (None, reason)."""
     res = probe(argv)
@@ -92,9 +104,7 @@ def _make(argv: Tuple[str, ...], target: str) -> Tuple[Optional[Compiler], str]:
     if target == "rvv" and family in ("clang", "zig") and target_from_argv(argv) is None:
         # clang and zig are cross compilers by nature; point them at riscv64.
         return _make(argv + (f"--target={RISCV_TRIPLE}",), target)
-    machine = res.machine or target_from_argv(argv) or ""
-    return Compiler(argv=argv, path=res.path, version=res.version, family=family,
-                    machine=machine, is_cxx=_is_cxx(argv, res.path, family)), ""
+    return compiler_from_answers(argv, res.path, res.version_text, res.machine), ""
 
 
 def _mismatch(comp: Compiler, target: str) -> str:
@@ -109,10 +119,11 @@ def _mismatch(comp: Compiler, target: str) -> str:
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64", "i386": "x86", "i686": "x86"}
 
 
-def builds_for_this_machine(compiler: Compiler) -> bool:
-    """True when the compiler's target architecture is the one this process runs on."""
+def builds_for_this_machine(compiler: Compiler, machine: Optional[str] = None) -> bool:
+    """True when the compiler's target architecture is the one this process runs on (or
+    `machine`, a `uname -m` answer: a board's, when compiling there over SSH)."""
     arch = compiler.machine.split("-")[0].lower()
-    here = platform.machine().lower()
+    here = (machine or platform.machine()).lower()
     return bool(arch) and _ARCH_ALIASES.get(arch, arch) == _ARCH_ALIASES.get(here, here)
 
 
@@ -197,38 +208,44 @@ def _env_cflags() -> List[str]:
     return shlex.split(os.environ.get("RVVKIT_CFLAGS", ""))
 
 
-def _riscv_flags(compiler: Compiler) -> List[str]:
+def _riscv_flags(compiler: Compiler, runs_on_riscv: bool) -> List[str]:
     flags: List[str] = []
     if compiler.family in ("clang", "zig") and not compiler.has_target_option:
         flags.append(f"--target={RISCV_TRIPLE}")
     if compiler.family == "zig":
         return flags + ["-mcpu=baseline_rv64+v"]
     flags += ["-march=rv64gcv", "-mabi=lp64d"]
-    if compiler.family == "clang" and not host_is_riscv() and \
+    if compiler.family == "clang" and not runs_on_riscv and \
             not any(a.startswith("-fuse-ld=") for a in compiler.argv):
         flags.append("-fuse-ld=lld")  # the host's GNU ld cannot link riscv64 objects
     return flags
 
 
 def compile_flags(compiler: Compiler, *, shared: bool = True, openmp: bool = False,
-                  native: Optional[bool] = None) -> List[str]:
-    """Flags for building generated code with `compiler`; $RVVKIT_CFLAGS come last to win."""
+                  native: Optional[bool] = None, runs_on: Optional[str] = None,
+                  cflags: Optional[Sequence[str]] = None) -> List[str]:
+    """Flags for building generated code with `compiler`; extra flags come last to win.
+
+    runs_on: `uname -m` of the machine the compiler runs on, when that is not this one (a
+    board reached over SSH); cflags: the extra flags, by default $RVVKIT_CFLAGS of this
+    process (a board passes its own, since this process's environment describes this one)."""
     flags = ["-O3", "-std=c++11" if compiler.is_cxx else "-std=c11"]
     if shared:
         flags += ["-fPIC", "-shared"]
     flags += ["-fno-math-errno", "-ffp-contract=fast", "-Wall", "-Wextra", "-DNDEBUG"]
     if compiler.is_riscv:
-        flags += _riscv_flags(compiler)
+        on_riscv = runs_on.lower().startswith("riscv64") if runs_on else host_is_riscv()
+        flags += _riscv_flags(compiler, on_riscv)
     else:
         # The JIT runs where the code runs, so native is right, but only if the compiler
         # builds for this very machine (never for some other cross target).
         if native is None:
-            native = builds_for_this_machine(compiler)
+            native = builds_for_this_machine(compiler, runs_on)
         if native:
             flags.append("-march=native")
     if openmp:
         flags.append("-fopenmp")
-    return flags + _env_cflags()
+    return flags + (_env_cflags() if cflags is None else list(cflags))
 
 
 def describe(compiler: Compiler) -> Sequence[Tuple[str, str]]:

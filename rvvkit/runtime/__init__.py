@@ -4,17 +4,21 @@ from __future__ import annotations
 from ..errors import RvvkitError
 from .session import Session
 
-EXECUTORS = ("host", "qemu")
+EXECUTORS = ("host", "qemu", "ssh://[user@]host[:port]")
 
 
 def open_session(artifact, on: str = "host", **kwargs) -> Session:
-    """A session on `artifact`; kwargs go to the executor (qemu: vlen=, tail_ones=, qemu=, ...)."""
+    """A session on `artifact`; kwargs go to the executor (qemu: vlen=, tail_ones=, qemu=, ...;
+    ssh: command_timeout=, connect_timeout=, trust_new_host=, ...)."""
     if on == "host":
         from .host import HostSession
         return HostSession(artifact, **kwargs)
     if on == "qemu":
         from .qemu import QemuSession
         return QemuSession(artifact, **kwargs)
+    if isinstance(on, str) and on.startswith("ssh://"):
+        from .ssh import SshSession
+        return SshSession(artifact, on, **kwargs)
     raise RvvkitError(f"unknown executor {on!r}; available: {', '.join(EXECUTORS)}")
 
 

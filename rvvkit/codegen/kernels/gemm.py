@@ -17,6 +17,15 @@ fully unrolls a 16-trip loop before vectorising and then SLP-vectorises it the w
 
 `trans` in the epilogue says the roles are swapped: the row side indexes output *columns* (conv
 with a tiny spatial size vectorises along output channels instead), so OUT is stored transposed.
+
+Under RVV intrinsics (`#if defined(__riscv_v_intrinsic)`, see codegen/rvv.py) the micro-kernel,
+the epilogue and the strided packer have vector bodies that read and write exactly the same
+panels and tiles, so packing, tiling and the build-time weight transforms stay shared with x86.
+The micro-kernel is register-blocked: per column strip of vl = min(NR - j0, VLMAX) columns and
+row group of R rows it keeps R accumulators of LMUL registers and does, per k, one vle32 of b,
+R scalar loads of a and R vfmacc.vf. LMUL is picked at run time from VLEN (rvv_uk_plan): the
+widest strip that still holds NR columns with enough rows per group, so the kernel's width
+scales with VLEN up to NR.
 """
 from __future__ import annotations
 
@@ -190,12 +199,13 @@ def _rvv_uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int) -> st
     def step(u: int, init: bool, pad: str) -> str:
         """Statements of the k step u places after the cursor (ak/bk or ok)."""
         out = []
+        row = "off[0]" if init else f"ok[{u}]"      # offset-table entry of this step
         if ind == "a":
             au = "ap" if init else f"au{u}"
-            out.append(f"const float *__restrict {au} = a + {'off[0]' if init else f'ok[{u}]'} + {r0};")
+            out.append(f"const float *__restrict {au} = a + {row} + {r0};")
             aref, bref = au + "[{i}]", f"bk + {u * nr}"
         elif ind == "b":
-            aref, bref = f"ak[{u * mr} + {{i}}]", f"b + {'off[0]' if init else f'ok[{u}]'} + j0"
+            aref, bref = f"ak[{u * mr} + {{i}}]", f"b + {row} + j0"
         else:
             aref, bref = f"ak[{u * mr} + {{i}}]", f"bk + {u * nr}"
         out.append(f"bv = {vle(lmul, bref)};")
@@ -205,9 +215,11 @@ def _rvv_uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int) -> st
                        f"c{i} = {vop('vfmacc_vf', lmul)}(c{i}, {a_i}, bv, vl);")
         return "\n".join(pad + line for line in out)
 
-    def bump(n: int) -> str:
+    def bump(n: int, table: bool = True) -> str:
+        """Advance the read pointers (and the offset-table cursor) by n steps."""
         parts = ([] if ind == "a" else [f"ak += {n * mr};"]) + \
-            ([] if ind == "b" else [f"bk += {n * nr};"]) + (["ok += %d;" % n] if ind else [])
+            ([] if ind == "b" else [f"bk += {n * nr};"]) + \
+            ([f"ok += {n};"] if ind and table else [])
         return " ".join(parts)
 
     decls = "\n".join(f"      {vty} c{i};" for i in range(R))
@@ -219,14 +231,12 @@ def _rvv_uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int) -> st
     else:
         cursor, end = "bk", f"b + j0 + {nr} + (ptrdiff_t)((kb - 1) / {U}) * {U * nr}"
     unrolled = "\n".join(step(u, False, "        ") for u in range(U))
-    # the cursor of the peeled step sits before the loop's first step: bump it by one
-    first_bump = bump(1).replace("ok += 1;", "").strip()
     return f"""    {{ /* rows {r0}..{r1 - 1} */
       {" ".join(ptrs)}
       {vty} bv;
 {decls}
 {step(0, True, "      ")}
-      {first_bump}
+      {bump(1, table=False)}
       for (const {"int" if ind else "float"} *const end = {end}; {cursor} != end;) {{
 {unrolled}
         {bump(U)}
@@ -239,8 +249,8 @@ def _rvv_uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int) -> st
 
 
 def _rvv_uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str) -> str:
-    """One LMUL variant: column strips of vl = vsetvl(NR - j0), then row groups of at most
-    rvv_rows(LMUL) rows, each sweeping k with its accumulators in registers."""
+    """One LMUL variant: column strips of vl = min(NR - j0, VLMAX) columns, then row groups of
+    at most rvv_rows(LMUL) rows, each sweeping k with its accumulators in registers."""
     offp = "const int *__restrict off, " if ind else ""
     groups = [_rvv_uk_group(mr, nr, lmul, ind, r0, r1) for r0, r1 in rvv_groups(mr, lmul)]
     body = "\n".join(groups)
@@ -315,11 +325,18 @@ def _strided_pack_rvv(pw: int, si: int, sk: int) -> str:
     if sk == 1 and si != 1:
         return f"""{GUARD}
     {zero}
-    for (int u = 0; u < {pw}; ++u) {{
+    for (int u = 0; u < c; ++u) {{
       const float *__restrict su = s + (ptrdiff_t)u * {si};
       for (size_t kk = 0; kk < (size_t)kb;) {{
         const size_t vl = {vsetvl(L, '(size_t)kb - kk')};
-        {vsse(L, f'd + kk * {pw} + u', pw, f'u < c ? {vle(L, "su + kk")} : z')}
+        {vsse(L, f'd + kk * {pw} + u', pw, vle(L, "su + kk"))}
+        kk += vl;
+      }}
+    }}
+    for (int u = c; u < {pw}; ++u) {{
+      for (size_t kk = 0; kk < (size_t)kb;) {{
+        const size_t vl = {vsetvl(L, '(size_t)kb - kk')};
+        {vsse(L, f'd + kk * {pw} + u', pw, 'z')}
         kk += vl;
       }}
     }}
@@ -479,7 +496,8 @@ def _ep_rows_rvv(ep: Epilogue, nr: int) -> str:
     const int yc = gn / {wp} * {wo} + gw;"""
         tail = "\n    js += len;\n  }"
     else:
-        head, tail = "{\n    const int js = 0, yc = j0;\n    const size_t run = (size_t)nr;", "\n  }"
+        head = "{\n    const int js = 0, yc = j0;\n    const size_t run = (size_t)nr;"
+        tail = "\n  }"
     ld = f"{vt(L)} v = {vle(L, 'ti + u')};\n" \
          f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yi + u')}, vl);"
     fin = _rvv_ep_apply(ep, "(i0 + i)", "(yc + (int)u)", L)
@@ -516,7 +534,8 @@ def _ep_cols_rvv(ep: Epilogue, nr: int) -> str:
     const int n0 = gn / {wp} * {wo} + gw;"""
         tail = "\n    is += len;\n  }"
     else:
-        head, tail = "{\n    const int is = 0, n0 = i0;\n    const size_t run = (size_t)mr;", "\n  }"
+        head = "{\n    const int is = 0, n0 = i0;\n    const size_t run = (size_t)mr;"
+        tail = "\n  }"
     fin = _rvv_ep_apply(ep, "(j0 + j)", "(n0 + (int)u)", L)
     body = (f"{vt(L)} v = {vlse(L, 'tj + u * ' + str(nr), nr)};\n"
             f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yj + u')}, vl);\n"

@@ -3,7 +3,8 @@
 Under RVV intrinsics (see rvv.py): 2-D pooling is vectorised along the output width over the
 columns whose window lies inside the input (unit-stride loads for stride 1, strided loads
 otherwise; the few border columns keep the scalar code), global pooling and softmax use vector
-max/sum reductions (expf stays scalar libm)."""
+max/sum reductions (expf stays scalar libm), LRN sums squares in registers and raises to -beta
+with square roots for beta in {0.5, 0.75, 1} (other betas keep the scalar powf)."""
 from __future__ import annotations
 
 import math
@@ -150,7 +151,8 @@ def _reduce(kind: str, ptr: str, n: str, init: str, L: int = 8) -> str:
     return f"""const size_t vm = {vsetvlmax(L)};
 {vt(L)} vacc = {vsplat(L, init, 'vm')};
 size_t i = 0;
-for (; i + vm <= (size_t)({n}); i += vm) vacc = {vop(acc, L)}(vacc, {vle(L, f'{ptr} + i', 'vm')}, vm);
+for (; i + vm <= (size_t)({n}); i += vm)
+  vacc = {vop(acc, L)}(vacc, {vle(L, f'{ptr} + i', 'vm')}, vm);
 vfloat32m1_t r1 = __riscv_vfmv_v_f_f32m1({init}, 1);
 r1 = __riscv_{red}_vs_f32m{L}_f32m1(vacc, r1, vm);
 if (i < (size_t)({n})) {{
@@ -206,7 +208,37 @@ def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
                 yc[i] = xc[i] * powf({flt(bias)} + {flt(alpha / size)} * ws[i], {flt(-beta)});
         }}
     }}"""
-    return Lowered(Kernel("lrn", XY, code, workspace=inner))
+    # RVV: window sums of squares in registers; t^-beta by square roots for the usual betas
+    # (AlexNet/GoogLeNet use 0.75) instead of a scalar powf per element
+    L = 8
+    pw = {0.75: "__riscv_vfmul_vv_f32m8(s, __riscv_vfsqrt_v_f32m8(s, vl), vl)",
+          0.5: "s", 1.0: "t"}.get(float(beta))
+    if pw is None:
+        return Lowered(Kernel("lrn", XY, code, workspace=inner))
+    sq = "" if float(beta) == 1.0 else f"const {vt(L)} s = __riscv_vfsqrt_v_f32m8(t, vl);"
+    rvv = f"""    (void)ws;
+    for (long b = 0; b < {n}; ++b) {{
+        for (long ch = 0; ch < {c}; ++ch) {{
+            const long j0 = ch - {lo} < 0 ? 0 : ch - {lo};
+            const long j1 = ch + {hi} > {c - 1} ? {c - 1} : ch + {hi};
+            const float *__restrict xc = x + (b * {c} + ch) * {inner};
+            float *__restrict yc = y + (b * {c} + ch) * {inner};
+            for (size_t i = 0; i < {inner};) {{
+                const size_t vl = {vsetvl(L, f'{inner} - i')};
+                {vt(L)} acc = {vsplat(L, '0.0f')};
+                for (long j = j0; j <= j1; ++j) {{
+                    const {vt(L)} v = {vle(L, f'x + (b * {c} + j) * {inner} + i')};
+                    acc = {vop('vfmacc_vv', L)}(acc, v, v, vl);
+                }}
+                const {vt(L)} t = {vop('vfadd_vf', L)}(
+                    {vop('vfmul_vf', L)}(acc, {flt(alpha / size)}, vl), {flt(bias)}, vl);
+                {sq}
+                {vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {pw}, vl)")}
+                i += vl;
+            }}
+        }}
+    }}"""
+    return Lowered(Kernel("lrn", XY, guarded(rvv, code), workspace=inner, support=header()))
 
 
 def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) -> Lowered:

@@ -1,0 +1,189 @@
+"""Where a board is and how to use it: `ssh://[user@]host[:port][?option=value&...]` resolved
+through the OpenSSH client config and rvvkit's boards file.
+
+Precedence, first wins: keyword arguments of the session, URL (user, port, query options),
+boards file table of the host alias, OpenSSH config (Host block of the alias), defaults.
+
+OpenSSH config ($RVVKIT_SSH_CONFIG, else ~/.ssh/config): HostName, User, Port, IdentityFile,
+IdentitiesOnly, UserKnownHostsFile, ConnectTimeout, ProxyCommand, and `StrictHostKeyChecking
+accept-new` (same as trust_new_host). SSH config cannot carry what rvvkit needs to know about
+a board, so a TOML file ($RVVKIT_BOARDS, else ~/.config/rvvkit/boards.toml) holds it, one
+table per alias:
+
+    [k1-board]
+    compiler = "gcc"                  # else the board's $RVVKIT_COMPILER / $TVM_RVV_COMPILER, else cc
+    cflags = "-mtune=spacemit-x60"    # appended to the JIT's flags (string or list)
+    wrapper = "qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64,v=true,vlen=256"  # shell text
+    workdir = "~/.cache/rvvkit"       # caches and temporary dirs on the board
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ..errors import RvvkitError
+
+DEFAULT_WORKDIR = "~/.cache/rvvkit"
+DEFAULT_CONNECT_TIMEOUT_S = 15.0
+DEFAULT_COMMAND_TIMEOUT_S = 600.0
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+# Options a boards-file table or a URL query may set, with their parsers.
+OPTIONS = ("compiler", "cflags", "wrapper", "workdir", "arch", "trust_new_host",
+           "connect_timeout", "command_timeout", "compile_timeout")
+
+
+@dataclass
+class BoardConfig:
+    url: str                       # ssh://... as given (for messages)
+    alias: str                     # the host part of the URL: ssh config Host, boards table
+    hostname: str
+    port: int = 22
+    user: str = ""
+    identity_files: List[str] = field(default_factory=list)
+    identities_only: bool = False
+    known_hosts: List[str] = field(default_factory=list)  # the first is written by trust_new_host
+    proxy_command: str = ""
+    compiler: Optional[str] = None
+    cflags: List[str] = field(default_factory=list)
+    wrapper: str = ""
+    workdir: str = DEFAULT_WORKDIR
+    arch: str = ""                 # what the board's programs run as; "" = ask (uname -m)
+    trust_new_host: bool = False
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT_S
+    compile_timeout: Optional[float] = None  # None: $RVVKIT_COMPILE_TIMEOUT, else 600
+
+    @property
+    def label(self) -> str:
+        return f"ssh://{self.alias}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.user + '@' if self.user else ''}{self.hostname}:{self.port}"
+
+
+def ssh_config_path() -> Path:
+    return Path(os.environ.get("RVVKIT_SSH_CONFIG") or "~/.ssh/config").expanduser()
+
+
+def boards_path() -> Path:
+    return Path(os.environ.get("RVVKIT_BOARDS") or "~/.config/rvvkit/boards.toml").expanduser()
+
+
+def parse_url(url: str) -> Tuple[str, str, Optional[int], Dict[str, str]]:
+    """(user, host, port or None, query options) of ssh://[user@]host[:port][?k=v&...]."""
+    parts = urlsplit(url)
+    if parts.scheme != "ssh" or not parts.hostname:
+        raise RvvkitError(f"bad board address {url!r}: expected "
+                          "ssh://[user@]host[:port][?option=value&...], e.g. ssh://k1-board")
+    try:
+        port = parts.port
+    except ValueError:
+        raise RvvkitError(f"bad port in board address {url!r}") from None
+    if parts.path not in ("", "/"):
+        raise RvvkitError(f"board address {url!r} has a path; put settings in the query "
+                          "(?workdir=...) or in the boards file")
+    # urlsplit lowercases hostname; an ssh config alias is case-sensitive, so take it as typed.
+    hostport = parts.netloc.rpartition("@")[2]
+    host = hostport[1:hostport.index("]")] if hostport.startswith("[") else \
+        hostport.split(":", 1)[0]
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return unquote(parts.username or ""), unquote(host), port, query
+
+
+def _boards_table(alias: str) -> Dict[str, Any]:
+    path = boards_path()
+    if not path.is_file():
+        return {}
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RvvkitError(f"cannot read boards file {path}: {exc}") from None
+    table = doc.get(alias, {})
+    if not isinstance(table, dict):
+        raise RvvkitError(f"boards file {path}: [{alias}] must be a table")
+    return {k: (v, f"{path} [{alias}]") for k, v in table.items()}
+
+
+def _as_bool(value: Any, where: str, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise RvvkitError(f"{name} = {value!r} in {where} is not a boolean (use 1/0, true/false)")
+
+
+def _as_seconds(value: Any, where: str, name: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds > 0:
+        raise RvvkitError(f"{name} = {value!r} in {where} is not a positive number of seconds")
+    return seconds
+
+
+def _apply(cfg: BoardConfig, options: Dict[str, Tuple[Any, str]]) -> None:
+    """Set BoardConfig fields from {option: (value, where it came from)}."""
+    for name, (value, where) in options.items():
+        if name not in OPTIONS:
+            raise RvvkitError(f"unknown board option {name!r} in {where}; known: "
+                              f"{', '.join(OPTIONS)}")
+        if value is None:
+            continue
+        if name == "cflags":
+            cfg.cflags = list(value) if isinstance(value, list) else shlex.split(str(value))
+        elif name == "trust_new_host":
+            cfg.trust_new_host = _as_bool(value, where, name)
+        elif name.endswith("_timeout"):
+            setattr(cfg, name, _as_seconds(value, where, name))
+        else:
+            setattr(cfg, name, str(value))
+
+
+def _apply_ssh_config(cfg: BoardConfig) -> None:
+    path = ssh_config_path()
+    if not path.is_file():
+        cfg.known_hosts = [os.path.expanduser("~/.ssh/known_hosts")]
+        return
+    import paramiko
+    try:
+        entry = paramiko.SSHConfig.from_path(str(path)).lookup(cfg.alias)
+    except Exception as exc:  # paramiko raises several types for a malformed file
+        raise RvvkitError(f"cannot read SSH config {path}: {exc}") from None
+    if "proxyjump" in entry:
+        raise RvvkitError(f"{path}: ProxyJump (Host {cfg.alias}) is not supported; use "
+                          "ProxyCommand ssh -W %h:%p JUMPHOST instead")
+    cfg.hostname = entry.get("hostname", cfg.alias)
+    cfg.user = entry.get("user", "")
+    cfg.port = int(entry.get("port", 22))
+    cfg.identity_files = [os.path.expanduser(p) for p in entry.get("identityfile", [])]
+    cfg.identities_only = entry.get("identitiesonly", "no").lower() == "yes"
+    files = entry.get("userknownhostsfile", "~/.ssh/known_hosts")
+    cfg.known_hosts = [os.path.expanduser(p) for p in shlex.split(files)]
+    cfg.proxy_command = entry.get("proxycommand", "") if entry.get("proxycommand") != "none" \
+        else ""
+    if entry.get("stricthostkeychecking", "").lower() == "accept-new":
+        cfg.trust_new_host = True
+    if "connecttimeout" in entry:
+        cfg.connect_timeout = _as_seconds(entry["connecttimeout"], str(path), "ConnectTimeout")
+
+
+def board_config(url: str, **overrides: Any) -> BoardConfig:
+    """The settings of the board at `url`; `overrides` (None values ignored) win over all."""
+    user, host, port, query = parse_url(url)
+    cfg = BoardConfig(url=url, alias=host, hostname=host)
+    _apply_ssh_config(cfg)
+    _apply(cfg, _boards_table(host))
+    _apply(cfg, {k: (v, f"the query of {url}") for k, v in query.items()})
+    _apply(cfg, {k: (v, "the session arguments") for k, v in overrides.items()})
+    cfg.user = user or cfg.user
+    cfg.port = port or cfg.port
+    return cfg
