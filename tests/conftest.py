@@ -84,13 +84,29 @@ def run_ort(model, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     return dict(zip(names, sess.run(names, dict(feeds))))
 
 
-def run_rvvkit(model, feeds: Mapping[str, np.ndarray], artifact=None,
-               **build_kwargs) -> Dict[str, np.ndarray]:
-    """Build `model` (unless an already built `artifact` is given) and run it on the host."""
+# Where run_rvvkit runs a model: (executor, session options) pairs. The host by default;
+# tests/qemu/test_ops_qemu.py re-runs every operator test with QEMU at each VLEN here.
+EXECUTORS = [("host", {})]
+
+
+def run_rvvkit_all(model, feeds: Mapping[str, np.ndarray], artifact=None, **build_kwargs
+                   ) -> Dict[str, Dict[str, np.ndarray]]:
+    """Build `model` (unless `artifact` is given) and run it on every entry of EXECUTORS:
+    {label: outputs}."""
     import rvvkit
     art = artifact if artifact is not None else rvvkit.build(model, **build_kwargs)
-    sess = rvvkit.load(art, on="host")
-    return sess.run(dict(feeds))
+    results = {}
+    for on, options in EXECUTORS:
+        with rvvkit.load(art, on=on, **options) as sess:
+            label = on + "".join(f" {k}={v}" for k, v in options.items())
+            results[label] = sess.run(dict(feeds))
+    return results
+
+
+def run_rvvkit(model, feeds: Mapping[str, np.ndarray], artifact=None,
+               **build_kwargs) -> Dict[str, np.ndarray]:
+    """Outputs of the first executor in EXECUTORS (the host unless a test switched it)."""
+    return next(iter(run_rvvkit_all(model, feeds, artifact, **build_kwargs).values()))
 
 
 def run_both(model, feeds: Mapping[str, np.ndarray], artifact=None, **build_kwargs
@@ -103,15 +119,20 @@ def run_both(model, feeds: Mapping[str, np.ndarray], artifact=None, **build_kwar
 
 def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
                    atol: float = ATOL, artifact=None, **build_kwargs) -> Dict[str, np.ndarray]:
-    """Build + run with rvvkit and onnxruntime; every output must agree. Returns ours."""
-    ours, ref = run_both(model, feeds, artifact, **build_kwargs)
-    assert sorted(ours) == sorted(ref), (sorted(ours), sorted(ref))
-    for name, want in ref.items():
-        got = ours[name]
-        assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"output {name!r}")
-    return ours
+    """Build + run with rvvkit (on every executor in EXECUTORS) and onnxruntime; every output
+    must agree. Returns the first executor's outputs."""
+    runs = run_rvvkit_all(model, feeds, artifact, **build_kwargs)
+    ref = run_ort(model, feeds)
+    for label, ours in runs.items():
+        assert sorted(ours) == sorted(ref), (label, sorted(ours), sorted(ref))
+        for name, want in ref.items():
+            got = ours[name]
+            assert got.shape == want.shape, f"{label} {name}: shape {got.shape} != {want.shape}"
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol,
+                                       err_msg=f"{label}: output {name!r}")
+    return next(iter(runs.values()))
 
 
-__all__ = ["make_model", "rand", "run_both", "run_ort", "run_rvvkit", "assert_matches",
+__all__ = ["make_model", "rand", "run_both", "run_ort", "run_rvvkit", "run_rvvkit_all",
+           "assert_matches", "EXECUTORS",
            "onnx_inputs", "RTOL", "ATOL"]
