@@ -2,8 +2,9 @@
 emulating an RVV board, on a board over SSH, or on a CUDA GPU."""
 __version__ = "0.1.0"
 
-from .errors import (ArtifactError, CompileError, CompilerNotFound, ExecutionError,  # noqa: E402
-                     InputError, ModelError, RvvkitError, UnsupportedOperator)
+from .errors import (ArtifactError, BoardConnectionError, CompileError,  # noqa: E402
+                     CompilerNotFound, ExecutionError, InputError, ModelError, RvvkitError,
+                     UnsupportedOperator)
 
 
 def build(model, **kwargs):
@@ -13,10 +14,12 @@ def build(model, **kwargs):
 
 
 def load(artifact, on: str = "host", **kwargs):
-    """Open a session on an artifact (path or `Artifact`) for the executor named by `on`."""
+    """Open a session on an artifact (path or `Artifact`) for the executor named by `on`:
+    "host", "qemu" or a board "ssh://[user@]host[:port][?options]"."""
     from .runtime import open_session
     return open_session(artifact, on=on, **kwargs)
 
 
-__all__ = ["build", "load", "__version__", "ArtifactError", "CompileError", "CompilerNotFound",
+__all__ = ["build", "load", "__version__", "ArtifactError", "BoardConnectionError",
+           "CompileError", "CompilerNotFound",
            "ExecutionError", "InputError", "ModelError", "RvvkitError", "UnsupportedOperator"]

@@ -138,18 +138,18 @@ def _open(args):
 
 
 def cmd_run(args) -> int:
-    sess = _open(args)
-    feeds = _load_inputs(args, sess)
-    outs = sess.run(feeds)
-    if args.output:
-        _save_npz(args.output, outs)
-        _progress(f"wrote {args.output} ({', '.join(outs)})")
-    else:
-        print(table(["output", "shape", "min", "max", "argmax"],
-                    [[k, "x".join(map(str, v.shape)), f"{v.min():.6g}", f"{v.max():.6g}",
-                      int(np.argmax(v))] for k, v in outs.items()]))
-    if args.profile:
-        _print_profile(sess.profile(feeds, repeat=args.repeat))
+    with _open(args) as sess:  # closing matters on a board: it removes the remote temp dir
+        feeds = _load_inputs(args, sess)
+        outs = sess.run(feeds)
+        if args.output:
+            _save_npz(args.output, outs)
+            _progress(f"wrote {args.output} ({', '.join(outs)})")
+        else:
+            print(table(["output", "shape", "min", "max", "argmax"],
+                        [[k, "x".join(map(str, v.shape)), f"{v.min():.6g}", f"{v.max():.6g}",
+                          int(np.argmax(v))] for k, v in outs.items()]))
+        if args.profile:
+            _print_profile(sess.profile(feeds, repeat=args.repeat))
     return 0
 
 

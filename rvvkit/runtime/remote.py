@@ -36,6 +36,12 @@ class Result:
     err: str
 
 
+def pid_of(out: bytearray) -> bytes:
+    """The pid sh() makes the board print first, once its line is complete."""
+    line, newline, _ = bytes(out).partition(b"\n")
+    return line if newline else b""
+
+
 class Board:
     def __init__(self, cfg: BoardConfig):
         self.cfg = cfg
@@ -93,8 +99,8 @@ class Board:
             chan = transport.open_session(timeout=self.cfg.connect_timeout)
             # sshd starts the command in a new session (setsid), so the shell's pid, printed
             # first, is the process group of all it starts: `kill -- -pid` reaches all.
-            # `exit $?` last keeps the shell alive (no exec of the last command), so a signal
-            # that kills the command comes back as an exit code, not a missing status.
+            # `exit $?` last stops bash from exec-ing the last command, so a signal that
+            # kills the command comes back as an exit code (128+N), not a missing status.
             chan.exec_command(f"echo $$\n{script}\nexit $?")
         out, err, pause = bytearray(), bytearray(), 0.001
         deadline = time.monotonic() + timeout
@@ -110,15 +116,23 @@ class Board:
                         pause = 0.001
                         continue
                 if chan.exit_status_ready() or not transport.is_active():
+                    # Data that came in just before the status is buffered: take it all.
+                    while chan.recv_ready():
+                        out += chan.recv(1 << 16)
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(1 << 16)
                     break
                 if time.monotonic() > deadline:
-                    self._kill(bytes(out).partition(b"\n")[0])
+                    self._kill(pid_of(out))
                     raise ExecutionError(
                         f"{self.label}: {what} did not finish within {timeout:g} s and was "
                         f"killed on the board (raise command_timeout to allow longer)\n"
                         f"command: {script.strip()}")
                 time.sleep(pause)
                 pause = min(2 * pause, 0.02)
+        except KeyboardInterrupt:  # Ctrl-C here must not leave the command running there
+            self._kill(pid_of(out))
+            raise
         finally:
             chan.close()
         if chan.exit_status == -1:

@@ -39,6 +39,7 @@ def test_run_on_board_writes_outputs(ssh_world, small):
     assert "ssh://native-board" in proc.stderr
     with np.load(out) as got:
         assert_close({k: got[k] for k in got.files}, ref, "rvvkit run --on ssh://native-board")
+    assert ssh_world.leftovers(ssh_world.workdir("native-board")) == []
 
 
 def test_run_failing_on_board_writes_nothing(ssh_world, small):
