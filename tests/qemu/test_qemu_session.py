@@ -16,6 +16,7 @@ from qemu_support import (QEMU, RV_COMPILER, assert_close, needs_qemu, small_fee
 from rvvkit.artifact import Artifact
 from rvvkit.errors import ExecutionError, RvvkitError
 from rvvkit.jit import compile_flags, compile_source
+from rvvkit.codegen.c import ABI_VERSION
 from rvvkit.runtime.qemu import QemuSession, cpu_string, resolve_timeout, resolve_vlen
 
 
@@ -129,7 +130,7 @@ def test_runner_failure_and_crash_are_execution_errors(art_path, tmp_path):
         sess.artifact_path = art_path
         nweights = sess.artifact.weights.nbytes // 4
         crash = ('#ifdef __cplusplus\nextern "C" {\n#endif\n'
-                 "int rvvkit_abi_version(void) { return 1; }\n"
+                 f"int rvvkit_abi_version(void) {{ return {ABI_VERSION}; }}\n"
                  "int rvvkit_num_steps(void) { return 1; }\n"
                  "int rvvkit_num_inputs(void) { return 1; }\n"
                  "int rvvkit_num_outputs(void) { return 3; }\n"
