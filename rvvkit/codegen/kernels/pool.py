@@ -39,54 +39,9 @@ def pool2d(kind: str, x_shape, y_shape, kernel, strides, pads, dilations,
             finish = "acc / (float)cnt"
     count_decl = "long cnt = 0;" if kind != "max" else ""
     count_use = "(void)cnt;" if kind != "max" and count_include_pad else ""
-    rvv = _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations,
-                      count_include_pad, init, update, finish, count_decl, count_use)
-    code = f"""    for (long nc = 0; nc < {n * c}; ++nc) {{
-        const float *__restrict xp = x + nc * {h * w};
-        float *__restrict yp = y + nc * {ho * wo};
-        for (long oh = 0; oh < {ho}; ++oh) {{
-            const long h0 = oh * {sh} - {pt};
-            for (long ow = 0; ow < {wo}; ++ow) {{
-                const long w0 = ow * {sw} - {pl};
-                float acc = {init};
-                {count_decl}
-                for (long i = 0; i < {kh}; ++i) {{
-                    const long hh = h0 + i * {dh};
-                    if (hh < 0 || hh >= {h}) continue;
-                    for (long j = 0; j < {kw}; ++j) {{
-                        const long ww = w0 + j * {dw};
-                        if (ww < 0 || ww >= {w}) continue;
-                        const float v = xp[hh * {w} + ww];
-                        {update}
-                    }}
-                }}
-                {count_use}
-                yp[oh * {wo} + ow] = {finish};
-            }}
-        }}
-    }}"""
-    if rvv is None:
-        return Lowered(Kernel(f"{kind}pool", XY, code))
-    return Lowered(Kernel(f"{kind}pool", XY, guarded(rvv, code), support=header()))
-
-
-def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip,
-                init, update, finish, count_decl, count_use):
-    """RVV pooling: per output row, the interior columns [olo, ohi) (every tap inside the
-    input) are strips of vl outputs; each valid window row adds kw vector loads (stride sw);
-    the border columns run the scalar per-output code. None when there is no interior."""
-    n, c, h, w = x_shape
-    ho, wo = y_shape[2:]
-    kh, kw = kernel
-    sh, sw = strides
-    dh, dw = dilations
-    pt, pl, pb, _ = pads
-    olo = -(-pl // sw)
-    ohi = min(wo, (w - 1 - (kw - 1) * dw + pl) // sw + 1)
-    if ohi <= olo:
-        return None
-    L = 4   # m8 spills: clang hoists the loads of the unrolled window columns
-    scalar = f"""const long w0 = ow * {sw} - {pl};
+    # One output's window, bounds-checked per tap: the whole portable kernel, and the border
+    # columns of the RVV one.
+    window = f"""const long w0 = ow * {sw} - {pl};
                 float acc = {init};
                 {count_decl}
                 for (long i = 0; i < {kh}; ++i) {{
@@ -101,6 +56,38 @@ def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip,
                 }}
                 {count_use}
                 yp[oh * {wo} + ow] = {finish};"""
+    rvv = _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations,
+                      count_include_pad, init, window)
+    code = f"""    for (long nc = 0; nc < {n * c}; ++nc) {{
+        const float *__restrict xp = x + nc * {h * w};
+        float *__restrict yp = y + nc * {ho * wo};
+        for (long oh = 0; oh < {ho}; ++oh) {{
+            const long h0 = oh * {sh} - {pt};
+            for (long ow = 0; ow < {wo}; ++ow) {{
+                {window}
+            }}
+        }}
+    }}"""
+    if rvv is None:
+        return Lowered(Kernel(f"{kind}pool", XY, code))
+    return Lowered(Kernel(f"{kind}pool", XY, guarded(rvv, code), support=header()))
+
+
+def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip, init, scalar):
+    """RVV pooling: per output row, the interior columns [olo, ohi) (every tap inside the
+    input) are strips of vl outputs; each valid window row adds kw vector loads (stride sw);
+    the border columns run the scalar per-output code. None when there is no interior."""
+    n, c, h, w = x_shape
+    ho, wo = y_shape[2:]
+    kh, kw = kernel
+    sh, sw = strides
+    dh, dw = dilations
+    pt, pl, pb, _ = pads
+    olo = -(-pl // sw)
+    ohi = min(wo, (w - 1 - (kw - 1) * dw + pl) // sw + 1)
+    if ohi <= olo:
+        return None
+    L = 4   # m8 spills: clang hoists the loads of the unrolled window columns
     vred = vop("vfmax_vv" if kind == "max" else "vfadd_vv", L)
     load = (vle(L, "r + j * " + str(dw)) if sw == 1 else
             vlse(L, "r + j * " + str(dw), sw))
