@@ -12,7 +12,6 @@ APT_PACKAGES=(
     qemu-user                # qemu-riscv64 runs RVV 1.0 user-mode binaries
     gcc-riscv64-linux-gnu g++-riscv64-linux-gnu libc6-dev-riscv64-cross  # cross gcc + sysroot
     clang-16 lld-16          # RVV intrinsics (API 0.11) and RVV auto-vectorisation
-    libglib2.0-dev           # headers for the QEMU instruction-counting plugin
     openssh-server           # loopback sshd for the remote-board tests
 )
 
