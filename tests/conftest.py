@@ -65,6 +65,30 @@ def rand(*shape, seed: int = 0, scale: float = 1.0) -> np.ndarray:
     return np.asarray(scale * np.random.default_rng(seed).standard_normal(shape), np.float32)
 
 
+def conv_ref(x, w, b, group, strides, pads, dil):
+    """A plain numpy 2-D convolution (NCHW, float64): the reference for kernel-level tests."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = strides, pads, dil
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, m, ho, wo))
+    mg = m // group
+    for g in range(group):
+        xg = xp[:, g * cg:(g + 1) * cg]
+        for r in range(kh):
+            for s in range(kw):
+                patch = xg[:, :, r * dh:r * dh + sh * (ho - 1) + 1:sh,
+                           s * dw:s * dw + sw * (wo - 1) + 1:sw]
+                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch,
+                                                       w[g * mg:(g + 1) * mg, :, r, s])
+    if b is not None:
+        y += b[None, :, None, None]
+    return y
+
+
 def onnx_inputs(model) -> Sequence[str]:
     inits = {i.name for i in model.graph.initializer}
     return [vi.name for vi in model.graph.input if vi.name not in inits]
@@ -133,6 +157,6 @@ def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
     return next(iter(runs.values()))
 
 
-__all__ = ["make_model", "rand", "run_both", "run_ort", "run_rvvkit", "run_rvvkit_all",
+__all__ = ["make_model", "rand", "conv_ref", "run_both", "run_ort", "run_rvvkit", "run_rvvkit_all",
            "assert_matches", "EXECUTORS",
            "onnx_inputs", "RTOL", "ATOL"]

@@ -19,6 +19,7 @@ import rvvkit.codegen.kernels.conv as convmod
 from rvvkit.codegen.act import Act
 from rvvkit.codegen.kernels.conv import conv2d
 from rvvkit.codegen.kernels.gemm import choose_tile, gemm, matmul
+from conftest import conv_ref
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -79,29 +80,6 @@ class Lib:
 
 
 # ----------------------------------------------------------------------------- references
-
-def conv_ref(x, w, b, group, strides, pads, dil):
-    n, c, h, wd = x.shape
-    m, cg, kh, kw = w.shape
-    (sh, sw), (pt, pl, pb, pr), (dh, dw) = strides, pads, dil
-    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
-    xp[:, :, pt:pt + h, pl:pl + wd] = x
-    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    y = np.zeros((n, m, ho, wo))
-    mg = m // group
-    for g in range(group):
-        xg = xp[:, g * cg:(g + 1) * cg]
-        for r in range(kh):
-            for s in range(kw):
-                patch = xg[:, :, r * dh:r * dh + sh * (ho - 1) + 1:sh,
-                           s * dw:s * dw + sw * (wo - 1) + 1:sw]
-                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch,
-                                                       w[g * mg:(g + 1) * mg, :, r, s])
-    if b is not None:
-        y += b[None, :, None, None]
-    return y
-
 
 def out_hw(h, w, k, strides, pads, dil):
     kh, kw = k

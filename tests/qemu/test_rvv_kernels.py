@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import conv_ref
+
 from rvvkit.codegen.act import Act
 from rvvkit.codegen.kernels import elementwise as ew
 from rvvkit.codegen.kernels import layout, pool
@@ -168,29 +170,6 @@ def run_qemu(exe: Path, cpu: str, inp: Path, timeout=120) -> np.ndarray:
 
 def rng_(seed):
     return np.random.default_rng(seed)
-
-
-def conv_ref(x, w, b, group, strides, pads, dil):
-    n, c, h, wd = x.shape
-    m, cg, kh, kw = w.shape
-    (sh, sw), (pt, pl, pb, pr), (dh, dw) = strides, pads, dil
-    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
-    xp[:, :, pt:pt + h, pl:pl + wd] = x
-    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    y = np.zeros((n, m, ho, wo))
-    mg = m // group
-    for g in range(group):
-        xg = xp[:, g * cg:(g + 1) * cg]
-        for r in range(kh):
-            for s in range(kw):
-                patch = xg[:, :, r * dh:r * dh + sh * (ho - 1) + 1:sh,
-                           s * dw:s * dw + sw * (wo - 1) + 1:sw]
-                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch,
-                                                       w[g * mg:(g + 1) * mg, :, r, s])
-    if b is not None:
-        y += b[None, :, None, None]
-    return y
 
 
 def act_ref(act, y):
