@@ -89,6 +89,19 @@ def conv_ref(x, w, b, group, strides, pads, dil):
     return y
 
 
+def expose_logits(model) -> Optional[str]:
+    """Add the input of the last Softmax as a graph output (random-weight softmaxes saturate to
+    one-hot vectors, which prove little); returns its name, or None."""
+    from onnx import TensorProto, helper
+    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
+    outputs = {o.name for o in model.graph.output}
+    if not softmaxes or softmaxes[-1].input[0] in outputs:
+        return None
+    name = softmaxes[-1].input[0]
+    model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    return name
+
+
 def onnx_inputs(model) -> Sequence[str]:
     inits = {i.name for i in model.graph.initializer}
     return [vi.name for vi in model.graph.input if vi.name not in inits]
@@ -157,6 +170,6 @@ def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
     return next(iter(runs.values()))
 
 
-__all__ = ["make_model", "rand", "conv_ref", "run_both", "run_ort", "run_rvvkit", "run_rvvkit_all",
+__all__ = ["make_model", "rand", "conv_ref", "expose_logits", "run_both", "run_ort", "run_rvvkit", "run_rvvkit_all",
            "assert_matches", "EXECUTORS",
            "onnx_inputs", "RTOL", "ATOL"]

@@ -20,6 +20,7 @@ import os
 import numpy as np
 import pytest
 
+from conftest import expose_logits
 from rvvkit.zoo import LIGHT_MODELS, light_model, sample_inputs
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -27,28 +28,6 @@ LOGITS_SCALE_ATOL = 1e-5  # logits: atol = max(ATOL, this * max|logit|)
 SEED = 0
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache(tmp_path_factory):
-    """A compile cache of this module's own, whatever the caller's environment says."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RVVKIT_CACHE_DIR", str(tmp_path_factory.mktemp("rvvkit-cache-light")))
-    mp.delenv("RVVKIT_NO_CACHE", raising=False)
-    yield
-    mp.undo()
-
-
-def _expose_logits(model):
-    """Add the input of the last Softmax as a graph output; returns its name (or None)."""
-    from onnx import TensorProto, helper
-    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
-    outputs = {o.name for o in model.graph.output}
-    if not softmaxes or softmaxes[-1].input[0] in outputs:
-        return None
-    name = softmaxes[-1].input[0]
-    model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    return name
 
 
 def _reference(path: str, feeds):
@@ -78,7 +57,7 @@ def test_light_model_matches_onnxruntime(name, tmp_path):
     import onnx
     model = light_model(name, SEED)
     feeds = sample_inputs(model, SEED)
-    logits = _expose_logits(model)
+    logits = expose_logits(model)
     path = str(tmp_path / f"{name}.onnx")
     onnx.save(model, path)
     del model

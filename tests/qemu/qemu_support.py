@@ -11,9 +11,9 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
-from conftest import make_model, rand
+from conftest import expose_logits, make_model, rand  # noqa: F401 (re-exported)
 
 RTOL, ATOL = 1e-3, 1e-4
 LOGITS_SCALE_ATOL = 1e-5  # as in tests/host/test_light_models.py: logits reach ~1e5
@@ -66,18 +66,6 @@ def small_model():
 
 def small_feeds(seed: int = 11) -> Dict[str, np.ndarray]:
     return {"x": rand(1, 3, 13, 13, seed=seed)}
-
-
-def expose_logits(model) -> Optional[str]:
-    """Add the input of the last Softmax as a graph output (random-weight softmaxes saturate to
-    one-hot vectors, which prove little); returns its name, or None."""
-    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
-    outputs = {o.name for o in model.graph.output}
-    if not softmaxes or softmaxes[-1].input[0] in outputs:
-        return None
-    name = softmaxes[-1].input[0]
-    model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    return name
 
 
 def assert_close(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], what: str,
