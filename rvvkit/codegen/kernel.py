@@ -6,8 +6,10 @@ plan entry point with pointers into the weights blob, the arena or the graph's I
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -36,6 +38,9 @@ class Kernel:
     support:   complete C definitions (static helpers) the body calls, keyed by a unique name;
                the emitter writes each key once per translation unit.
     macs:      multiply-accumulates performed (for reports and MACs/instruction figures).
+    spec:      what the kernel computes, independent of the C body: {"op": ..., shapes and
+               attributes, layouts of transformed weights}. Other dialects (CUDA) generate
+               their own body from it, bound to the same parameters and weights blob.
     """
     hint: str
     params: Tuple[Param, ...]
@@ -43,6 +48,7 @@ class Kernel:
     workspace: int = 0
     support: Dict[str, str] = field(default_factory=dict)
     macs: int = 0
+    spec: Dict[str, Any] = field(default_factory=dict)
 
     def signature(self, name: str) -> str:
         ps = [p.decl() for p in self.params]
@@ -65,3 +71,33 @@ class Lowered:
     """What a lowering returns: the kernel, and transforms of constant inputs (if any)."""
     kernel: Kernel
     transforms: Optional[WeightTransforms] = None
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_plain(x) for x in v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+def specified(op: str):
+    """Decorates a lowering so its kernel's `spec` records the op and the call's arguments
+    (entries the lowering set itself, such as weight layouts, are kept)."""
+    def deco(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            low = fn(*args, **kwargs)
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = {k: _plain(v) for k, v in bound.arguments.items()}
+            if "op" in given:              # nary's ONNX op type
+                given["operator"] = given.pop("op")
+            low.kernel.spec = {**given, **low.kernel.spec, "op": op}
+            return low
+        return wrapper
+    return deco

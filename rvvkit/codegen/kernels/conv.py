@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..act import Act, act_expr
-from ..kernel import Kernel, Lowered, Param
+from ..kernel import Kernel, Lowered, Param, specified
 from ..rvv import GUARD, has_vact, header, vact, vle, vlse, vop, vse, vsetvl, vsplat, vt
 from .gemm import (L2_BLOCK, NOINLINE, Epilogue, Side, cdiv, choose_tile, core, kc_of,
                    pack_panels, tile_cost)
@@ -324,7 +324,7 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
             f"      {c.name}({args});\n  }}\n")
     hint = "conv1x1" if pointwise else "conv2d"
     kern = Kernel(hint, _params(bias, residual), body, c.workspace + xpad, c.support,
-                  n * m * hw * k)
+                  n * m * hw * k, spec={"w_panel": wpw})
     return Lowered(kern, {1: transform})
 
 
@@ -455,14 +455,16 @@ def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
                           f"#if !defined(__riscv_v_intrinsic)\nstatic RVK_NOINLINE void {tname}(")
     support = {**header(), sname: scode, tname: tcode + "#endif\n", gname: gcode}
     kern = Kernel("dwconv", _params(bias, residual), body, gbuf + qpad, support,
-                  n * cin * ho * wo * kh * kw)
+                  n * cin * ho * wo * kh * kw, spec={"w_panel": None})
     return Lowered(kern)
 
 
+@specified("conv")
 def conv2d(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, bias: bool,
            residual: bool, act: Optional[Act]) -> Lowered:
     """y = act(conv(x, w) + b[m] + r). Params: x, w, [b], [r], y. w is pre-packed (transform 1)
-    except for the depthwise kernel, which reads the ONNX (C, 1, kh, kw) layout directly."""
+    except for the depthwise kernel, which reads the ONNX (C, 1, kh, kw) layout directly.
+    spec["w_panel"] is the panel width of the packed weights (see `packed_index`), or None."""
     xs, ws_, ys = (tuple(int(v) for v in s) for s in (x_shape, w_shape, y_shape))
     strides, pads, dil = tuple(strides), tuple(pads), tuple(dilations)
     if group > 1 and group == xs[1] == ys[1]:

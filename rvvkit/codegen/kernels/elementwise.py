@@ -9,13 +9,14 @@ import math
 from typing import Optional, Sequence
 
 from ..act import Act, act_expr
-from ..kernel import Kernel, Lowered, Param
+from ..kernel import Kernel, Lowered, Param, specified
 from ..loops import broadcast_strides, collapse, nest, strides_of
 from ..rvv import guarded, has_vact, header, vact, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 OPERATORS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
 
 
+@specified("nary")
 def nary(op: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
          act: Optional[Act]) -> Lowered:
     """y = act(x0 <op> x1 <op> ...) with numpy broadcasting; params x0.., y."""
@@ -106,6 +107,7 @@ def _nary_rvv(dims, sts, names, sym, act):
     return "\n".join(lines)
 
 
+@specified("unary")
 def unary(act: Act, shape: Sequence[int]) -> Lowered:
     n = math.prod(shape)
     code = (f"    for (long i = 0; i < {n}; ++i) {{\n        const float v = x[i];\n"
@@ -118,6 +120,7 @@ def unary(act: Act, shape: Sequence[int]) -> Lowered:
     return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=header()))
 
 
+@specified("affine")
 def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
     """y[n, c, :] = act(x[n, c, :] * s[c] + t[c]): BatchNormalization and friends."""
     batch, chans = shape[0], shape[1]
@@ -154,6 +157,7 @@ def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
                           support=header()))
 
 
+@specified("copy")
 def copy(n_floats: int) -> Lowered:
     code = f"    RVK_MEMCPY(y, x, sizeof(float) * {n_floats});"
     return Lowered(Kernel("copy", (Param("x"), Param("y", const=False)), code,

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..act import Act, act_expr
 from ..cfmt import flt
-from ..kernel import Kernel, Lowered, Param
+from ..kernel import Kernel, Lowered, Param, specified
 from ..rvv import (GUARD, has_vact, header, vact, vle, vlse, vop, vse, vsetvl,
                    vsetvlmax, vsplat, vsse, vt)
 
@@ -55,12 +55,18 @@ def cdiv(a: int, b: int) -> int:
 
 
 def pack_panels(mat: np.ndarray, pw: int) -> np.ndarray:
-    """(n, K) matrix -> flat [ceil(n/pw)][K][pw] panels, zero padded. Build-time weight packing."""
+    """(n, K) matrix -> flat [ceil(n/pw)][K][pw] panels, zero padded. Build-time weight packing:
+    element (i, k) lands at `packed_index(i, k, K, pw)`."""
     n, k = mat.shape
     npan = cdiv(n, pw)
     buf = np.zeros((npan * pw, k), np.float32)
     buf[:n] = mat
     return np.ascontiguousarray(buf.reshape(npan, pw, k).transpose(0, 2, 1)).reshape(-1)
+
+
+def packed_index(i, k, kdim: int, pw: int):
+    """Flat position of element (i, k) of an (n, kdim) matrix packed by `pack_panels`."""
+    return (i // pw) * kdim * pw + k * pw + i % pw
 
 
 @dataclass(frozen=True)
@@ -741,6 +747,7 @@ def _call(trans: bool, name: str, aptr: str, bptr: str, rest: str) -> str:
     return f"{name}({bptr}, {aptr}, {rest});" if trans else f"{name}({aptr}, {bptr}, {rest});"
 
 
+@specified("gemm")
 def gemm(M: int, N: int, K: int, *, b_const: bool, c_mode: Optional[str], alpha: float = 1.0,
          beta: float = 1.0, act: Optional[Act] = None) -> Lowered:
     """Y[M,N] = act(alpha * A[M,K] @ B[K,N] + beta * C); params a, b, [c], y."""
@@ -756,11 +763,13 @@ def gemm(M: int, N: int, K: int, *, b_const: bool, c_mode: Optional[str], alpha:
     params = [Param("a"), Param("b")] + ([Param("c")] if c_mode else []) + [Param("y", False)]
     rest = ("c, " if c_mode else "") + ("y, ws" if c.workspace else "y, (float *)0")
     body = "  " + _call(trans, c.name, "a", "b", rest) + "\n"
-    kern = Kernel("gemm", tuple(params), body, c.workspace, c.support, M * N * K)
+    kern = Kernel("gemm", tuple(params), body, c.workspace, c.support, M * N * K,
+                  spec={"b_panel": (mr if trans else nr) if b_const else None})
     tr = {1: _b_transform(trans, mr, nr, K, N, 1)} if b_const else None
     return Lowered(kern, tr)
 
 
+@specified("matmul")
 def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
     """numpy.matmul with batch broadcasting (1-D operands per numpy rules); params a, b, y."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
@@ -801,7 +810,9 @@ def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
         lines.append(f"{ind}}}")
     nbat = int(np.prod(ybat, dtype=np.int64))
     kern = Kernel("matmul", (Param("a"), Param("b"), Param("y", False)), "\n".join(lines) + "\n",
-                  c.workspace, c.support, nbat * M * N * K)
+                  c.workspace, c.support, nbat * M * N * K,
+                  spec={"b_panel": (mr if trans else nr) if b_const else None,
+                        "b_batch_floats": bsz})
     nbb = int(np.prod(bbat, dtype=np.int64))
     tr = {1: _b_transform(trans, mr, nr, K, N, nbb)} if b_const else None
     return Lowered(kern, tr)

@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..kernel import Kernel, Lowered, Param
+from ..kernel import Kernel, Lowered, Param, specified
 from ..loops import collapse, nest, strides_of
 from ..rvv import guarded, header, vle, vlse, vse, vsetvl
 
 
+@specified("transpose")
 def transpose(in_shape: Sequence[int], perm: Sequence[int]) -> Lowered:
     out_shape = [in_shape[p] for p in perm]
     in_st = strides_of(in_shape)
@@ -47,6 +48,7 @@ def _transpose_rvv(dims, sts) -> str:
     return "\n".join(lines)
 
 
+@specified("concat")
 def concat(in_shapes: Sequence[Sequence[int]], axis: int) -> Lowered:
     """Each input is a block of `inner_i` floats per outer index; blocks are copied in order."""
     outer = math.prod(in_shapes[0][:axis])

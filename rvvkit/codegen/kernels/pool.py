@@ -11,12 +11,13 @@ import math
 from typing import Sequence
 
 from ..cfmt import flt
-from ..kernel import Kernel, Lowered, Param
+from ..kernel import Kernel, Lowered, Param, specified
 from ..rvv import guarded, header, vle, vlse, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 XY = (Param("x"), Param("y", const=False))
 
 
+@specified("pool")
 def pool2d(kind: str, x_shape, y_shape, kernel, strides, pads, dilations,
            count_include_pad: bool = False) -> Lowered:
     """Max or average pooling over NCHW. Average divisors follow ONNX: the window clipped to
@@ -153,6 +154,7 @@ def _pad(text: str, pad: str) -> str:
     return "\n".join(pad + line for line in text.splitlines())
 
 
+@specified("global_pool")
 def global_pool(kind: str, x_shape) -> Lowered:
     nc, inner = x_shape[0] * x_shape[1], math.prod(x_shape[2:])
     if kind == "max":
@@ -176,6 +178,7 @@ def global_pool(kind: str, x_shape) -> Lowered:
     return Lowered(Kernel(f"global{kind}pool", XY, guarded(rvv, code), support=header()))
 
 
+@specified("lrn")
 def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
     n, c = x_shape[:2]
     inner = math.prod(x_shape[2:])
@@ -228,6 +231,7 @@ def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
     return Lowered(Kernel("lrn", XY, guarded(rvv, code), workspace=inner, support=header()))
 
 
+@specified("softmax")
 def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) -> Lowered:
     """Softmax over one axis (or, pre-opset-13, over all axes from `axis` on)."""
     outer = math.prod(shape[:axis])
