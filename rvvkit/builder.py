@@ -6,15 +6,19 @@ from typing import Callable, Dict, Optional, Sequence
 
 from . import __version__
 from .artifact import FORMAT_VERSION, Artifact
+from .errors import ModelError
 from .codegen.c import ABI_VERSION, render
+from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
 from .frontend.onnx import from_onnx
 from .passes import optimize
 
 
 def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
-                opt_level: int = 2, name: Optional[str] = None,
+                opt_level: int = 2, name: Optional[str] = None, cuda: bool = True,
                 progress: Optional[Callable[[str], None]] = None) -> Artifact:
+    """ONNX model (path, bytes or ModelProto) -> artifact with the C source, the CUDA source of
+    the same plan (unless `cuda` is False) and the weights."""
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     g = from_onnx(model, input_shapes=input_shapes, name=name)
@@ -27,7 +31,22 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     source = render(plan)
     meta = plan_meta(plan, source_ops=before, opt_level=opt_level)
     say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
-    return Artifact(meta, source, plan.weights)
+    cu_source = _cuda_source(plan, meta, say) if cuda else None
+    return Artifact(meta, source, plan.weights, cu_source=cu_source)
+
+
+def _cuda_source(plan: Plan, meta: Dict, say: Callable[[str], None]) -> Optional[str]:
+    """The CUDA translation unit; a kernel without a CUDA form leaves the artifact without one
+    (the CPU targets do not depend on it) and the reason in meta["cuda"]."""
+    try:
+        text = render_cuda(plan)
+    except ModelError as exc:
+        meta["cuda"] = {"available": False, "reason": str(exc)}
+        say(f"no CUDA source: {exc}")
+        return None
+    meta["cuda"] = {"available": True}
+    say(f"generated {len(text.splitlines())} lines of CUDA")
+    return text
 
 
 def _io(items):

@@ -7,9 +7,11 @@ input/output buffers."""
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Tuple
 
 from .. import __version__
+from .kernel import Kernel
 from .plan import Plan
 
 ABI_VERSION = 2  # 2: rvvkit_input_floats / rvvkit_output_floats
@@ -39,13 +41,8 @@ PRELUDE = """\
 #endif
 """
 
+# Entry points every dialect shares: plan facts and the per-step dispatch.
 ENTRY = """\
-static double rvk_now(void) {{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}}
-
 RVK_API int rvvkit_abi_version(void) {{ return {abi}; }}
 RVK_API int rvvkit_num_steps(void) {{ return {nsteps}; }}
 RVK_API long rvvkit_arena_floats(void) {{ return {arena}L; }}
@@ -68,6 +65,15 @@ RVK_API int rvvkit_step(int i, const float *__restrict w, float *__restrict a,
     }}
     return 0;
 }}
+"""
+
+# How the C dialect runs the plan: synchronously, timed with the monotonic clock.
+RUN = """\
+static double rvk_now(void) {{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}}
 
 /* Runs the whole plan; when `seconds` is not NULL, adds each step's wall time to seconds[i]. */
 RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
@@ -87,26 +93,45 @@ RVK_API int rvvkit_run(const float *__restrict w, float *__restrict a,
 """
 
 
-def render(plan: Plan) -> str:
-    """The whole translation unit for `plan`."""
-    parts: List[str] = [PRELUDE.format(version=__version__, model=_safe(plan.name))]
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the translation units rendered from one plan: the prelude, how a
+    kernel's body and support code are obtained, and how the whole plan runs and is timed
+    (templates formatted with the plan facts of `render`)."""
+    prelude: str
+    kernel: Callable[[Kernel], Tuple[Dict[str, str], str]]   # -> (support, body)
+    run: str
+    extra: str = ""
+
+
+C = Dialect(PRELUDE, lambda k: (k.support, k.body), RUN)
+
+
+def render(plan: Plan, dialect: Dialect = C) -> str:
+    """The whole translation unit for `plan` in `dialect`."""
+    parts: List[str] = [dialect.prelude.format(version=__version__, model=_safe(plan.name))]
     support: Dict[str, str] = {}
-    for _, k in plan.kernels:
-        for key, text in k.support.items():
-            support.setdefault(key, text)
-    parts.extend(text.rstrip() + "\n" for text in support.values())
+    defs: List[str] = []
     for name, k in plan.kernels:
+        sup, body = dialect.kernel(k)
+        for key, text in sup.items():
+            support.setdefault(key, text)
         extra = f" /* {k.macs} MACs */" if k.macs else ""
-        parts.append(f"{k.signature(name)} {{{extra}\n{k.body.rstrip()}\n}}\n")
+        defs.append(f"{k.signature(name)} {{{extra}\n{body.rstrip()}\n}}\n")
+    parts.extend(text.rstrip() + "\n" for text in support.values())
+    parts.extend(defs)
     cases = []
     for i, s in enumerate(plan.steps):
         args = [a.c() for a in s.args] + ([s.workspace.c()] if s.workspace else [])
         cases.append(f"    case {i}: {s.kernel}({', '.join(args)}); break;  "
                      f"/* {s.op} {_safe(s.node)} */")
-    parts.append(ENTRY.format(abi=ABI_VERSION, nsteps=len(plan.steps), arena=plan.arena_floats,
-                              nweights=plan.weights.size, ninputs=len(plan.inputs),
-                              noutputs=len(plan.outputs), cases="\n".join(cases),
-                              in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs)))
+    facts = dict(abi=ABI_VERSION, nsteps=len(plan.steps), arena=plan.arena_floats,
+                 nweights=plan.weights.size, ninputs=len(plan.inputs),
+                 noutputs=len(plan.outputs), cases="\n".join(cases),
+                 in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs))
+    for template in (ENTRY, dialect.run, dialect.extra):
+        if template:
+            parts.append(template.format(**facts))
     return "\n".join(parts)
 
 

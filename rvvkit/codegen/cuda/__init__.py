@@ -20,8 +20,9 @@ shared memory, `min`/`max` overloads, or reliance on warp-synchronous execution.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 from ..kernel import Kernel
 from ...errors import ModelError
@@ -36,22 +37,36 @@ class CudaKernel:
 Generator = Callable[[dict, Kernel], CudaKernel]
 
 
-def _generators() -> Dict[str, Generator]:
-    from . import elementwise, gemm, pool
-    return {
-        "conv": gemm.conv, "gemm": gemm.gemm, "matmul": gemm.matmul,
-        "nary": elementwise.nary, "unary": elementwise.unary, "affine": elementwise.affine,
-        "copy": elementwise.copy, "transpose": elementwise.transpose,
-        "concat": elementwise.concat,
-        "pool": pool.pool, "global_pool": pool.global_pool, "lrn": pool.lrn,
-        "softmax": pool.softmax,
-    }
+# op of Kernel.spec -> "module:function" of its generator in this package
+GENERATORS: Dict[str, str] = {
+    "conv": "gemm:conv", "gemm": "gemm:gemm", "matmul": "gemm:matmul",
+    "nary": "elementwise:nary", "unary": "elementwise:unary", "affine": "elementwise:affine",
+    "copy": "elementwise:copy", "transpose": "elementwise:transpose",
+    "concat": "elementwise:concat",
+    "pool": "pool:pool", "global_pool": "pool:global_pool", "lrn": "pool:lrn",
+    "softmax": "pool:softmax",
+}
+
+
+def _generator(op: str) -> Optional[Generator]:
+    where = GENERATORS.get(op)
+    if where is None:
+        return None
+    module, fn = where.split(":")
+    full = f"{__name__}.{module}"
+    try:
+        mod = importlib.import_module(full)
+    except ModuleNotFoundError as exc:
+        if exc.name != full:       # a missing dependency of the module is a real error
+            raise
+        return None
+    return getattr(mod, fn, None)
 
 
 def lower_cuda(kernel: Kernel) -> CudaKernel:
     """The CUDA body and support code of one planned kernel."""
     op = kernel.spec.get("op")
-    gen = _generators().get(op)
+    gen = _generator(op)
     if gen is None:
-        raise ModelError(f"internal: no CUDA generator for kernel {kernel.hint!r} (op {op!r})")
+        raise ModelError(f"no CUDA generator for kernel {kernel.hint!r} (op {op!r})")
     return gen(kernel.spec, kernel)
