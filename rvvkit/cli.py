@@ -14,7 +14,9 @@ from . import __version__
 from .errors import InputError, RvvkitError
 from .report import human_bytes, table
 
-EXECUTORS = ["host", "qemu"]  # and ssh://[user@]host[:port][?options]: a board
+# and ssh://[user@]host[:port][?options]: a board. cuda-emu runs the CUDA translation unit on
+# the CPU through the emulator header: the CUDA path's numerics without a GPU.
+EXECUTORS = ["host", "qemu", "cuda", "cuda-emu"]
 
 
 def _progress(msg: str) -> None:
@@ -114,13 +116,14 @@ def _executor(value: str) -> str:
     """argparse type of run's --on: a usage error (exit 2) for anything else."""
     if value in EXECUTORS or value.startswith("ssh://"):
         return value
-    raise argparse.ArgumentTypeError(f"invalid executor {value!r}: use host, qemu or "
-                                     "ssh://[user@]host[:port]")
+    raise argparse.ArgumentTypeError(f"invalid executor {value!r}: use host, qemu, cuda, "
+                                     "cuda-emu or ssh://[user@]host[:port]")
 
 
 def _open(args):
     from .runtime import open_session
-    kwargs = {"compiler": args.compiler}
+    # For cuda the compiler is nvcc; cuda-emu builds with a host C++ compiler.
+    kwargs = {"nvcc" if args.on == "cuda" else "compiler": args.compiler}
     if args.no_cache:
         kwargs["use_cache"] = False
     if getattr(args, "vlen", None) is not None:
@@ -133,6 +136,8 @@ def _open(args):
     if sess.executor == "ssh":
         cached = "cached" if sess.kernels_cached else "compiled on the board"
         where = f"{args.on} ({' '.join(sess.compiler.argv)}, {cached})"
+    elif getattr(sess, "device_name", None):  # cuda: which GPU (or the CPU emulator)
+        where = f"{args.on} ({sess.device_name})"
     _progress(f"{where}: kernels ready in {time.perf_counter() - t0:.2f}s")
     return sess
 
@@ -253,8 +258,10 @@ def _print_profile(rows) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .cli_compare import add_compare_parser
     p = argparse.ArgumentParser(prog="rvvkit", description="Compile ONNX models to portable C "
-                                "kernels and run them on x86 hosts and RISC-V vector boards.")
+                                "kernels and run them on x86 hosts, RISC-V vector boards and "
+                                "CUDA GPUs.")
     p.add_argument("--version", action="version", version=f"rvvkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -280,8 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--inputs", help=".npz keyed by input names (default: seeded random)")
     r.add_argument("--output", help=".npz to write, keyed by output names")
     r.add_argument("--on", default="host", type=_executor, metavar="EXECUTOR",
-                   help="host, qemu or a board ssh://[user@]host[:port] (default host)")
-    r.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
+                   help="host, qemu, cuda (a GPU, via nvcc), cuda-emu (the CUDA code on the "
+                   "CPU emulator) or a board ssh://[user@]host[:port] (default host)")
+    r.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER; for --on "
+                   "cuda the nvcc to use, overriding RVVKIT_NVCC)")
     r.add_argument("--vlen", type=int, help="RVV vector length in bits for --on qemu: 128, "
                    "256, 512 or 1024 (default: RVVKIT_VLEN, else 256)")
     r.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
@@ -306,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--json", action="store_true", help="print rows as JSON")
     bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     bn.set_defaults(func=cmd_bench)
+
+    add_compare_parser(sub)
 
     d = sub.add_parser("doctor", help="compilers, QEMU, GPU here; or a board's compiler, "
                        "RVV support, VLEN, cores and OS")

@@ -28,12 +28,14 @@ def compile_timeout() -> float:
     return float(value) if value else DEFAULT_TIMEOUT_S
 
 
-def _flags_for_kind(flags: Sequence[str], kind: str) -> List[str]:
+def _flags_for_kind(flags: Sequence[str], kind: str, compiler: Compiler) -> List[str]:
     # kind decides the linkage, whatever flags the caller built: an executable must not get
     # -shared, a shared object must get it (and -fPIC); -fPIC in an executable is harmless.
+    # nvcc rejects a bare -fPIC: it reaches the host compiler through -Xcompiler (nvcc_flags).
     out = [f for f in flags if not (kind == "exe" and f == "-shared")]
     if kind == "so":
-        out += [f for f in ("-fPIC", "-shared") if f not in out]
+        needed = ("-shared",) if compiler.family == "nvcc" else ("-fPIC", "-shared")
+        out += [f for f in needed if f not in out]
     return out
 
 
@@ -41,7 +43,7 @@ def build_command(compiler: Compiler, flags: Sequence[str], src_name: str, out_n
                   kind: str = "so", extra_sources: Iterable[PathLike] = (),
                   link_flags: Sequence[str] = ()) -> List[str]:
     """The argv that builds src_name into out_name (both relative to the build dir)."""
-    cmd = list(compiler.argv) + _flags_for_kind(flags, kind)
+    cmd = list(compiler.argv) + _flags_for_kind(flags, kind, compiler)
     extras = [os.path.abspath(p) for p in extra_sources]
     if compiler.is_cxx and compiler.family != "gcc":
         # g++ compiles .c as C++ by itself; clang++ / zig c++ do too but warn that it is
@@ -88,8 +90,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _build(build_dir: Path, source: str, compiler: Compiler, flags: Sequence[str], name: str,
-           kind: str, extra_sources, link_flags, timeout: float) -> Tuple[Optional[int], str, list]:
-    src_name, out_name = f"{name}.c", cache.artifact_name(name, kind)
+           kind: str, extra_sources, link_flags, timeout: float,
+           suffix: str) -> Tuple[Optional[int], str, list]:
+    src_name, out_name = f"{name}{suffix}", cache.artifact_name(name, kind)
     (build_dir / src_name).write_text(source, encoding="utf-8")
     cmd = build_command(compiler, flags, src_name, out_name, kind, extra_sources, link_flags)
     # Relative paths in cmd.txt: the command reproduces the build when run in the entry dir.
@@ -105,23 +108,29 @@ def _build(build_dir: Path, source: str, compiler: Compiler, flags: Sequence[str
 def compile_source(source: str, compiler: Compiler, flags: Sequence[str], *,
                    name: str = "model", kind: str = "so", use_cache: Optional[bool] = None,
                    extra_sources: Sequence[PathLike] = (), link_flags: Sequence[str] = (),
-                   timeout: Optional[float] = None) -> Path:
+                   timeout: Optional[float] = None, suffix: str = ".c",
+                   depends: Sequence[PathLike] = ()) -> Path:
     """Compile C source into a shared object (kind "so") or executable (kind "exe").
 
+    suffix: the source file's (".cu" for CUDA: nvcc picks the language by it); depends: files
+    the build reads besides the source (a header given with -include), keyed by content.
     Returns the path of the result, from the cache when an identical build exists. Raises
     CompileError with the command, stderr, the kept source and an excerpt around the error.
     """
     cache.check_name(name, kind)
+    cache.check_suffix(suffix)
     use_cache = cache.cache_enabled() if use_cache is None else use_cache
     key = cache.cache_key(source, compiler, flags, name=name, kind=kind,
-                          extra_sources=extra_sources, link_flags=link_flags)
+                          extra_sources=extra_sources, link_flags=link_flags, suffix=suffix,
+                          depends=depends)
     artifact = cache.artifact_name(name, kind)
     if use_cache and cache.is_valid_artifact(cache.entry_dir(key) / artifact):
         return cache.entry_dir(key) / artifact
     build_dir = cache.new_build_dir(key, name, use_cache)
     try:
         rc, text, cmd = _build(build_dir, source, compiler, flags, name, kind, extra_sources,
-                               link_flags, compile_timeout() if timeout is None else timeout)
+                               link_flags, compile_timeout() if timeout is None else timeout,
+                               suffix)
     except BaseException:
         if use_cache:
             shutil.rmtree(build_dir, ignore_errors=True)
@@ -129,8 +138,8 @@ def compile_source(source: str, compiler: Compiler, flags: Sequence[str], *,
     if rc != 0:
         kept = cache.keep_failure(build_dir, key) if use_cache else build_dir
         raise CompileError(cmd, -1 if rc is None else rc, text,
-                           source_path=str(kept / f"{name}.c"),
-                           excerpt=source_excerpt(text, source, f"{name}.c"))
+                           source_path=str(kept / f"{name}{suffix}"),
+                           excerpt=source_excerpt(text, source, f"{name}{suffix}"))
     if text.strip():
         log.warning("%s compiled with diagnostics (generated code should be warning "
                     "clean):\n%s", name, text.strip())

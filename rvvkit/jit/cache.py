@@ -1,9 +1,10 @@
 """The on-disk cache of compiled objects: where it lives, what its key covers, how entries are
 published atomically and evicted.
 
-Layout: <cache>/<key[:2]>/<key>/{<name>.c, <name>.so | <name>, cmd.txt}; failed builds keep
-their source under <cache>/failed/<key>/. An entry is built in a temp dir beside its final place
-and renamed into it, so a reader (another thread or process) sees a whole entry or none.
+Layout: <cache>/<key[:2]>/<key>/{<name>.c | <name>.cu, <name>.so | <name>, cmd.txt}; failed
+builds keep their source under <cache>/failed/<key>/. An entry is built in a temp dir beside its
+final place and renamed into it, so a reader (another thread or process) sees a whole entry or
+none.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .toolchain import Compiler
 CACHE_SCHEMA = 1
 KINDS = {"so": ".so", "exe": ""}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+SUFFIXES = (".c", ".cu")
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -50,6 +52,11 @@ def check_name(name: str, kind: str) -> None:
         raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(KINDS)}")
 
 
+def check_suffix(suffix: str) -> None:
+    if suffix not in SUFFIXES:
+        raise ValueError(f"unknown source suffix {suffix!r}; expected one of {SUFFIXES}")
+
+
 def artifact_name(name: str, kind: str) -> str:
     return name + KINDS[kind]
 
@@ -60,10 +67,20 @@ def _sha256_bytes(data: bytes) -> str:
 
 def key_material(source: str, compiler: Compiler, flags: Sequence[str], *, name: str = "model",
                  kind: str = "so", extra_sources: Iterable[os.PathLike] = (),
-                 link_flags: Sequence[str] = ()) -> Dict[str, object]:
+                 link_flags: Sequence[str] = (), suffix: str = ".c",
+                 depends: Iterable[os.PathLike] = ()) -> Dict[str, object]:
     """Everything the cache key covers, as a JSON-able dict (shown by `rvvkit doctor`)."""
     extras = [[Path(p).name, _sha256_bytes(Path(p).read_bytes())] for p in extra_sources]
+    # suffix and depends enter only when used, so the keys of plain C builds (here and on
+    # boards, rvvkit.runtime.remote_jit) stay what they were.
+    optional: Dict[str, object] = {}
+    if suffix != ".c":
+        optional["suffix"] = suffix
+    deps = [[Path(p).name, _sha256_bytes(Path(p).read_bytes())] for p in depends]
+    if deps:
+        optional["depends"] = deps
     return {
+        **optional,
         "schema": CACHE_SCHEMA,
         "source_sha256": _sha256_bytes(source.encode("utf-8")),
         "compiler": compiler.identity(),

@@ -6,15 +6,19 @@ import os
 import re
 from typing import Optional
 
-# "path:line:" or "path:line:col:" at the start of a line (gcc, clang and zig all use it).
-_LOC_RE = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+)(?::\d+)?:", re.MULTILINE)
+# "path:line:" or "path:line:col:" at the start of a line (gcc, clang and zig all use it), or
+# "path(line): " (nvcc's CUDA front end; its host-compiler stage speaks gcc's form).
+_LOC_RE = re.compile(r"^(?:(?P<file>[^\s:][^:\n]*):(?P<line>\d+)(?::\d+)?:"
+                     r"|(?P<nvfile>[^\s:(][^:(\n]*)\((?P<nvline>\d+)\): )", re.MULTILINE)
 
 
 def first_location(stderr: str, file_name: str) -> Optional[int]:
     """Line number of the first diagnostic that points into `file_name` (matched by basename)."""
     for m in _LOC_RE.finditer(stderr):
-        if os.path.basename(m.group("file")) == file_name:
-            return int(m.group("line"))
+        path, line = (m.group("file"), m.group("line")) if m.group("file") is not None \
+            else (m.group("nvfile"), m.group("nvline"))
+        if os.path.basename(path) == file_name:
+            return int(line)
     return None
 
 

@@ -1,0 +1,115 @@
+"""Reference outputs for `rvvkit compare`: the original ONNX model run by onnxruntime (CPU, one
+thread, so its latency is a fair single-core peer) when it is installed, else by the ONNX
+reference evaluator that ships with the `onnx` package (pure Python: numbers only, its speed
+means nothing)."""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .errors import InputError, ModelError
+
+KINDS = ("auto", "onnxruntime", "onnx")
+
+
+@dataclass
+class Reference:
+    kind: str                      # "onnxruntime", "onnx" (ReferenceEvaluator) or "host"
+    name: str                      # as printed, e.g. "onnxruntime 1.31.1 (CPU, 1 thread)"
+    outputs: Dict[str, np.ndarray]
+    latency_ms: Optional[float] = None
+    latency_stat: str = "median"
+    runs: int = 0
+    note: str = ""
+
+    def to_json(self) -> Dict:
+        return {"kind": self.kind, "name": self.name, "latency_ms": self.latency_ms,
+                "latency_stat": self.latency_stat, "runs": self.runs, "note": self.note}
+
+
+def _median_ms(call: Callable[[], object], repeat: int, warmup: int) -> float:
+    for _ in range(warmup):
+        call()
+    samples = []
+    for _ in range(max(repeat, 1)):
+        t0 = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(samples)
+
+
+def _check_names(names: Sequence[str], available: Sequence[str], what: str) -> None:
+    missing = [n for n in names if n not in available]
+    if missing:
+        raise InputError(f"the reference model has no {what} {missing} (it has {list(available)});"
+                         " is it the model the artifact was built from?")
+
+
+def _onnxruntime(model, feeds: Mapping[str, np.ndarray], names: List[str], repeat: int,
+                 warmup: int) -> Reference:
+    import onnxruntime as ort  # ImportError: the caller falls back to the ONNX evaluator
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    src = os.fspath(model) if isinstance(model, (str, os.PathLike)) else \
+        (model if isinstance(model, bytes) else model.SerializeToString())
+    try:
+        sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise ModelError(f"onnxruntime cannot load the reference model: {exc}") from None
+    _check_names(names, [o.name for o in sess.get_outputs()], "output(s)")
+    _check_names(list(feeds), [i.name for i in sess.get_inputs()], "input(s)")
+    outs = dict(zip(names, sess.run(names, dict(feeds))))
+    ms = _median_ms(lambda: sess.run(names, dict(feeds)), repeat, warmup)
+    return Reference("onnxruntime", f"onnxruntime {ort.__version__} (CPU, 1 thread)", outs,
+                     latency_ms=ms, runs=max(repeat, 1))
+
+
+def _onnx_evaluator(model, feeds: Mapping[str, np.ndarray], names: List[str]) -> Reference:
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+    proto = onnx.load(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else \
+        (onnx.load_from_string(model) if isinstance(model, bytes) else model)
+    _check_names(names, [o.name for o in proto.graph.output], "output(s)")
+    inits = {i.name for i in proto.graph.initializer}
+    _check_names(list(feeds), [i.name for i in proto.graph.input if i.name not in inits],
+                 "input(s)")
+    try:
+        evaluator = ReferenceEvaluator(proto)
+        t0 = time.perf_counter()
+        values = evaluator.run(names, dict(feeds))
+        seconds = time.perf_counter() - t0
+    except Exception as exc:  # the evaluator raises whatever its operator code raises
+        raise ModelError(f"the ONNX reference evaluator failed on the model: "
+                         f"{type(exc).__name__}: {exc}") from None
+    # One run only: it is pure Python, so repeating it would cost minutes and prove nothing.
+    return Reference("onnx", f"onnx {onnx.__version__} ReferenceEvaluator",
+                     dict(zip(names, (np.asarray(v) for v in values))),
+                     latency_ms=1e3 * seconds, latency_stat="single run", runs=1,
+                     note="onnxruntime is not installed: reference is the pure-Python ONNX "
+                     "evaluator (exact, slow; its latency is no peer)")
+
+
+def run_reference(model, feeds: Mapping[str, np.ndarray], output_names: Sequence[str], *,
+                  kind: str = "auto", repeat: int = 10, warmup: int = 2) -> Reference:
+    """Outputs (float32 arrays keyed by name) of `model` (path, bytes or ModelProto) on `feeds`,
+    with the reference's own latency. kind: "auto" (onnxruntime when importable, else the ONNX
+    evaluator), "onnxruntime" or "onnx"."""
+    if kind not in KINDS:
+        raise InputError(f"unknown reference {kind!r}; choose from {', '.join(KINDS)}")
+    names = list(output_names)
+    if kind in ("auto", "onnxruntime"):
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            if kind == "onnxruntime":
+                raise InputError("reference onnxruntime requested but it is not installed "
+                                 "(pip install onnxruntime)") from None
+        else:
+            return _onnxruntime(model, feeds, names, repeat, warmup)
+    return _onnx_evaluator(model, feeds, names)

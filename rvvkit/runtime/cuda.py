@@ -1,0 +1,273 @@
+"""CUDA executor: build the artifact's CUDA translation unit (`.rvvkit.cu`) with nvcc, or with
+the host C++ compiler against the CPU emulator (emulate=True: slow, for checking the CUDA
+kernels' numerics on machines without a GPU), dlopen it through cffi and run the plan on
+device buffers that the object itself allocates and copies."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from typing import Dict, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from ..artifact import Artifact
+from ..codegen.c import ABI_VERSION
+from ..errors import ArtifactError, CompilerNotFound, ExecutionError
+from ..jit import (compile_cu, compile_cu_emulated, evict, nvcc_flags, nvcc_version,
+                   resolve_host_cxx, resolve_nvcc)
+from .session import Session
+
+CDEF = """
+int rvvkit_abi_version(void);
+int rvvkit_num_steps(void);
+long rvvkit_arena_floats(void);
+long rvvkit_weights_floats(void);
+int rvvkit_num_inputs(void);
+int rvvkit_num_outputs(void);
+long rvvkit_input_floats(int i);
+long rvvkit_output_floats(int i);
+int rvvkit_step(int i, const float *w, float *a, const float *const *in, float *const *out);
+int rvvkit_run(const float *w, float *a, const float *const *in, float *const *out);
+int rvvkit_run_timed(const float *w, float *a, const float *const *in, float *const *out,
+                     double *seconds);
+int rvvkit_cuda_device_count(void);
+const char *rvvkit_cuda_error_string(int code);
+int rvvkit_cuda_device_name(char *buf, int n);
+void *rvvkit_cuda_alloc(long bytes);
+int rvvkit_cuda_free(void *p);
+int rvvkit_cuda_upload(void *dst, const void *src, long bytes);
+int rvvkit_cuda_download(void *dst, const void *src, long bytes);
+int rvvkit_cuda_memset(void *dst, int value, long bytes);
+int rvvkit_cuda_sync(void);
+int rvvkit_cuda_emulated(void);
+"""
+
+NO_DEVICE = "no CUDA device"
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_available() -> Tuple[bool, str]:
+    """(True, "N CUDA device(s)") when the driver sees a GPU, else (False, "no CUDA device:
+    why"). Asks the driver library directly (ctypes); compiles nothing. Memoised per process
+    (cuda_available.cache_clear() to ask again)."""
+    try:
+        drv = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        return False, f"{NO_DEVICE}: no CUDA driver ({exc})"
+    rc = drv.cuInit(0)
+    if rc != 0:
+        return False, f"{NO_DEVICE}: cuInit failed with {_driver_error(drv, rc)}"
+    count = ctypes.c_int(0)
+    rc = drv.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        return False, f"{NO_DEVICE}: cuDeviceGetCount failed with {_driver_error(drv, rc)}"
+    if count.value <= 0:
+        return False, f"{NO_DEVICE}: the CUDA driver reports no devices"
+    return True, f"{count.value} CUDA device(s)"
+
+
+def _driver_error(drv, rc: int) -> str:
+    name = ctypes.c_char_p()
+    try:
+        if drv.cuGetErrorName(rc, ctypes.byref(name)) == 0 and name.value:
+            return f"error {rc} ({name.value.decode('ascii', 'replace')})"
+    except AttributeError:
+        pass
+    return f"error {rc}"
+
+
+def nvcc_available() -> Tuple[bool, str]:
+    """(True, "nvcc 13.0.88 (/path)") or (False, why), from `nvcc --version` alone."""
+    try:
+        comp = resolve_nvcc()
+    except CompilerNotFound as exc:
+        return False, str(exc)
+    return True, f"nvcc {nvcc_version(comp)} ({comp.path})"
+
+
+class CudaSession(Session):
+    executor = "cuda"
+
+    def __init__(self, artifact: Union[str, os.PathLike, Artifact], *, emulate: bool = False,
+                 nvcc: Optional[str] = None, compiler: Optional[str] = None,
+                 use_cache: Optional[bool] = None):
+        """nvcc: the nvcc to use (else $RVVKIT_NVCC, PATH, /usr/local/cuda); compiler: the
+        host C++ compiler for emulate=True (else the host compiler's usual choice)."""
+        self._buffers: List = []  # device allocations, freed by close()
+        self.lib = None
+        super().__init__(artifact)
+        self.emulate = emulate
+        self.executor = "cuda-emu" if emulate else "cuda"
+        self.last_seconds: Optional[List[float]] = None
+        source = self.artifact.cu_source
+        if source is None:
+            raise ArtifactError("this artifact has no CUDA source (section .rvvkit.cu): it was "
+                                "built by an older rvvkit; rebuild it with this one "
+                                "(`rvvkit build model.onnx`)", section=".rvvkit.cu")
+        if not emulate:
+            ok, why = cuda_available()
+            if not ok:  # before compiling: nvcc takes long and the result could not run
+                raise ExecutionError(why)
+        import cffi
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(CDEF)
+        if emulate:
+            self.compiler = resolve_host_cxx(compiler)
+            self._build = lambda: compile_cu_emulated(source, self.compiler, use_cache=use_cache)
+        else:
+            self.compiler = resolve_nvcc(nvcc)
+            flags = nvcc_flags(native=True)
+            self._build = lambda: compile_cu(source, self.compiler, flags, use_cache=use_cache)
+        self.so_path = self._build()
+        self.lib = self._dlopen()
+        self._check_object()
+        self.device_name = self._device_name()
+        self._allocate()
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def _dlopen(self):
+        try:
+            return self.ffi.dlopen(str(self.so_path))
+        except OSError:
+            evict(self.so_path)  # a cache entry that does not load is a miss: rebuild once
+            self.so_path = self._build()
+            return self.ffi.dlopen(str(self.so_path))
+
+    def _check_object(self) -> None:
+        lib, meta = self.lib, self.artifact.meta
+        if lib.rvvkit_abi_version() != ABI_VERSION:
+            raise ExecutionError(f"the CUDA object speaks ABI {lib.rvvkit_abi_version()}, this "
+                                 f"rvvkit ABI {ABI_VERSION}: rebuild the artifact")
+        got = (lib.rvvkit_arena_floats(), lib.rvvkit_weights_floats(), lib.rvvkit_num_steps(),
+               lib.rvvkit_num_inputs(), lib.rvvkit_num_outputs())
+        want = (meta["memory"]["arena_floats"], self.artifact.weights_array().size,
+                len(self.steps), len(self.inputs), len(self.outputs))
+        if got != want:
+            raise ExecutionError("compiled CUDA kernels disagree with the artifact's meta "
+                                 f"(arena, weights, steps, inputs, outputs: {got} vs {want})")
+        count = lib.rvvkit_cuda_device_count()
+        if count <= 0:
+            raise ExecutionError(f"{NO_DEVICE}: the CUDA runtime in {self.so_path.name} "
+                                 "reports no devices")
+
+    def _device_name(self) -> str:
+        buf = self.ffi.new("char[]", 256)
+        if self.lib.rvvkit_cuda_device_name(buf, 256) != 0:
+            return "CUDA device"
+        return self.ffi.string(buf).decode("utf-8", "replace")
+
+    def _alloc(self, n_floats: int, what: str):
+        nbytes = 4 * max(int(n_floats), 1)  # a zero-byte allocation may come back NULL
+        ptr = self.lib.rvvkit_cuda_alloc(nbytes)
+        if ptr == self.ffi.NULL:
+            raise ExecutionError(f"cannot allocate {nbytes} bytes of device memory for {what} "
+                                 f"on {self.device_name}")
+        self._buffers.append(ptr)
+        return self.ffi.cast("float *", ptr)
+
+    def _allocate(self) -> None:
+        weights = np.ascontiguousarray(self.artifact.weights_array(), dtype=np.float32)
+        self._w = self._alloc(weights.size, "the weights")
+        if weights.size:
+            self._upload(self._w, weights, "weights upload")
+        self._a = self._alloc(self.artifact.meta["memory"]["arena_floats"], "the arena")
+        self._in = [self._alloc(int(np.prod(s)), f"input {n!r}") for n, s in self.inputs]
+        self._out = [self._alloc(int(np.prod(s)), f"output {n!r}") for n, s in self.outputs]
+        self._in_ptrs = self.ffi.new("const float *[]", self._in or [self.ffi.NULL])
+        self._out_ptrs = self.ffi.new("float *[]", self._out or [self.ffi.NULL])
+
+    # -- transfers and errors ---------------------------------------------------------------
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            text = self.ffi.string(self.lib.rvvkit_cuda_error_string(rc)).decode("utf-8",
+                                                                                  "replace")
+            raise ExecutionError(f"{what} failed on {self.device_name}: CUDA error {rc} "
+                                 f"({text})")
+
+    def _upload(self, dst, arr: np.ndarray, what: str) -> None:
+        self._check(self.lib.rvvkit_cuda_upload(dst, self.ffi.from_buffer(arr), arr.nbytes),
+                    what)
+
+    def _upload_inputs(self, feeds: Mapping[str, np.ndarray]) -> None:
+        for (name, _), dev, arr in zip(self.inputs, self._in, self.validate(feeds)):
+            self._upload(dev, arr, f"upload of input {name!r}")
+
+    def _download_outputs(self) -> Dict[str, np.ndarray]:
+        result = {}
+        for (name, shape), dev in zip(self.outputs, self._out):
+            host = np.empty(shape, np.float32)
+            self._check(self.lib.rvvkit_cuda_download(self.ffi.from_buffer(host), dev,
+                                                      host.nbytes),
+                        f"download of output {name!r}")
+            result[name] = host
+        return result
+
+    def _live(self) -> None:
+        if self.lib is None or not self._buffers:
+            raise ExecutionError("this CUDA session is closed")
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, feeds: Mapping[str, np.ndarray], *, timed: bool = False
+            ) -> Dict[str, np.ndarray]:
+        """Outputs for `feeds`; timed=True also sets last_seconds (per-step device time)."""
+        self._live()
+        self._upload_inputs(feeds)
+        if timed:
+            secs = self.ffi.new("double[]", max(len(self.steps), 1))
+            self._check(self.lib.rvvkit_run_timed(self._w, self._a, self._in_ptrs,
+                                                  self._out_ptrs, secs), "rvvkit_run_timed")
+            self.last_seconds = [secs[i] for i in range(len(self.steps))]
+        else:
+            self._check(self.lib.rvvkit_run(self._w, self._a, self._in_ptrs, self._out_ptrs),
+                        "rvvkit_run")
+        return self._download_outputs()
+
+    def prepare(self, feeds: Mapping[str, np.ndarray]):
+        """Upload `feeds` once; run_prepared then runs on the device buffers (benchmarks)."""
+        self._live()
+        self._upload_inputs(feeds)
+        return self._in_ptrs, self._out_ptrs
+
+    def run_prepared(self, prepared) -> None:
+        """One inference on the buffers of prepare(), synchronised, no copies."""
+        self._check(self.lib.rvvkit_run(self._w, self._a, prepared[0], prepared[1]),
+                    "rvvkit_run")
+
+    def latency(self, feeds: Mapping[str, np.ndarray], repeat: int = 10,
+                warmup: int = 2) -> Dict:
+        """Median wall time of one synchronised inference, inputs already on the device."""
+        from ..bench import host_latency
+        return host_latency(self, feeds, repeat, warmup)
+
+    def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> List[Dict]:
+        """Per-step mean device seconds (CUDA events) over `repeat` runs after a warm-up."""
+        prepared = self.prepare(feeds)
+        self.run_prepared(prepared)  # warm-up: module load, first-touch allocations
+        n = len(self.steps)
+        secs = self.ffi.new("double[]", max(n, 1))
+        for _ in range(max(repeat, 1)):
+            self._check(self.lib.rvvkit_run_timed(self._w, self._a, prepared[0], prepared[1],
+                                                  secs), "rvvkit_run_timed")
+        self.last_seconds = [secs[i] / max(repeat, 1) for i in range(n)]
+        return [{"step": i, "kernel": s["kernel"], "node": s["node"], "op": s["op"],
+                 "macs": s["macs"], "seconds": self.last_seconds[i]}
+                for i, s in enumerate(self.steps)]
+
+    def close(self) -> None:
+        """Free the device buffers (idempotent); the object stays loaded (cffi cannot unload
+        it safely while other sessions may share it)."""
+        buffers, self._buffers = self._buffers, []
+        if self.lib is None:
+            return
+        for ptr in buffers:
+            self.lib.rvvkit_cuda_free(ptr)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
