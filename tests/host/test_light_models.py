@@ -43,10 +43,11 @@ def _reference(path: str, feeds):
     return outs
 
 
-def _rvvkit(path: str, feeds):
+def _rvvkit(path: str, feeds, on: str, check_artifact):
     import rvvkit
     art = rvvkit.build(path)
-    sess = rvvkit.load(art, on="host")
+    check_artifact(art)
+    sess = rvvkit.load(art, on=on)
     del art
     with sess:
         return sess.run(feeds)
@@ -54,6 +55,12 @@ def _rvvkit(path: str, feeds):
 
 @pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_light_model_matches_onnxruntime(name, tmp_path):
+    check_light_model(name, tmp_path, "host")
+
+
+def check_light_model(name: str, tmp_path, on: str, check_artifact=lambda art: None) -> None:
+    """Build light model `name`, run it `on` an executor and compare with onnxruntime;
+    `check_artifact` sees the artifact first (the CUDA tests compile its .cu with nvcc)."""
     import onnx
     model = light_model(name, SEED)
     feeds = sample_inputs(model, SEED)
@@ -65,7 +72,7 @@ def test_light_model_matches_onnxruntime(name, tmp_path):
     try:
         ref = _reference(path, feeds)
         gc.collect()
-        ours = _rvvkit(path, feeds)
+        ours = _rvvkit(path, feeds, on, check_artifact)
     finally:
         os.remove(path)  # VGG19's is 550 MB; pytest keeps tmp dirs of recent runs
         gc.collect()
@@ -78,6 +85,7 @@ def test_light_model_matches_onnxruntime(name, tmp_path):
         if out_name == logits:
             atol = max(ATOL, LOGITS_SCALE_ATOL * float(np.abs(want).max()))
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=atol,
-                                   err_msg=f"{name}: output {out_name!r}")
+                                   err_msg=f"{name} on {on}: output {out_name!r}")
         assert int(np.argmax(got)) == int(np.argmax(want)), \
-            f"{name}/{out_name}: argmax {np.argmax(got)} != onnxruntime's {np.argmax(want)}"
+            f"{name}/{out_name} on {on}: argmax {np.argmax(got)} != onnxruntime's " \
+            f"{np.argmax(want)}"
