@@ -15,7 +15,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from .artifact import Artifact
-from .errors import CompileError, InputError, RvvkitError
+from .errors import (BoardConnectionError, CompileError, ExecutorUnavailable, InputError,
+                     RvvkitError)
 from .reference import Reference, run_reference
 from .scoring import score
 
@@ -140,11 +141,12 @@ def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: D
     t0 = time.perf_counter()
     try:
         sess = open_session(art, on=target.on, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any failure to start is a row, never a traceback
-        # The generated code being rejected is a defect to report; anything else at this
-        # stage (no device, compiler, QEMU or board) means the path is not available here.
-        status = "failed" if isinstance(exc, CompileError) else "skipped"
-        return dict(row, status=status, reason=_first_line(exc), detail=str(exc))
+    except RvvkitError as exc:
+        # A path this machine cannot run (no device, compiler, QEMU or board) is skipped;
+        # anything else at this stage (generated code rejected, bad artifact) is a defect.
+        skip = isinstance(exc, (ExecutorUnavailable, BoardConnectionError))
+        return dict(row, status="skipped" if skip else "failed", reason=_first_line(exc),
+                    detail=str(exc))
     row["ready_s"] = round(time.perf_counter() - t0, 3)
     with sess:
         try:
@@ -152,7 +154,7 @@ def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: D
                 + (", counting instructions" if target.on == "qemu" and count else "") + ")")
             row.update(score(sess.run(feeds), ref.outputs, rtol=rtol, atol=atol))
             row.update(_measure(sess, feeds, repeat, warmup, count))
-        except Exception as exc:  # noqa: BLE001
+        except RvvkitError as exc:
             return dict(row, status="failed", reason=_first_line(exc), detail=str(exc))
     if row.get("latency_ms") and ref.latency_ms and ref.kind != "onnx":
         row["vs_reference"] = row["latency_ms"] / ref.latency_ms

@@ -40,7 +40,13 @@ class ArtifactError(RvvkitError):
         super().__init__(message)
 
 
-class CompilerNotFound(RvvkitError):
+class ExecutorUnavailable(RvvkitError):
+    """An executor cannot run on this machine: no CUDA device, no QEMU or sysroot, no
+    compiler. Not a defect of the model or of rvvkit; `rvvkit compare` lists such paths as
+    skipped."""
+
+
+class CompilerNotFound(ExecutorUnavailable):
     """No usable compiler for the requested target."""
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..artifact import Artifact
 from ..codegen.c import ABI_VERSION
-from ..errors import ArtifactError, CompilerNotFound, ExecutionError
+from ..errors import ArtifactError, CompilerNotFound, ExecutionError, ExecutorUnavailable
 from ..jit import (compile_cu, compile_cu_emulated, evict, nvcc_flags, nvcc_version,
                    resolve_host_cxx, resolve_nvcc)
 from .session import Session
@@ -102,13 +102,16 @@ class CudaSession(Session):
         self.last_seconds: Optional[List[float]] = None
         source = self.artifact.cu_source
         if source is None:
+            why = (self.artifact.meta.get("cuda") or {}).get("reason")
+            if why:    # the build could not express a kernel in CUDA: nothing to run here
+                raise ExecutorUnavailable(f"this artifact has no CUDA source: {why}")
             raise ArtifactError("this artifact has no CUDA source (section .rvvkit.cu): it was "
                                 "built by an older rvvkit; rebuild it with this one "
                                 "(`rvvkit build model.onnx`)", section=".rvvkit.cu")
         if not emulate:
             ok, why = cuda_available()
             if not ok:  # before compiling: nvcc takes long and the result could not run
-                raise ExecutionError(why)
+                raise ExecutorUnavailable(why)
         import cffi
         self.ffi = cffi.FFI()
         self.ffi.cdef(CDEF)
@@ -149,7 +152,7 @@ class CudaSession(Session):
                                  f"(arena, weights, steps, inputs, outputs: {got} vs {want})")
         count = lib.rvvkit_cuda_device_count()
         if count <= 0:
-            raise ExecutionError(f"{NO_DEVICE}: the CUDA runtime in {self.so_path.name} "
+            raise ExecutorUnavailable(f"{NO_DEVICE}: the CUDA runtime in {self.so_path.name} "
                                  "reports no devices")
 
     def _device_name(self) -> str:

@@ -25,7 +25,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..artifact import Artifact
-from ..errors import ExecutionError, RvvkitError
+from ..errors import ExecutionError, ExecutorUnavailable, RvvkitError
 from ..jit import resolve_compiler
 from .runner import build_kernels, build_runner, describe_exit
 from .session import Session
@@ -66,7 +66,7 @@ def resolve_qemu(qemu: Optional[str] = None) -> str:
         qemu, source = "qemu-riscv64", "PATH"
     found = shutil.which(qemu)
     if not found:
-        raise RvvkitError(f"QEMU not found: {qemu!r} (from {source}) is not an executable "
+        raise ExecutorUnavailable(f"QEMU not found: {qemu!r} (from {source}) is not an executable "
                           "file; run scripts/setup.sh (installs qemu-user) or set RVVKIT_QEMU "
                           "to the path of qemu-riscv64")
     return os.path.abspath(found)
@@ -91,7 +91,7 @@ def resolve_sysroot() -> str:
     Debian's cross sysroot."""
     root = os.environ.get("RVVKIT_SYSROOT", "").strip() or DEFAULT_SYSROOT
     if not os.path.isdir(root):
-        raise RvvkitError(f"riscv64 sysroot {root!r} not found; run scripts/setup.sh "
+        raise ExecutorUnavailable(f"riscv64 sysroot {root!r} not found; run scripts/setup.sh "
                           "(installs libc6-dev-riscv64-cross) or set RVVKIT_SYSROOT")
     return root
 

@@ -11,7 +11,7 @@ from conftest import run_ort
 from cuda_support import (GPU_OK, assert_close, convnet, feeds_for, hand_source, needs_gpu,
                           needs_nvcc, relu_model, two_input_model, with_cu)
 from rvvkit.bench import bench
-from rvvkit.errors import ArtifactError, ExecutionError, InputError
+from rvvkit.errors import ArtifactError, ExecutionError, ExecutorUnavailable, InputError
 from rvvkit.runtime import EXECUTORS, open_session
 from rvvkit.runtime.cuda import CudaSession, cuda_available
 
@@ -122,7 +122,7 @@ def test_abi_mismatch(arts):
 
 def test_no_device_reported_by_the_object(arts):
     art = arts["relu"][1]
-    with pytest.raises(ExecutionError) as info:
+    with pytest.raises(ExecutorUnavailable) as info:
         CudaSession(with_cu(art, hand_source(art, devices=0)), emulate=True)
     assert str(info.value).startswith("no CUDA device")
 
@@ -141,7 +141,7 @@ def test_cuda_error_codes_become_execution_errors(arts):
 def test_without_a_gpu_the_cuda_executor_says_so(arts):
     ok, why = cuda_available()
     assert not ok and why.startswith("no CUDA device")
-    with pytest.raises(ExecutionError) as info:
+    with pytest.raises(ExecutorUnavailable) as info:
         rvvkit.load(arts["relu"][1], on="cuda")
     assert str(info.value).startswith("no CUDA device")
 

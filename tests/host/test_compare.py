@@ -15,7 +15,7 @@ from onnx import helper
 import rvvkit
 from conftest import make_model, rand
 from rvvkit.compare import compare, parse_paths
-from rvvkit.errors import CompileError, InputError
+from rvvkit.errors import CompileError, ExecutionError, InputError
 from rvvkit.runtime.cuda import cuda_available
 
 node = helper.make_node
@@ -110,7 +110,7 @@ def test_failed_paths_are_rows_not_exceptions(monkeypatch):
         sess = real(art, on=on, **kw)
         if on == "cuda-emu":
             def crash(feeds):
-                raise RuntimeError("kernel crashed")
+                raise ExecutionError("kernel crashed")
             sess.run = crash
         return sess
     monkeypatch.setattr(runtime, "open_session", fake)
@@ -120,10 +120,10 @@ def test_failed_paths_are_rows_not_exceptions(monkeypatch):
     assert qemu["status"] == "failed" and "error: bad thing" in qemu["reason"]
     assert "command: clang-16 model.c" in qemu["detail"]
     emu = _row(res, "cuda-emu")
-    assert emu["status"] == "failed" and emu["reason"] == "RuntimeError: kernel crashed"
+    assert emu["status"] == "failed" and emu["reason"] == "kernel crashed"
     assert _row(res, "host")["status"] == "ok"  # the paths after a failure still ran
     assert not res.passed
-    assert "cuda-emu: failed (RuntimeError: kernel crashed)" in said
+    assert "cuda-emu: failed (kernel crashed)" in said
 
 
 def test_missing_qemu_is_skipped(monkeypatch):
