@@ -56,6 +56,12 @@ def cmd_inspect(args) -> int:
     if args.source:
         sys.stdout.write(art.c_source)
         return 0
+    if args.cuda_source:
+        if art.cu_source is None:
+            why = (art.meta.get("cuda") or {}).get("reason", "built without it")
+            raise RvvkitError(f"{args.artifact} has no CUDA source: {why}")
+        sys.stdout.write(art.cu_source)
+        return 0
     meta = art.meta
     if args.json:
         doc = dict(meta, sections=art.sections())
@@ -280,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = i.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="machine-readable meta + sections")
     g.add_argument("--source", action="store_true", help="print the generated C")
+    g.add_argument("--cuda-source", action="store_true",
+                   help="print the generated CUDA (the same plan, run by --on cuda)")
     i.set_defaults(func=cmd_inspect)
 
     r = sub.add_parser("run", help="run an artifact on inputs and write outputs")

@@ -184,15 +184,38 @@ def local_report() -> List[Section]:
         except RvvkitError as exc:
             qrows.append(("problem", _first_line(str(exc))))
         sections.append(("QEMU", qrows))
-        gpu = _tool_version(["nvidia-smi", "-L"])
-        sections.append(("CUDA", [("nvcc", _tool_version(["nvcc", "--version"], last=True)
-                                   or "not found"), ("GPU", gpu or "none (no nvidia-smi)")]))
+        sections.append(("CUDA", _cuda_rows()))
         env = [(k, v) for k, v in sorted(os.environ.items())
                if k.startswith("RVVKIT_") or k == "TVM_RVV_COMPILER"]
         sections.append(("rvvkit settings", [("cache", str(cache_dir()))] + _ssh_files() + env))
         return sections
     finally:
         shell.close()
+
+
+def _cuda_rows() -> Rows:
+    """nvcc, GPU presence (asked of the driver, as `--on cuda` does) and the emulator's
+    compiler: what `--on cuda` and `--on cuda-emu` would use here."""
+    from .jit.nvcc import nvcc_version, resolve_host_cxx, resolve_nvcc
+    from .runtime.cuda import cuda_available
+    rows: Rows = []
+    nvcc = None
+    try:
+        nvcc = resolve_nvcc()
+        rows.append(("nvcc", f"{nvcc.path}: release {nvcc_version(nvcc)} (RVVKIT_NVCC overrides)"))
+    except RvvkitError as exc:
+        rows.append(("nvcc", f"not found: {_first_line(str(exc))}"))
+    ok, why = cuda_available()
+    gpus = _tool_version(["nvidia-smi", "-L"]) if ok else ""
+    rows.append(("GPU", (gpus or why) if ok else why))
+    cuda = "ready" if ok and nvcc else ("unavailable: " + (why if not ok else "no nvcc"))
+    rows.append(("--on cuda", cuda))
+    try:
+        cxx = resolve_host_cxx()
+        rows.append(("--on cuda-emu", f"ready: CPU emulator built with {cxx.path}"))
+    except RvvkitError as exc:
+        rows.append(("--on cuda-emu", f"unavailable: {_first_line(str(exc))}"))
+    return rows
 
 
 def _ssh_files() -> Rows:

@@ -108,6 +108,15 @@ def test_inspect_source(artifact):
     assert "rvvkit_run" in proc.stdout and "#include" in proc.stdout
 
 
+def test_inspect_cuda_source(artifact):
+    proc = cli("inspect", artifact, "--cuda-source")
+    assert proc.returncode == 0, proc.stderr
+    assert "__global__" in proc.stdout and "rvvkit_cuda_alloc" in proc.stdout
+    doc = json.loads(cli("inspect", artifact, "--json").stdout)
+    assert ".rvvkit.cu" in {s["name"] for s in doc["sections"]}
+    assert doc["cuda"] == {"available": True}
+
+
 # ---------------------------------------------------------------------------------------------
 # run
 
