@@ -22,6 +22,34 @@ def _private_rvvkit_cache(tmp_path_factory):
     mp.undo()
 
 
+# Variables that change what the JIT builds: the JIT tests start from none of them.
+JIT_ENV = ("RVVKIT_NO_CACHE", "RVVKIT_CFLAGS", "RVVKIT_COMPILER", "TVM_RVV_COMPILER",
+           "RVVKIT_NVCC", "RVVKIT_NVCC_FLAGS")
+
+
+@pytest.fixture
+def private_jit_cache(tmp_path, monkeypatch):
+    """An empty cache of the test's own and a JIT environment without user settings."""
+    for var in JIT_ENV:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RVVKIT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def compile_counter(monkeypatch):
+    """The argv of every real compiler run during the test."""
+    from rvvkit.jit import build
+    calls = []
+    real = build.run_compiler
+
+    def counting(cmd, cwd, timeout):
+        calls.append(list(cmd))
+        return real(cmd, cwd, timeout)
+    monkeypatch.setattr(build, "run_compiler", counting)
+    return calls
+
+
 # ---------------------------------------------------------------------------------------------
 # Model construction
 

@@ -10,33 +10,17 @@ grid-stride and block-stride loops take more than one trip.
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
-from pathlib import Path
 
-import cffi
 import numpy as np
 import pytest
 
-import rvvkit
 from rvvkit.codegen.act import Act
 from rvvkit.codegen.cuda import elementwise as cew
 from rvvkit.codegen.cuda import pool as cpool
-from rvvkit.codegen.cuda.render import launcher_body
 from rvvkit.codegen.kernels import elementwise as ew
 from rvvkit.codegen.kernels import layout, pool
+from kernel_harness import EmuLib, lower, nvcc_compiles
 
-EMU = Path(rvvkit.__file__).parent / "runtime_c" / "rvk_cuda_emu.h"
-GEN = {"nary": cew.nary, "unary": cew.unary, "affine": cew.affine, "copy": cew.copy,
-       "transpose": cew.transpose, "concat": cew.concat, "pool": cpool.pool,
-       "global_pool": cpool.global_pool, "lrn": cpool.lrn, "softmax": cpool.softmax}
-HDR = """#if defined(__CUDACC__)
-#include <cuda_runtime.h>
-#define RVK_LAUNCH(kern, grid, block, args) kern<<<(grid), (block)>>> args
-#endif
-#include <math.h>
-#define RVK_API extern "C" __attribute__((visibility("default")))
-"""
 RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
 LEAKY, SIG, TANH = Act("leaky_relu", (0.1,)), Act("sigmoid"), Act("tanh")
 
@@ -215,20 +199,6 @@ SMALL = small_grid_cases()
 # translation unit
 
 
-def lower(low):
-    k = low.kernel
-    return GEN[k.spec["op"]](k.spec, k)
-
-
-def translation_unit(kernels_and_cuda) -> str:
-    support, parts = {}, []
-    for i, (k, ck) in enumerate(kernels_and_cuda):
-        for name, text in ck.support.items():
-            assert support.setdefault(name, text) == text, f"support {name} differs"
-        parts.append(f"{k.signature(f'k{i}')} {{\n{launcher_body(k, ck)}\n}}\n")
-    return HDR + "\n".join(support.values()) + "\n\n" + "\n".join(parts)
-
-
 @pytest.fixture(scope="module")
 def all_cases():
     lowered = [(low.kernel, lower(low)) for _, low, _, _ in CASES]
@@ -240,41 +210,12 @@ def all_cases():
     return CASES + SMALL, lowered
 
 
-class EmuLib:
-    def __init__(self, all_cases, tmp: Path):
-        self.cases, lowered = all_cases
-        src = tmp / "kernels.cu"
-        src.write_text(translation_unit(lowered))
-        so = tmp / "kernels.so"
-        cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-x", "c++",
-               "-include", str(EMU), "-shared", "-fPIC", str(src), "-o", str(so)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-        self.ffi = cffi.FFI()
-        for i, (k, _) in enumerate(lowered):
-            n = len(k.params) + (1 if k.workspace else 0)
-            self.ffi.cdef(f"void k{i}({', '.join(['float *'] * n)});")
-        self.lib = self.ffi.dlopen(str(so))
-        self.kernels = [k for k, _ in lowered]
-
-    def run(self, i, inputs, out_shape):
-        k = self.kernels[i]
-        arrs = [np.ascontiguousarray(a, np.float32) for a in inputs]
-        y = np.full(out_shape, np.nan, np.float32)   # unwritten outputs show up
-        arrs.append(y)
-        if k.workspace:
-            arrs.append(np.full(k.workspace, np.nan, np.float32))
-        getattr(self.lib, f"k{i}")(*[self.ffi.cast("float *", a.ctypes.data) for a in arrs])
-        return y
-
-
 @pytest.fixture(scope="module")
 def emu(all_cases, tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not found")
-    if not EMU.exists():
-        pytest.skip("CUDA emulator header not found")
-    return EmuLib(all_cases, tmp_path_factory.mktemp("cuda-emu"))
+    cases, lowered = all_cases
+    lib = EmuLib(lowered, tmp_path_factory.mktemp("cuda-emu"))
+    lib.cases = cases
+    return lib
 
 
 @pytest.mark.parametrize("idx", range(len(CASES + SMALL)), ids=[c[0] for c in CASES + SMALL])
@@ -300,16 +241,6 @@ def test_large_shapes_use_64_bit_indices():
 
 
 def test_nvcc_compiles_warning_free(all_cases, tmp_path):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found")
     _, lowered = all_cases
-    big = ew.copy(3_000_000_000).kernel    # the 64-bit index path compiles too
-    lowered = lowered + [(big, GEN["copy"](big.spec, big))]
-    src = tmp_path / "kernels.cu"
-    src.write_text(translation_unit(lowered))
-    cmd = [nvcc, "-std=c++17", "-c", "-Xcompiler", "-fPIC,-Wall,-Wextra", "-Werror",
-           "all-warnings", str(src), "-o", str(tmp_path / "kernels.o")]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    assert "warning" not in (res.stdout + res.stderr).lower(), res.stdout + res.stderr
+    big = ew.copy(3_000_000_000)    # the 64-bit index path compiles too
+    nvcc_compiles(lowered + [(big.kernel, lower(big))], tmp_path)

@@ -12,29 +12,14 @@ batch > 1.
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
-
-import cffi
 import numpy as np
 import pytest
 
-import rvvkit
 from conftest import conv_ref
 from rvvkit.codegen.act import Act
-from rvvkit.codegen.cuda import gemm as cgemm
 from rvvkit.codegen.kernels import conv, gemm
+from kernel_harness import EmuLib, lower, nvcc_compiles
 
-EMU = Path(rvvkit.__file__).parent / "runtime_c" / "rvk_cuda_emu.h"
-GEN = {"conv": cgemm.conv, "gemm": cgemm.gemm, "matmul": cgemm.matmul}
-HDR = """#if defined(__CUDACC__)
-#include <cuda_runtime.h>
-#define RVK_LAUNCH(kern, grid, block, args) kern<<<(grid), (block)>>> args
-#endif
-#include <math.h>
-#define RVK_API extern "C" __attribute__((visibility("default")))
-"""
 RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
 LEAKY, SIG, TANH = Act("leaky_relu", (0.1,)), Act("sigmoid"), Act("tanh")
 
@@ -144,82 +129,26 @@ CASES = cases()
 # translation unit
 
 
-def lower(low):
-    k = low.kernel
-    return GEN[k.spec["op"]](k.spec, k)
-
-
-def translation_unit(kernels_and_cuda) -> str:
-    support, parts = {}, []
-    for i, (k, ck) in enumerate(kernels_and_cuda):
-        for name, text in ck.support.items():
-            assert support.setdefault(name, text) == text, f"support {name} differs"
-        ws = "  (void)ws;\n" if k.workspace else ""     # as the CUDA emitter does
-        parts.append(f"{k.signature(f'k{i}')} {{\n{ws}{ck.body}\n}}\n")
-    return HDR + "\n".join(support.values()) + "\n\n" + "\n".join(parts)
-
-
 @pytest.fixture(scope="module")
 def lowered():
     return [(low.kernel, lower(low)) for _, low, _, _ in CASES]
 
 
-class EmuLib:
-    def __init__(self, lowered, tmp: Path):
-        src = tmp / "kernels.cu"
-        src.write_text(translation_unit(lowered))
-        so = tmp / "kernels.so"
-        cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-x", "c++",
-               "-include", str(EMU), "-shared", "-fPIC", str(src), "-o", str(so)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-        self.ffi = cffi.FFI()
-        for i, (k, _) in enumerate(lowered):
-            n = len(k.params) + (1 if k.workspace else 0)
-            self.ffi.cdef(f"void k{i}({', '.join(['float *'] * n)});")
-        self.lib = self.ffi.dlopen(str(so))
-        self.kernels = [k for k, _ in lowered]
-
-    def run(self, i, low, inputs, out_shape):
-        arrs = [np.ascontiguousarray(a, np.float32) for a in inputs]
-        for j, fn in (low.transforms or {}).items():      # build-time weight packing
-            arrs[j] = np.ascontiguousarray(fn(arrs[j]), np.float32)
-        y = np.full(out_shape, np.nan, np.float32)         # unwritten outputs show up
-        arrs.append(y)
-        if self.kernels[i].workspace:
-            arrs.append(np.full(self.kernels[i].workspace, np.nan, np.float32))
-        getattr(self.lib, f"k{i}")(*[self.ffi.cast("float *", a.ctypes.data) for a in arrs])
-        return y
-
-
 @pytest.fixture(scope="module")
 def emu(lowered, tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not found")
-    if not EMU.exists():
-        pytest.skip("CUDA emulator header not found")
     return EmuLib(lowered, tmp_path_factory.mktemp("cuda-emu-gemm"))
 
 
 @pytest.mark.parametrize("idx", range(len(CASES)), ids=[c[0] for c in CASES])
 def test_numerics_under_emulator(emu, idx):
     name, low, inputs, want = CASES[idx]
-    got = emu.run(idx, low, inputs, np.shape(want))
+    got = emu.run(idx, inputs, np.shape(want), low.transforms)
     scale = max(1.0, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale, err_msg=name)
 
 
 def test_nvcc_compiles_warning_free(lowered, tmp_path):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found")
-    src = tmp_path / "kernels.cu"
-    src.write_text(translation_unit(lowered))
-    cmd = [nvcc, "-std=c++17", "-c", "-Xcompiler", "-fPIC,-Wall,-Wextra", "-Werror",
-           "all-warnings", str(src), "-o", str(tmp_path / "kernels.o")]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    assert "warning" not in (res.stdout + res.stderr).lower(), res.stdout + res.stderr
+    nvcc_compiles(lowered, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------

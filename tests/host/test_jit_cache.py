@@ -18,24 +18,14 @@ needs = lambda exe: pytest.mark.skipif(shutil.which(exe) is None, reason=f"{exe}
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    for var in ("RVVKIT_NO_CACHE", "RVVKIT_CFLAGS", "RVVKIT_COMPILER", "TVM_RVV_COMPILER"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("RVVKIT_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache"
+def private_cache(private_jit_cache):
+    return private_jit_cache
 
 
 @pytest.fixture
-def counter(monkeypatch):
+def counter(compile_counter):
     """Counts real compiler runs."""
-    calls = []
-    real = build.run_compiler
-
-    def counting(cmd, cwd, timeout):
-        calls.append(list(cmd))
-        return real(cmd, cwd, timeout)
-    monkeypatch.setattr(build, "run_compiler", counting)
-    return calls
+    return compile_counter
 
 
 def call_add(so_path, a=2, b=40):
