@@ -116,7 +116,11 @@ template <class F>
 inline void rvk_emu_launch(dim3 grid, dim3 block, F f) {
     const std::function<void()> fn(f);
     const int n = (int)(block.x * block.y * block.z);
-    if (n <= 0 || n > 1024) rvk_emu::fail("block size out of range (1..1024 threads)");
+    /* the launch limits of every CUDA GPU: a launch the emulator accepts must launch there */
+    if (n <= 0 || n > 1024 || block.z > 64) rvk_emu::fail("block shape out of CUDA's limits");
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535u ||
+        grid.z > 65535u)
+        rvk_emu::fail("grid shape out of CUDA's limits");
     rvk_emu::body = &fn;
     rvk_emu::fibers.resize((size_t)n);
     if (rvk_emu::stacks.size() < (size_t)n * rvk_emu::STACK_BYTES)
