@@ -56,6 +56,7 @@ def _onnxruntime(model, feeds: Mapping[str, np.ndarray], names: List[str], repea
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
+    so.log_severity_level = 3   # errors only: its warnings (unused initializers) are not ours
     src = os.fspath(model) if isinstance(model, (str, os.PathLike)) else \
         (model if isinstance(model, bytes) else model.SerializeToString())
     try:

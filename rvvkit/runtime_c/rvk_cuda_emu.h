@@ -7,8 +7,10 @@
  * plain statics (one block is live at a time) and makes missing barriers visible: a thread runs
  * until its next barrier before any other thread starts, so reading shared data another thread
  * has not written yet, or overwriting data another thread has not read yet, gives wrong
- * results instead of passing by luck. A barrier reached by some threads of a block while
- * others have exited is reported and aborts (undefined behaviour on a GPU).
+ * results instead of passing by luck. RVK_CUDA_EMU_ORDER=reverse runs the threads of every
+ * phase last to first, which exposes the mirror-image mistakes (reading what a lower-numbered
+ * thread writes); the kernel tests run both orders. A barrier reached by some threads of a
+ * block while others have exited is reported and aborts (undefined behaviour on a GPU).
  *
  * Only the subset of CUDA that rvvkit's generators use is provided: thread/block indices,
  * __syncthreads, static __shared__ arrays, kernel launches through RVK_LAUNCH, and the runtime
@@ -78,8 +80,13 @@ inline void trampoline() {
     std::abort();
 }
 
+inline bool reverse_order() {
+    const char *order = std::getenv("RVK_CUDA_EMU_ORDER");
+    return order && std::strcmp(order, "reverse") == 0;
+}
+
 /* Runs every thread of the current block to its next barrier (or its end), until all end. */
-inline void run_block(int n) {
+inline void run_block(int n, bool reverse) {
     for (int i = 0; i < n; ++i) {
         Fiber &f = fibers[(size_t)i];
         getcontext(&f.ctx);
@@ -90,7 +97,8 @@ inline void run_block(int n) {
         f.state = RUNNING;
     }
     for (;;) {
-        for (int i = 0; i < n; ++i) {
+        for (int k = 0; k < n; ++k) {
+            const int i = reverse ? n - 1 - k : k;
             if (fibers[(size_t)i].state == DONE) continue;
             fibers[(size_t)i].state = RUNNING;
             current = i;
@@ -129,13 +137,14 @@ inline void rvk_emu_launch(dim3 grid, dim3 block, F f) {
         rvk_emu::fibers[(size_t)i].tid = dim3((unsigned)i % block.x,
                                               (unsigned)i / block.x % block.y,
                                               (unsigned)i / (block.x * block.y));
+    const bool reverse = rvk_emu::reverse_order();
     gridDim = grid;
     blockDim = block;
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
                 blockIdx = dim3(bx, by, bz);
-                rvk_emu::run_block(n);
+                rvk_emu::run_block(n, reverse);
             }
     rvk_emu::body = nullptr;
 }

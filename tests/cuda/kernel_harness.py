@@ -17,6 +17,7 @@ from rvvkit.codegen.cuda.render import launcher_body
 
 EMU = Path(rvvkit.__file__).parent / "runtime_c" / "rvk_cuda_emu.h"
 # The part of the generated prelude that the kernels need (no plan entry points here).
+ORDERS = ("forward", "reverse")
 HDR = """#if defined(__CUDACC__)
 #include <cuda_runtime.h>
 #define RVK_LAUNCH(kern, grid, block, args) kern<<<(grid), (block)>>> args
@@ -60,8 +61,10 @@ class EmuLib:
         self.lib = self.ffi.dlopen(str(so))
         self.kernels = [k for k, _ in lowered]
 
-    def run(self, i, inputs, out_shape, transforms=None):
-        """Output of case i; `transforms` are the lowering's build-time weight packings."""
+    def run(self, i, inputs, out_shape, transforms=None, order="forward"):
+        """Output of case i; `transforms` are the lowering's build-time weight packings;
+        `order` the emulator's thread order ("reverse" exposes the other half of the missing
+        barriers, see rvk_cuda_emu.h)."""
         arrs = [np.ascontiguousarray(a, np.float32) for a in inputs]
         for j, fn in (transforms or {}).items():
             arrs[j] = np.ascontiguousarray(fn(arrs[j]), np.float32)
@@ -69,7 +72,10 @@ class EmuLib:
         arrs.append(y)
         if self.kernels[i].workspace:
             arrs.append(np.full(self.kernels[i].workspace, np.nan, np.float32))
-        getattr(self.lib, f"k{i}")(*[self.ffi.cast("float *", a.ctypes.data) for a in arrs])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("RVK_CUDA_EMU_ORDER", order)
+            getattr(self.lib, f"k{i}")(*[self.ffi.cast("float *", a.ctypes.data)
+                                         for a in arrs])
         return y
 
 

@@ -19,7 +19,7 @@ from rvvkit.codegen.cuda import elementwise as cew
 from rvvkit.codegen.cuda import pool as cpool
 from rvvkit.codegen.kernels import elementwise as ew
 from rvvkit.codegen.kernels import layout, pool
-from kernel_harness import EmuLib, lower, nvcc_compiles
+from kernel_harness import ORDERS, EmuLib, lower, nvcc_compiles
 
 RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
 LEAKY, SIG, TANH = Act("leaky_relu", (0.1,)), Act("sigmoid"), Act("tanh")
@@ -218,10 +218,11 @@ def emu(all_cases, tmp_path_factory):
     return lib
 
 
+@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("idx", range(len(CASES + SMALL)), ids=[c[0] for c in CASES + SMALL])
-def test_numerics_under_emulator(emu, idx):
+def test_numerics_under_emulator(emu, idx, order):
     name, _, inputs, want = emu.cases[idx]
-    got = emu.run(idx, inputs, np.shape(want))
+    got = emu.run(idx, inputs, np.shape(want), order=order)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=name)
 
 

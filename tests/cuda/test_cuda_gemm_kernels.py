@@ -18,7 +18,7 @@ import pytest
 from conftest import conv_ref
 from rvvkit.codegen.act import Act
 from rvvkit.codegen.kernels import conv, gemm
-from kernel_harness import EmuLib, lower, nvcc_compiles
+from kernel_harness import ORDERS, EmuLib, lower, nvcc_compiles
 
 RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
 LEAKY, SIG, TANH = Act("leaky_relu", (0.1,)), Act("sigmoid"), Act("tanh")
@@ -139,10 +139,11 @@ def emu(lowered, tmp_path_factory):
     return EmuLib(lowered, tmp_path_factory.mktemp("cuda-emu-gemm"))
 
 
+@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("idx", range(len(CASES)), ids=[c[0] for c in CASES])
-def test_numerics_under_emulator(emu, idx):
+def test_numerics_under_emulator(emu, idx, order):
     name, low, inputs, want = CASES[idx]
-    got = emu.run(idx, inputs, np.shape(want), low.transforms)
+    got = emu.run(idx, inputs, np.shape(want), low.transforms, order)
     scale = max(1.0, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale, err_msg=name)
 
