@@ -4,6 +4,11 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Sequence, Tuple
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative integers."""
+    return -(-a // b)
+
+
 def strides_of(shape: Sequence[int]) -> List[int]:
     out, acc = [], 1
     for d in reversed(shape):

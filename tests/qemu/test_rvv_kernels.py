@@ -31,7 +31,8 @@ from rvvkit.codegen.act import Act
 from rvvkit.codegen.kernels import elementwise as ew
 from rvvkit.codegen.kernels import layout, pool
 from rvvkit.codegen.kernels.conv import conv2d
-from rvvkit.codegen.kernels.gemm import gemm, matmul, rvv_uk_plan
+from rvvkit.codegen.kernels.gemm import gemm, matmul
+from rvvkit.codegen.kernels.gemm_rvv import uk_plan
 
 SYSROOT = Path("/usr/riscv64-linux-gnu")
 QEMU = shutil.which("qemu-riscv64")
@@ -526,7 +527,7 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
             # (clang propagates a constant kb = 1 into a kernel only used with K = 1: vfmul)
             assert re.search(r"vf(macc|mul)\.vf", text) and "flw" in text, name
             fmacc += "vfmacc.vf" in text
-            for _, lmul in rvv_uk_plan(mr, nr, ind):
+            for _, lmul in uk_plan(mr, nr, ind):
                 assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
             assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
     assert seen >= 5 and fmacc >= seen - 2
