@@ -23,9 +23,9 @@ the epilogue and the strided packer have vector bodies that read and write exact
 panels and tiles, so packing, tiling and the build-time weight transforms stay shared with x86.
 The micro-kernel is register-blocked: per column strip of vl = min(NR - j0, VLMAX) columns and
 row group of R rows it keeps R accumulators of LMUL registers and does, per k, one vle32 of b,
-R scalar loads of a and R vfmacc.vf (gemm_rvv.py). LMUL is picked at run time from VLEN (uk_plan): the
-widest strip that still holds NR columns with enough rows per group, so the kernel's width
-scales with VLEN up to NR.
+R scalar loads of a and R vfmacc.vf (bodies in gemm_rvv.py). LMUL is picked at run time from
+VLEN (uk_plan): the widest strip that still holds NR columns with enough rows per group, so the
+kernel's width scales with VLEN up to NR.
 """
 from __future__ import annotations
 
