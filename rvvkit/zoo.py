@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -108,6 +108,19 @@ def sample_inputs(model, seed: int = 0) -> Dict[str, np.ndarray]:
     return out
 
 
+def expose_logits(model) -> Optional[str]:
+    """Add the input of the last Softmax as a graph output (random-weight softmaxes saturate to
+    one-hot vectors, which prove little when comparing numerics); returns its name, or None."""
+    from onnx import TensorProto, helper
+    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
+    outputs = {o.name for o in model.graph.output}
+    if not softmaxes or softmaxes[-1].input[0] in outputs:
+        return None
+    name = softmaxes[-1].input[0]
+    model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    return name
+
+
 def main(argv=None) -> int:
     """`python -m rvvkit.zoo NAME OUT.onnx [--inputs IN.npz]`: export a randomised light model."""
     import argparse
@@ -116,9 +129,13 @@ def main(argv=None) -> int:
     p.add_argument("output", help="where to write the .onnx")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--inputs", help="also write matching random inputs to this .npz")
+    p.add_argument("--logits", action="store_true",
+                   help="also output the final Softmax's input (random weights saturate it)")
     args = p.parse_args(argv)
     import onnx
     model = light_model(args.name, args.seed)
+    if args.logits:
+        expose_logits(model)
     onnx.save(model, args.output)
     if args.inputs:
         np.savez(args.inputs, **sample_inputs(model, args.seed))

@@ -53,6 +53,8 @@ def compile_counter(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # Model construction
 
+from rvvkit.zoo import expose_logits  # noqa: E402 (re-exported for the tests)
+
 ValueSpec = Union[str, Tuple[str, Optional[Sequence]], "onnx.ValueInfoProto"]  # noqa: F821
 
 
@@ -115,19 +117,6 @@ def conv_ref(x, w, b, group, strides, pads, dil):
     if b is not None:
         y += b[None, :, None, None]
     return y
-
-
-def expose_logits(model) -> Optional[str]:
-    """Add the input of the last Softmax as a graph output (random-weight softmaxes saturate to
-    one-hot vectors, which prove little); returns its name, or None."""
-    from onnx import TensorProto, helper
-    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
-    outputs = {o.name for o in model.graph.output}
-    if not softmaxes or softmaxes[-1].input[0] in outputs:
-        return None
-    name = softmaxes[-1].input[0]
-    model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    return name
 
 
 def onnx_inputs(model) -> Sequence[str]:
