@@ -22,6 +22,10 @@ def _limits(values: List[float], pad_hi: float) -> Tuple[float, float]:
     return min(vals) / 4, max(vals) * pad_hi
 
 
+def _macs(n: float) -> str:
+    return f"{n / 1e9:.3g} G MACs" if n >= 1e9 else f"{n / 1e6:.3g} M MACs"
+
+
 def _short(text: Optional[str]) -> str:
     text = (text or "").replace("\n", " ")
     return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
@@ -33,7 +37,7 @@ def _absent(ax, y: int, lo: float, hi: float, row: Dict) -> None:
     ax.barh(y, hi - lo, left=lo, height=0.6, fill=False, hatch="///", edgecolor=colour,
             linewidth=0.8)
     ax.text(lo * 1.3, y, f"{row['status']}: {_short(row['reason'])}", va="center", ha="left",
-            fontsize=7.5, color="#333333",
+            fontsize=7.5, color="#333333", clip_on=True,
             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5})
 
 
@@ -41,7 +45,7 @@ def _latency_panel(ax, doc: Dict) -> None:
     ref = doc["reference"]
     rows = [dict(path=f"reference\n{ref['name'].split(' (')[0]}", status="reference",
                  latency_ms=ref["latency_ms"], reason="no timing")] + doc["rows"]
-    lo, hi = _limits([r.get("latency_ms") for r in rows], pad_hi=12)
+    lo, hi = _limits([r.get("latency_ms") for r in rows], pad_hi=80)  # room for the labels
     for y, r in enumerate(rows):
         ms = r.get("latency_ms")
         if not ms:
@@ -52,7 +56,7 @@ def _latency_panel(ax, doc: Dict) -> None:
         if r.get("executor") == "qemu":
             label += " (emulated)"
             if r.get("dynamic_instructions"):
-                label += f", {r['dynamic_instructions']:,} insns"
+                label += f"\n{r['dynamic_instructions']:,} instructions"
         elif r["status"] == "reference" and ref["kind"] == "onnx":
             label += " (pure Python)"
         ax.text(ms * 1.12, y, label, va="center", ha="left", fontsize=8)
@@ -113,7 +117,7 @@ def plot_comparison(doc: Dict, path: str) -> None:
     _latency_panel(left, doc)
     _error_panel(right, doc)
     ref = doc["reference"]
-    fig.suptitle(f"{doc['model']} — {doc['macs'] / 1e6:.3g} M MACs — reference: {ref['name']}",
+    fig.suptitle(f"{doc['model']} — {_macs(doc['macs'])} — reference: {ref['name']}",
                  fontsize=12, fontweight="bold")
     fig.text(0.5, 0.005, "green: matches the reference   red: mismatch   grey: the reference"
              "   hatched: did not run here (the reason is written in the bar)", ha="center",
