@@ -8,8 +8,9 @@ import subprocess
 import pytest
 
 import rvvkit
-from rvvkit.codegen.kernels.gemm import (NRS, RVV_LMULS, RVV_VLENS, rvv_groups, rvv_rows,
-                                         rvv_uk_cost, rvv_uk_plan, rvv_unroll, ukernel)
+from rvvkit.codegen.kernels.gemm import NRS, ukernel
+from rvvkit.codegen.kernels.gemm_rvv import (LMULS, VLENS, row_groups, rows_per_group, uk_cost,
+                                             uk_plan, unroll)
 from rvvkit.zoo import light_model
 
 
@@ -17,26 +18,26 @@ from rvvkit.zoo import light_model
 @pytest.mark.parametrize("nr", NRS)
 @pytest.mark.parametrize("ind", ["", "a", "b"])
 def test_micro_kernel_plan_fits_registers(mr, nr, ind):
-    plan = rvv_uk_plan(mr, nr, ind)
-    assert [v for v, _ in plan] == sorted(v for v, _ in plan) and plan[-1][0] == RVV_VLENS[-1]
+    plan = uk_plan(mr, nr, ind)
+    assert [v for v, _ in plan] == sorted(v for v, _ in plan) and plan[-1][0] == VLENS[-1]
     for vlen, lmul in plan:
-        assert lmul in RVV_LMULS
-        groups = rvv_groups(mr, lmul)
+        assert lmul in LMULS
+        groups = row_groups(mr, lmul)
         assert groups[0][0] == 0 and groups[-1][1] == mr
         assert all(a1 == b0 for (_, a1), (b0, _) in zip(groups, groups[1:]))
         for r0, r1 in groups:
             rows = r1 - r0
             # accumulators plus one b vector (two when the k loop is unrolled)
-            assert 1 <= rows <= rvv_rows(lmul)
-            assert (rows + rvv_unroll(rows, lmul)) * lmul <= 32
+            assert 1 <= rows <= rows_per_group(lmul)
+            assert (rows + unroll(rows, lmul)) * lmul <= 32
         # the chosen LMUL is the cheapest at that VLEN
-        best = min(rvv_uk_cost(mr, nr, L, vlen, ind) for L in RVV_LMULS)
-        assert rvv_uk_cost(mr, nr, lmul, vlen, ind) == best
+        best = min(uk_cost(mr, nr, L, vlen, ind) for L in LMULS)
+        assert uk_cost(mr, nr, lmul, vlen, ind) == best
 
 
 def test_micro_kernel_source_has_each_planned_variant():
     name, code = ukernel(13, 32, "b")
-    for _, lmul in rvv_uk_plan(13, 32, "b"):
+    for _, lmul in uk_plan(13, 32, "b"):
         assert f"{name}_m{lmul}(" in code
         assert f"__riscv_vfmacc_vf_f32m{lmul}(" in code
     # the portable body is still there, after the #else
