@@ -14,19 +14,8 @@ from rvvkit.jit import build, cache_key, compile_cu, compile_cu_emulated, key_ma
 from rvvkit.jit import nvcc as nv
 from rvvkit.jit.toolchain import Compiler
 
-pytestmark = pytest.mark.cuda
+pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("private_jit_cache")]
 BROKEN = "__global__ void k(float *p) {\n    p[threadIdx.x] = no_such_name;\n}\n"
-
-
-@pytest.fixture(autouse=True)
-def private_cache(private_jit_cache):
-    return private_jit_cache
-
-
-@pytest.fixture
-def counter(compile_counter):
-    """Counts real compiler runs."""
-    return compile_counter
 
 
 @pytest.fixture(scope="module")
@@ -115,15 +104,15 @@ def test_key_covers_suffix_and_dependency_content(tmp_path):
 # -- nvcc builds -------------------------------------------------------------------------------
 
 @needs_nvcc
-def test_generated_cu_compiles_warning_free_and_caches(conv_cu, private_cache, counter):
+def test_generated_cu_compiles_warning_free_and_caches(conv_cu, private_jit_cache, compile_counter):
     so = compile_cu(conv_cu)
-    assert so.is_relative_to(private_cache) and so.stat().st_size > 0
+    assert so.is_relative_to(private_jit_cache) and so.stat().st_size > 0
     entry = sorted(p.name for p in so.parent.iterdir())
     assert entry == ["cmd.txt", "model.cu", "model.so"], entry  # no stderr.txt: no warnings
     assert (so.parent / "model.cu").read_text() == conv_cu
-    assert compile_cu(conv_cu) == so and len(counter) == 1  # second build: a cache hit
+    assert compile_cu(conv_cu) == so and len(compile_counter) == 1  # second build: a cache hit
     compile_cu(conv_cu, flags=nv.nvcc_flags(extra=["-DRVK_OTHER=1"]))
-    assert len(counter) == 2  # other flags, other entry
+    assert len(compile_counter) == 2  # other flags, other entry
 
 
 @needs_nvcc
@@ -133,7 +122,7 @@ def test_hand_written_abi_source_compiles_warning_free():
 
 
 @needs_nvcc
-def test_compile_error_shows_nvcc_stderr_and_source(private_cache):
+def test_compile_error_shows_nvcc_stderr_and_source(private_jit_cache):
     with pytest.raises(CompileError) as info:
         compile_cu(BROKEN)
     err = info.value
@@ -168,9 +157,9 @@ def test_cxx_sibling_of_a_c_compiler(argv, family, sibling):
     assert cands[0] == sibling and ("g++",) in cands
 
 
-def test_emulator_build_names_the_header_and_is_cached(conv_cu, counter, private_cache):
+def test_emulator_build_names_the_header_and_is_cached(conv_cu, compile_counter, private_jit_cache):
     so = compile_cu_emulated(conv_cu)
     cmd = (so.parent / "cmd.txt").read_text()
     assert f"-include {nv.EMU_HEADER}" in cmd and "-DRVK_CUDA_EMU" in cmd
     assert sorted(p.name for p in so.parent.iterdir()) == ["cmd.txt", "model.cu", "model.so"]
-    assert compile_cu_emulated(conv_cu) == so and len(counter) == 1
+    assert compile_cu_emulated(conv_cu) == so and len(compile_counter) == 1

@@ -14,18 +14,8 @@ from rvvkit.jit import (Compiler, cache_key, compile_flags, compile_many, compil
 
 ADD = "int add(int a, int b) { return a + b; }\n"
 BAD = "int add(int a, int b)\n{\n    int c = a +;\n    return c;\n}\n"
+pytestmark = pytest.mark.usefixtures("private_jit_cache")  # every test: own cache
 needs = lambda exe: pytest.mark.skipif(shutil.which(exe) is None, reason=f"{exe} not installed")
-
-
-@pytest.fixture(autouse=True)
-def private_cache(private_jit_cache):
-    return private_jit_cache
-
-
-@pytest.fixture
-def counter(compile_counter):
-    """Counts real compiler runs."""
-    return compile_counter
 
 
 def call_add(so_path, a=2, b=40):
@@ -41,28 +31,28 @@ def host(explicit="gcc"):
 
 
 @needs("gcc")
-def test_compile_load_call_and_cache_hit(private_cache, counter):
+def test_compile_load_call_and_cache_hit(private_jit_cache, compile_counter):
     comp, flags = host()
     so = compile_source(ADD, comp, flags)
     assert call_add(so) == 42
-    assert so.is_relative_to(private_cache) and so.parent.name == cache_key(ADD, comp, flags)
+    assert so.is_relative_to(private_jit_cache) and so.parent.name == cache_key(ADD, comp, flags)
     entry = sorted(p.name for p in so.parent.iterdir())
     assert entry == ["cmd.txt", "model.c", "model.so"]
     assert (so.parent / "model.c").read_text() == ADD
     assert "model.c" in (so.parent / "cmd.txt").read_text()
     mtime = so.stat().st_mtime_ns
     assert compile_source(ADD, comp, flags) == so
-    assert len(counter) == 1 and so.stat().st_mtime_ns == mtime
+    assert len(compile_counter) == 1 and so.stat().st_mtime_ns == mtime
     assert not [p for p in so.parent.parent.iterdir() if p.name.startswith(".")]  # no temp left
 
 
 @needs("gcc")
-def test_no_cache_env_bypasses(private_cache, monkeypatch, counter):
+def test_no_cache_env_bypasses(private_jit_cache, monkeypatch, compile_counter):
     comp, flags = host()
     monkeypatch.setenv("RVVKIT_NO_CACHE", "1")
     a = compile_source(ADD, comp, flags)
     b = compile_source(ADD, comp, flags)
-    assert a != b and len(counter) == 2 and not private_cache.exists()
+    assert a != b and len(compile_counter) == 2 and not private_jit_cache.exists()
     assert (a.parent / "model.c").exists() and call_add(b) == 42
 
 
@@ -78,14 +68,14 @@ def test_key_depends_on_source_flags_name_kind():
 
 
 @needs("gcc")
-def test_syntax_error(private_cache):
+def test_syntax_error(private_jit_cache):
     comp, flags = host()
     with pytest.raises(CompileError) as exc:
         compile_source(BAD, comp, flags, name="broken")
     err = exc.value
     assert err.returncode != 0 and "error" in err.stderr and "broken.c:3" in err.stderr
     assert os.path.exists(err.source_path) and open(err.source_path).read() == BAD
-    assert str(private_cache / "failed") in err.source_path
+    assert str(private_jit_cache / "failed") in err.source_path
     assert ">" in err.excerpt and "int c = a +;" in err.excerpt and "3 |" in err.excerpt
     text = str(err)
     assert "gcc" in text and "broken.c" in text and "int c = a +;" in text
@@ -150,16 +140,16 @@ def test_host_exe_with_extra_source(tmp_path):
 
 
 @needs("gcc")
-def test_corrupt_entry_is_rebuilt(counter):
+def test_corrupt_entry_is_rebuilt(compile_counter):
     comp, flags = host()
     so = compile_source(ADD, comp, flags)
     so.write_bytes(b"")
     again = compile_source(ADD, comp, flags)
-    assert again == so and so.stat().st_size > 0 and len(counter) == 2
+    assert again == so and so.stat().st_size > 0 and len(compile_counter) == 2
     assert call_add(again) == 42
     evict(again)
     assert not so.exists()
-    assert compile_source(ADD, comp, flags) == so and len(counter) == 3
+    assert compile_source(ADD, comp, flags) == so and len(compile_counter) == 3
 
 
 @needs("gcc")
