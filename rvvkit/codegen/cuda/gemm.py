@@ -9,13 +9,14 @@ folded into the columns (q = image * Ho*Wo + position), so small images still fi
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
 from ..act import act_expr
 from ..cfmt import flt
 from ..kernel import Kernel
+from ..kernels.gemm import matmul_dims
 from ...errors import ModelError
 from . import CudaKernel
 from .tiles import (NT, SKINNY_P, UNROLL_NAME, UNROLL_TEXT, Operand, Problem, cdiv,
@@ -196,22 +197,6 @@ def gemm(spec: dict, kernel: Kernel) -> CudaKernel:
     return _instantiate(pr, kernel, small_rows_ok=True)
 
 
-def _shapes(a_shape: Sequence[int], b_shape: Sequence[int]):
-    """(M, K, N, batch dims of a, b, y) per numpy matmul (1-D operands promoted)."""
-    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
-    if len(a_shape) == 1:
-        a_shape = (1,) + a_shape
-    if len(b_shape) == 1:
-        b_shape = b_shape + (1,)
-    m, k = a_shape[-2:]
-    n = b_shape[-1]
-    nb = max(len(a_shape), len(b_shape)) - 2
-    abat = (1,) * (nb - len(a_shape) + 2) + a_shape[:-2]
-    bbat = (1,) * (nb - len(b_shape) + 2) + b_shape[:-2]
-    ybat = tuple(max(x, y) for x, y in zip(abat, bbat))
-    return m, k, n, abat, bbat, ybat
-
-
 def _batch_offset(z: str, bat, ybat, size: int) -> str:
     """C expression: float offset of the batch matrix of an operand with batch dims `bat`
     (broadcast where 1) for flat output batch index z; matrices `size` floats apart."""
@@ -228,7 +213,7 @@ def _batch_offset(z: str, bat, ybat, size: int) -> str:
 def matmul(spec: dict, kernel: Kernel) -> CudaKernel:
     """numpy.matmul with batch broadcasting; params a, b, y. B batches are b_batch_floats
     apart (packed by b_panel when set)."""
-    m, k, n, abat, bbat, ybat = _shapes(spec["a_shape"], spec["b_shape"])
+    m, k, n, abat, bbat, ybat = matmul_dims(spec["a_shape"], spec["b_shape"])
     nz = int(np.prod(ybat, dtype=np.int64))
     bsz = spec["b_batch_floats"]
 

@@ -8,6 +8,7 @@ import math
 
 from ..cfmt import flt
 from ..kernel import Kernel
+from ..kernels.pool import pool_terms
 from . import CudaKernel
 from .elementwise import NAME, gparams, index_type, launch, named, per_element, unused
 
@@ -72,16 +73,12 @@ def pool(spec: dict, kernel: Kernel) -> CudaKernel:
     kh, kw = spec["kernel"]
     sh, sw = spec["strides"]
     dh, dw = spec["dilations"]
-    pt, pl, pb, pr = spec["pads"]
-    if kind == "max":
-        init, update, finish = "-INFINITY", "acc = v > acc ? v : acc;", "acc"
-    elif spec.get("count_include_pad"):
-        init, update = "0.0f", "acc += v;"
-        finish = (f"acc / (float)(((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
-                  f" * ((w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}) - w0))")
-    else:
-        init, update, finish = "0.0f", "acc += v; ++cnt;", "acc / (float)cnt"
+    pt, pl = spec["pads"][:2]
+    init, update, finish = pool_terms(kind, h, w, kh, kw, spec["pads"],
+                                      bool(spec.get("count_include_pad")))
     count = "I cnt = 0;\n" if "cnt" in update else ""
+    # with count_include_pad the taps are counted but the divisor is the clipped window
+    uncounted = "(void)cnt;\n" if "cnt" in update and "cnt" not in finish else ""
     stmts = f"""const I ow = i % {wo};
 const I oh = (i / {wo}) % {ho};
 const I nc = i / {ho * wo};
@@ -99,7 +96,7 @@ float acc = {init};
         {update}
     }}
 }}
-{y.name}[i] = {finish};"""
+{uncounted}{y.name}[i] = {finish};"""
     return per_element(f"{kind}pool", kernel, n * c * ho * wo, stmts, [n * c * h * w])
 
 

@@ -490,9 +490,9 @@ def gemm(M: int, N: int, K: int, *, b_const: bool, c_mode: Optional[str], alpha:
     return Lowered(kern, tr)
 
 
-@specified("matmul")
-def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
-    """numpy.matmul with batch broadcasting (1-D operands per numpy rules); params a, b, y."""
+def matmul_dims(a_shape, b_shape):
+    """(M, K, N, batch dims of a, b, y) of numpy.matmul: 1-D operands promoted, batch dims
+    right-aligned and padded with 1 (broadcast)."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     if len(a_shape) == 1:
         a_shape = (1,) + a_shape
@@ -504,6 +504,14 @@ def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
     abat = (1,) * (nb - len(a_shape) + 2) + a_shape[:-2]
     bbat = (1,) * (nb - len(b_shape) + 2) + b_shape[:-2]
     ybat = tuple(max(x, y) for x, y in zip(abat, bbat))
+    return M, K, N, abat, bbat, ybat
+
+
+@specified("matmul")
+def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
+    """numpy.matmul with batch broadcasting (1-D operands per numpy rules); params a, b, y."""
+    M, K, N, abat, bbat, ybat = matmul_dims(a_shape, b_shape)
+    nb = len(ybat)
     assert int(np.prod(ybat, dtype=np.int64)) * M * N == int(np.prod(y_shape, dtype=np.int64))
     trans, mr, nr, rs, cs = _plan(M, N, K, b_const)
     ep = Epilogue(ldy=N, trans=trans)

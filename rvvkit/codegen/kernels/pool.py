@@ -17,27 +17,33 @@ from ..rvv import guarded, header, vle, vlse, vop, vse, vsetvl, vsetvlmax, vspla
 XY = (Param("x"), Param("y", const=False))
 
 
+def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_pad: bool):
+    """(init, update, finish) of one output's window, shared by the C and CUDA kernels: `update`
+    folds tap value `v` into `acc` (and counts taps in `cnt` for averages), `finish` is the
+    output, reading the window origin (h0, w0). Average divisors follow ONNX: the window
+    clipped to the padded input when padding counts, else the number of real input elements."""
+    if kind == "max":
+        return "-INFINITY", "acc = v > acc ? v : acc;", "acc"
+    _, _, pb, pr = pads
+    if count_include_pad:
+        finish = (f"acc / (float)(((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
+                  f" * ((w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}) - w0))")
+    else:
+        finish = "acc / (float)cnt"
+    return "0.0f", "acc += v; ++cnt;", finish
+
+
 @specified("pool")
 def pool2d(kind: str, x_shape, y_shape, kernel, strides, pads, dilations,
            count_include_pad: bool = False) -> Lowered:
-    """Max or average pooling over NCHW. Average divisors follow ONNX: the window clipped to
-    the padded input when padding counts, else the number of real input elements."""
+    """Max or average pooling over NCHW (divisors: see pool_terms)."""
     n, c, h, w = x_shape
     ho, wo = y_shape[2:]
     kh, kw = kernel
     sh, sw = strides
     dh, dw = dilations
-    pt, pl, pb, pr = pads
-    if kind == "max":
-        init, update = "-INFINITY", "acc = v > acc ? v : acc;"
-        finish = "acc"
-    else:
-        init, update = "0.0f", "acc += v; ++cnt;"
-        if count_include_pad:
-            finish = (f"acc / (float)((({f'h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}'}) - h0)"
-                      f" * (({f'w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}'}) - w0))")
-        else:
-            finish = "acc / (float)cnt"
+    pt, pl = pads[:2]
+    init, update, finish = pool_terms(kind, h, w, kh, kw, pads, count_include_pad)
     count_decl = "long cnt = 0;" if kind != "max" else ""
     count_use = "(void)cnt;" if kind != "max" and count_include_pad else ""
     # One output's window, bounds-checked per tap: the whole portable kernel, and the border
