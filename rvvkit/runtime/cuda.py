@@ -16,21 +16,10 @@ from ..codegen.c import ABI_VERSION
 from ..errors import ArtifactError, CompilerNotFound, ExecutionError, ExecutorUnavailable
 from ..jit import (compile_cu, compile_cu_emulated, evict, nvcc_flags, nvcc_version,
                    resolve_host_cxx, resolve_nvcc)
+from .host import CDEF as PLAN_CDEF
 from .session import Session
 
-CDEF = """
-int rvvkit_abi_version(void);
-int rvvkit_num_steps(void);
-long rvvkit_arena_floats(void);
-long rvvkit_weights_floats(void);
-int rvvkit_num_inputs(void);
-int rvvkit_num_outputs(void);
-long rvvkit_input_floats(int i);
-long rvvkit_output_floats(int i);
-int rvvkit_step(int i, const float *w, float *a, const float *const *in, float *const *out);
-int rvvkit_run(const float *w, float *a, const float *const *in, float *const *out);
-int rvvkit_run_timed(const float *w, float *a, const float *const *in, float *const *out,
-                     double *seconds);
+CDEF = PLAN_CDEF + """
 int rvvkit_cuda_device_count(void);
 const char *rvvkit_cuda_error_string(int code);
 int rvvkit_cuda_device_name(char *buf, int n);
@@ -256,9 +245,7 @@ class CudaSession(Session):
             self._check(self.lib.rvvkit_run_timed(self._w, self._a, prepared[0], prepared[1],
                                                   secs), "rvvkit_run_timed")
         self.last_seconds = [secs[i] / max(repeat, 1) for i in range(n)]
-        return [{"step": i, "kernel": s["kernel"], "node": s["node"], "op": s["op"],
-                 "macs": s["macs"], "seconds": self.last_seconds[i]}
-                for i, s in enumerate(self.steps)]
+        return self.profile_rows(self.last_seconds)
 
     def close(self) -> None:
         """Free the device buffers (idempotent); the object stays loaded (cffi cannot unload

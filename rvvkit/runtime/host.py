@@ -12,11 +12,16 @@ from ..errors import ExecutionError
 from ..jit import compile_flags, compile_source, evict, resolve_compiler
 from .session import Session, aligned_empty
 
+# The plan ABI of codegen/c.py (the CUDA object exports it too, on device pointers).
 CDEF = """
 int rvvkit_abi_version(void);
 int rvvkit_num_steps(void);
 long rvvkit_arena_floats(void);
 long rvvkit_weights_floats(void);
+int rvvkit_num_inputs(void);
+int rvvkit_num_outputs(void);
+long rvvkit_input_floats(int i);
+long rvvkit_output_floats(int i);
 int rvvkit_step(int i, const float *w, float *a, const float *const *in, float *const *out);
 int rvvkit_run_timed(const float *w, float *a, const float *const *in, float *const *out,
                      double *seconds);
@@ -90,9 +95,7 @@ class HostSession(Session):
         self.lib.rvvkit_run(self._w, self._a, in_ptrs, out_ptrs)  # warm-up: page faults, caches
         for _ in range(repeat):
             self.lib.rvvkit_run_timed(self._w, self._a, in_ptrs, out_ptrs, secs)
-        return [{"step": i, "kernel": s["kernel"], "node": s["node"], "op": s["op"],
-                 "macs": s["macs"], "seconds": secs[i] / repeat}
-                for i, s in enumerate(self.steps)]
+        return self.profile_rows([secs[i] / repeat for i in range(n)])
 
 
 def _aligned_copy(arr: np.ndarray) -> np.ndarray:

@@ -218,8 +218,7 @@ class QemuSession(Session):
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         secs = doc["step_seconds"]
-        return [{"step": i, "kernel": s["kernel"], "node": s["node"], "op": s["op"],
-                 "macs": s["macs"], "seconds": secs[i]} for i, s in enumerate(self.steps)]
+        return self.profile_rows(secs)
 
     def close(self) -> None:
         self._cleanup()

@@ -74,6 +74,11 @@ class Session:
         """Per-step mean seconds over `repeat` runs: [{step, kernel, node, op, macs, seconds}]."""
         raise NotImplementedError
 
+    def profile_rows(self, seconds) -> List[Dict]:
+        """profile()'s rows from per-step seconds (indexable by step)."""
+        return [{"step": i, "kernel": s["kernel"], "node": s["node"], "op": s["op"],
+                 "macs": s["macs"], "seconds": seconds[i]} for i, s in enumerate(self.steps)]
+
     def close(self) -> None:
         pass
 

@@ -161,8 +161,7 @@ class SshSession(Session):
         wrapper: emulation time, not a board's)."""
         doc = self.invoke(feeds, max(int(repeat), 1), 1, timings=True, outputs=False)
         secs = doc["timings"]["step_seconds"]
-        return [{"step": i, "kernel": s["kernel"], "node": s["node"], "op": s["op"],
-                 "macs": s["macs"], "seconds": secs[i]} for i, s in enumerate(self.steps)]
+        return self.profile_rows(secs)
 
     def timings(self, feeds: Mapping[str, np.ndarray], repeat: int = 10,
                 warmup: int = 2) -> Dict:
