@@ -72,6 +72,26 @@ def qemu_counts(sess, feeds: Mapping[str, np.ndarray], inferences: int = 1) -> D
     return {k: (hi[k] - lo[k]) // inferences for k in ("insns", "vector_insns", "vsetvl")}
 
 
+def measure(sess, feeds: Mapping[str, np.ndarray], repeat: int, warmup: int,
+            count: bool = True) -> Dict:
+    """Latency on the executor's own clock (qemu, ssh: the runner's mean; host, cuda: median of
+    synchronised runs on inputs already in place) and, under QEMU with `count`, the
+    instructions of one inference."""
+    if sess.executor == "qemu":
+        out = qemu_latency(sess, feeds, repeat, warmup)
+        if count:
+            c = qemu_counts(sess, feeds)
+            out.update(dynamic_instructions=c["insns"], vector_instructions=c["vector_insns"],
+                       vsetvl_instructions=c["vsetvl"])
+        return out
+    if sess.executor == "ssh":
+        # The board's runner clock (no network in it); with a qemu wrapper, emulation speed.
+        doc = sess.timings(feeds, repeat, warmup)
+        return {"latency_ms": 1e3 * float(doc["mean_seconds"]), "latency_stat": "mean",
+                "runs": max(repeat, 1)}
+    return host_latency(sess, feeds, repeat, warmup)
+
+
 def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
           repeat: int = 10, warmup: int = 2, count: bool = True) -> Dict:
     """One row of `rvvkit bench`: latency, MACs, and (qemu) instruction counts."""
@@ -79,22 +99,14 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
     meta = sess.artifact.meta
     row: Dict = {"model": meta.get("model"), "executor": sess.executor,
                  "macs": int(meta.get("macs", 0))}
+    compiler = getattr(sess, "compiler", None)
+    row["compiler"] = " ".join(compiler.argv) if compiler is not None else ""
     if sess.executor == "qemu":
-        row.update(vlen=sess.vlen, compiler=" ".join(sess.compiler.argv))
-        row.update(qemu_latency(sess, feeds, repeat, warmup))
-        if count:
-            c = qemu_counts(sess, feeds)
-            row.update(dynamic_instructions=c["insns"], vector_instructions=c["vector_insns"],
-                       vsetvl_instructions=c["vsetvl"],
-                       macs_per_instruction=row["macs"] / c["insns"] if c["insns"] else None)
+        row["vlen"] = sess.vlen
     elif sess.executor == "ssh":
-        # The board's runner clock; with a qemu wrapper that is emulation speed.
-        doc = sess.timings(feeds, repeat, warmup)
-        row.update(executor=sess.target, compiler=" ".join(sess.compiler.argv),
-                   wrapper=sess.config.wrapper, latency_ms=1e3 * float(doc["mean_seconds"]),
-                   latency_stat="mean", runs=max(repeat, 1))
-    else:
-        row["compiler"] = " ".join(getattr(sess, "compiler").argv) \
-            if hasattr(sess, "compiler") else ""
-        row.update(host_latency(sess, feeds, repeat, warmup))
+        row.update(executor=sess.target, wrapper=sess.config.wrapper)
+    row.update(measure(sess, feeds, repeat, warmup, count))
+    if row.get("dynamic_instructions") is not None:
+        insns = row["dynamic_instructions"]
+        row["macs_per_instruction"] = row["macs"] / insns if insns else None
     return row

@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from .artifact import Artifact
+from .bench import measure
 from .errors import (BoardConnectionError, CompileError, ExecutorUnavailable, InputError,
                      RvvkitError)
 from .reference import Reference, run_reference
@@ -102,35 +103,6 @@ def _first_line(exc: BaseException) -> str:
     return first if isinstance(exc, RvvkitError) else f"{type(exc).__name__}: {first}"
 
 
-def _measure(sess, feeds, repeat: int, warmup: int, count: bool) -> Dict:
-    """Latency on the path's own clock and, under QEMU, instructions per inference."""
-    from .bench import host_latency, qemu_counts, qemu_latency
-    if sess.executor == "qemu":
-        out = qemu_latency(sess, feeds, repeat, warmup)
-        if count:
-            c = qemu_counts(sess, feeds)
-            out.update(dynamic_instructions=c["insns"], vector_instructions=c["vector_insns"])
-        return out
-    if sess.executor == "ssh":  # the board's runner clock, no network in it
-        doc = sess.timings(feeds, repeat, warmup)
-        return {"latency_ms": 1e3 * float(doc["mean_seconds"]), "latency_stat": "mean",
-                "runs": max(repeat, 1)}
-    # cuda: a synchronised inference on inputs already on the device (the session knows how)
-    device_latency = getattr(sess, "latency", None)
-    if callable(device_latency):
-        return dict(device_latency(feeds, repeat=repeat, warmup=warmup))
-    if hasattr(sess, "run_prepared"):
-        return host_latency(sess, feeds, repeat, warmup)
-    samples = []
-    for i in range(warmup + max(repeat, 1)):
-        t0 = time.perf_counter()
-        sess.run(feeds)
-        if i >= warmup:
-            samples.append(time.perf_counter() - t0)
-    return {"latency_ms": 1e3 * float(np.median(samples)), "latency_stat": "median",
-            "runs": len(samples)}
-
-
 def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: Dict,
               repeat: int, warmup: int, count: bool, rtol: float, atol: float,
               say: Callable[[str], None]) -> Dict:
@@ -153,7 +125,7 @@ def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: D
             say(f"{target.label}: running ({repeat} timed runs"
                 + (", counting instructions" if target.on == "qemu" and count else "") + ")")
             row.update(score(sess.run(feeds), ref.outputs, rtol=rtol, atol=atol))
-            row.update(_measure(sess, feeds, repeat, warmup, count))
+            row.update(measure(sess, feeds, repeat, warmup, count))
         except RvvkitError as exc:
             return dict(row, status="failed", reason=_first_line(exc), detail=str(exc))
     if row.get("latency_ms") and ref.latency_ms and ref.kind != "onnx":
