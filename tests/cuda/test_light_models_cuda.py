@@ -9,43 +9,35 @@ import sys
 
 import pytest
 
-from cuda_support import GPU_OK, GPU_WHY, NVCC_OK
-from rvvkit.jit.nvcc import compile_cu, nvcc_flags
+from cuda_support import GPU_OK, GPU_WHY, NVCC_OK, nvcc_compiles_artifact
 from rvvkit.zoo import LIGHT_MODELS
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "host"))
 from test_light_models import check_light_model  # noqa: E402
 
-STRICT = nvcc_flags(extra=["-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings"])
 EMULATED = ("squeezenet", "shufflenet")    # small enough for the CPU emulator in CI
 
 pytestmark = [pytest.mark.slow, pytest.mark.cuda]
 
 
-def _nvcc(art) -> None:
-    assert art.cu_source is not None, art.meta.get("cuda")
-    if NVCC_OK:
-        compile_cu(art.cu_source, flags=STRICT)
-
-
 @pytest.mark.parametrize("name", [m for m in LIGHT_MODELS if m not in EMULATED])
 def test_light_model_cuda_source_compiles(name, tmp_path):
     if GPU_OK:
-        check_light_model(name, tmp_path, "cuda", _nvcc)
+        check_light_model(name, tmp_path, "cuda", nvcc_compiles_artifact)
         return
     if not NVCC_OK:
         pytest.skip("nvcc not found")
     import rvvkit
     from rvvkit.zoo import light_model
-    _nvcc(rvvkit.build(light_model(name, 0)))
+    nvcc_compiles_artifact(rvvkit.build(light_model(name, 0)))
 
 
 @pytest.mark.parametrize("name", EMULATED)
 def test_light_model_emulated_cuda_matches_onnxruntime(name, tmp_path):
-    check_light_model(name, tmp_path, "cuda-emu", _nvcc)
+    check_light_model(name, tmp_path, "cuda-emu", nvcc_compiles_artifact)
 
 
 @pytest.mark.skipif(not GPU_OK, reason=GPU_WHY)
 @pytest.mark.parametrize("name", EMULATED)
 def test_light_model_gpu_matches_onnxruntime(name, tmp_path):
-    check_light_model(name, tmp_path, "cuda", _nvcc)
+    check_light_model(name, tmp_path, "cuda", nvcc_compiles_artifact)
