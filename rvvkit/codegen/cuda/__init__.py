@@ -53,14 +53,7 @@ def _generator(op: str) -> Optional[Generator]:
     if where is None:
         return None
     module, fn = where.split(":")
-    full = f"{__name__}.{module}"
-    try:
-        mod = importlib.import_module(full)
-    except ModuleNotFoundError as exc:
-        if exc.name != full:       # a missing dependency of the module is a real error
-            raise
-        return None
-    return getattr(mod, fn, None)
+    return getattr(importlib.import_module(f"{__name__}.{module}"), fn)
 
 
 def lower_cuda(kernel: Kernel) -> CudaKernel:
