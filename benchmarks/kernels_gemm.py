@@ -129,9 +129,11 @@ def timeit2(f1, f2, reps: int):
     return (min(t1), statistics.median(t1)), (min(t2), statistics.median(t2))
 
 
-def ort_session(nodes, inits, inputs, output, shape):
-    import onnxruntime as ort
+def ort_layer(nodes, inits, inputs, output, shape):
+    """One layer as a model on rvvkit's onnxruntime peer: a call that runs it once."""
     from onnx import TensorProto, helper, numpy_helper
+
+    from rvvkit.reference import ort_session
     g = helper.make_graph(
         nodes, "g",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs],
@@ -139,10 +141,7 @@ def ort_session(nodes, inits, inputs, output, shape):
         [numpy_helper.from_array(a, n) for n, a in inits])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort_session(m)
     feed = dict(inputs)
     return lambda: sess.run(None, feed)[0]
 
@@ -182,7 +181,7 @@ def bench_conv(spec, reps, cc, tmp):
     fr, y = call_rvk(low, [x, wt, b], (1, m, ho, wo), cc, tmp)
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[k, k], strides=[s, s],
                             pads=[p] * 4, group=g)
-    fo = ort_session([node], [("w", wt), ("b", b)], [("x", x)], "y", (1, m, ho, wo))
+    fo = ort_layer([node], [("w", wt), ("b", b)], [("x", x)], "y", (1, m, ho, wo))
     fr()
     err = float(np.max(np.abs(y - fo())))
     return (name, low.kernel.macs, *timeit2(fr, fo, reps), err)
@@ -198,7 +197,7 @@ def bench_gemm(spec, reps, cc, tmp):
     low = gemm(m, n, k, b_const=True, c_mode="col")
     fr, y = call_rvk(low, [a, bm, cv], (m, n), cc, tmp)
     node = helper.make_node("Gemm", ["a", "b", "c"], ["y"])
-    fo = ort_session([node], [("b", bm), ("c", cv)], [("a", a)], "y", (m, n))
+    fo = ort_layer([node], [("b", bm), ("c", cv)], [("a", a)], "y", (m, n))
     fr()
     err = float(np.max(np.abs(y - fo())))
     return (name, low.kernel.macs, *timeit2(fr, fo, reps), err)

@@ -2,7 +2,8 @@
 import sys
 
 import numpy as np
-import onnxruntime as ort
+
+from rvvkit.reference import ort_session
 
 
 def main(model: str, inputs: str, outputs: str) -> int:
@@ -10,9 +11,7 @@ def main(model: str, inputs: str, outputs: str) -> int:
         feeds = {k: f[k] for k in f.files}
     with np.load(outputs) as f:
         ours = {k: f[k] for k in f.files}
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(model)  # CPU, one thread: rvvkit's usual peer
     names = [o.name for o in sess.get_outputs()]
     ok = True
     for name, ref in zip(names, sess.run(names, feeds)):

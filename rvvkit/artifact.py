@@ -55,6 +55,21 @@ def _strtab(names: List[str]) -> Tuple[bytes, Dict[str, int]]:
     return blob, offsets
 
 
+def _check_codegen_keys(meta: dict) -> None:
+    """The optional code-generation facts of the meta (absent from older artifacts): the VLEN
+    the RVV code was built for, and the nodes fused into each plan step."""
+    vlen = meta.get("target_vlen")
+    if vlen is not None and not (isinstance(vlen, int) and vlen >= 128 and not vlen & (vlen - 1)):
+        raise ArtifactError(f"section {META} is corrupt: target_vlen {vlen!r} is not a power "
+                            "of two >= 128", META)
+    for step in meta.get("plan") or []:
+        fused = step.get("fused", []) if isinstance(step, dict) else []
+        if not (isinstance(fused, list) and all(isinstance(f, dict) and set(f) == {"op", "name"}
+                                                for f in fused)):
+            raise ArtifactError(f"section {META} is corrupt: a plan step's 'fused' is not a "
+                                "list of {op, name}", META)
+
+
 def _layout(sections: List[Tuple[str, memoryview, int]]):
     """(name, name offset, file offset, payload, align) per section, .shstrtab last; and e_shoff."""
     strtab, name_off = _strtab([n for n, _, _ in sections] + [SHSTRTAB])
@@ -127,6 +142,7 @@ class _Reader:
         self._verify(META, self.meta_raw, check.get("meta_sha256"), CHECK)
         self.meta = self._json(META, self.meta_raw)
         self._check_format(self.meta, META)
+        _check_codegen_keys(self.meta)
         self.listed = self.meta.get("sections")
         if not isinstance(self.listed, dict):
             raise ArtifactError(f"section {META} has no 'sections' table", META)

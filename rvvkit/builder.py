@@ -16,9 +16,12 @@ from .passes import optimize
 
 def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
                 opt_level: int = 2, name: Optional[str] = None, cuda: bool = True,
+                vlen: Optional[int] = None,
                 progress: Optional[Callable[[str], None]] = None) -> Artifact:
     """ONNX model (path, bytes or ModelProto) -> artifact with the C source, the CUDA source of
-    the same plan (unless `cuda` is False) and the weights."""
+    the same plan (unless `cuda` is False) and the weights. With `vlen`, the RVV micro-kernels
+    are emitted for that VLEN only (smaller source; still correct, only slower, at another
+    VLEN); by default the source runs well at every VLEN."""
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     g = from_onnx(model, input_shapes=input_shapes, name=name)
@@ -26,10 +29,10 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     before = g.summary()
     optimize(g, opt_level)
     say(f"optimised to {len(g.nodes)} nodes")
-    plan = build_plan(g)
+    plan = build_plan(g, vlen=vlen)
     say(f"planned {len(plan.steps)} steps, {len(plan.kernels)} distinct kernels")
     source = render(plan)
-    meta = plan_meta(plan, source_ops=before, opt_level=opt_level)
+    meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen)
     say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
     cu_source = _cuda_source(plan, meta, say) if cuda else None
     return Artifact(meta, source, plan.weights, cu_source=cu_source)
@@ -53,7 +56,8 @@ def _io(items):
     return [{"name": n, "shape": list(s), "dtype": "float32"} for n, s in items]
 
 
-def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int) -> Dict:
+def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
+              vlen: Optional[int] = None) -> Dict:
     return {
         "format": "rvvkit",
         "format_version": FORMAT_VERSION,
@@ -61,6 +65,7 @@ def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int) -> Dict
         "producer": f"rvvkit {__version__}",
         "model": plan.name,
         "opt_level": opt_level,
+        "target_vlen": vlen,     # None: RVV code for any VLEN
         "inputs": _io(plan.inputs),
         "outputs": _io(plan.outputs),
         "source_ops": source_ops,
@@ -69,6 +74,7 @@ def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int) -> Dict
                      "workspace_floats": k.workspace, "macs": k.macs}
                     for name, k in plan.kernels],
         "plan": [{"kernel": s.kernel, "node": s.node, "op": s.op, "macs": s.macs,
+                  "fused": [{"op": op, "name": nm} for op, nm in s.fused],
                   "args": [a.to_json() for a in s.args],
                   "workspace": s.workspace.to_json() if s.workspace else None}
                  for s in plan.steps],

@@ -15,14 +15,11 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from .artifact import Artifact
-from .bench import measure
 from .errors import (BoardConnectionError, CompileError, ExecutorUnavailable, InputError,
                      RvvkitError)
 from .reference import Reference, run_reference
+from .runtime import PATH_HELP, check_path, path_kind, takes_vlen
 from .scoring import score
-
-PATH_NAMES = ("host", "qemu", "cuda", "cuda-emu")
-PATH_HELP = "host, qemu, cuda, cuda-emu or ssh://[user@]host[:port]"
 RTOL, ATOL = 1e-3, 1e-4
 ELF_MAGIC = b"\x7fELF"  # artifacts are ELF containers; ONNX models are protobuf
 
@@ -42,8 +39,10 @@ def split_paths(paths: Union[str, Sequence[str]]) -> List[str]:
     if not names:
         raise InputError(f"no path to compare: name at least one of {PATH_HELP}")
     for name in names:
-        if name not in PATH_NAMES and not (name.startswith("ssh://") and len(name) > 6):
-            raise InputError(f"unknown path {name!r}: choose from {PATH_HELP}")
+        try:
+            check_path(name)
+        except InputError:
+            raise InputError(f"unknown path {name!r}: choose from {PATH_HELP}") from None
     return names
 
 
@@ -54,8 +53,8 @@ def parse_paths(paths: Union[str, Sequence[str]], vlens: Optional[Sequence[int]]
     from .runtime.qemu import resolve_vlen
     targets: List[Target] = []
     for name in split_paths(paths):
-        if name == "qemu":
-            new = [Target(f"qemu vlen={v}", "qemu", v)
+        if takes_vlen(name):
+            new = [Target(f"{name} vlen={v}", name, v)
                    for v in dict.fromkeys(resolve_vlen(v) for v in (vlens or [None]))]
         else:
             new = [Target(name, name)]
@@ -122,10 +121,13 @@ def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: D
     row["ready_s"] = round(time.perf_counter() - t0, 3)
     with sess:
         try:
+            desc = sess.describe()
+            row["emulated"] = desc["emulated"]
+            counting = count and desc["counts_instructions"]
             say(f"{target.label}: running ({repeat} timed runs"
-                + (", counting instructions" if target.on == "qemu" and count else "") + ")")
+                + (", counting instructions" if counting else "") + ")")
             row.update(score(sess.run(feeds), ref.outputs, rtol=rtol, atol=atol))
-            row.update(measure(sess, feeds, repeat, warmup, count))
+            row.update(sess.measure(feeds, repeat, warmup, count=count))
         except RvvkitError as exc:
             return dict(row, status="failed", reason=_first_line(exc), detail=str(exc))
     if row.get("latency_ms") and ref.latency_ms and ref.kind != "onnx":
@@ -135,11 +137,10 @@ def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: D
 
 def _host_reference(art: Artifact, feeds, kwargs: Dict, repeat: int, warmup: int
                     ) -> Reference:
-    from .bench import host_latency
     from .runtime import open_session
     with open_session(art, on="host", **kwargs) as sess:
         outs = sess.run(feeds)
-        lat = host_latency(sess, feeds, repeat, warmup)
+        lat = sess.measure(feeds, repeat, warmup)
     return Reference("host", "rvvkit host", outs, latency_ms=lat["latency_ms"],
                      runs=lat["runs"], note="no ONNX model given, so the host path is the "
                      "reference; pass the model (--model) for an independent one")
@@ -204,7 +205,7 @@ def compare(model_or_artifact, paths: Union[str, Sequence[str]], *,
                         rtol, atol, {n: {"shape": list(a.shape), "dtype": str(a.dtype)}
                                      for n, a in feeds.items()})
     for target in targets:
-        kwargs = dict(options.get("ssh" if target.on.startswith("ssh://") else target.on, {}))
+        kwargs = dict(options.get(path_kind(target.on), {}))
         if target.vlen is not None:
             kwargs["vlen"] = target.vlen
         row = _run_path(art, target, feeds, ref, kwargs=kwargs, repeat=repeat, warmup=warmup,

@@ -14,14 +14,16 @@ import tempfile
 from typing import List, Optional, Sequence, Tuple
 
 from .errors import RvvkitError
+from .jit import targets
+from .resources import runtime_c_dir, toolchain_dir
 
 Rows = List[Tuple[str, str]]
 Section = Tuple[str, Rows]
 CHECK_TIMEOUT_S = 120.0
-HOST_COMPILERS = ("cc", "gcc", "g++", "clang", "clang-16", "clang-17", "clang-18")
-CROSS_COMPILERS = ("riscv64-linux-gnu-gcc", "riscv64-linux-gnu-g++", "clang-16", "clang",
-                   "zig")
-BOARD_COMPILERS = ("cc", "gcc", "clang", "riscv64-linux-gnu-gcc", "riscv64-unknown-linux-gnu-gcc")
+# The compilers looked for: toolchain/targets/*.toml ([compilers] survey).
+HOST_COMPILERS = tuple(targets.host().compilers["survey"])
+CROSS_COMPILERS = tuple(targets.riscv().compilers["survey"])
+BOARD_COMPILERS = tuple(targets.riscv().compilers["board_survey"])
 VLEN_C = """#include <stdio.h>
 #include <riscv_vector.h>
 int main(void) { printf("%d\\n", (int)(__riscv_vsetvlmax_e8m1() * 8)); return 0; }
@@ -85,7 +87,7 @@ def _facts(shell) -> Rows:
 
 
 def _intrinsic_level(value: str) -> str:
-    names = {"11000": "0.11 API, as clang 16", "12000": "1.0 API", "1000000": "1.0 API"}
+    names = targets.riscv().intrinsics
     return f"{value} ({names[value]})" if value in names else value
 
 
@@ -178,7 +180,7 @@ def local_report() -> List[Section]:
             qemu = q.resolve_qemu()
             qrows += [("qemu-riscv64", f"{qemu}: {_tool_version([qemu, '--version'])}"),
                       ("sysroot", q.resolve_sysroot()), ("VLEN", f"{q.resolve_vlen()} bits "
-                       "(--vlen / RVVKIT_VLEN: 128, 256, 512, 1024)")]
+                       f"(--vlen / RVVKIT_VLEN: {', '.join(map(str, q.VLENS))})")]
             from .runtime.icount import plugin_path
             qrows.append(("counting plugin", f"built: {plugin_path()}"))
         except RvvkitError as exc:
@@ -187,7 +189,9 @@ def local_report() -> List[Section]:
         sections.append(("CUDA", _cuda_rows()))
         env = [(k, v) for k, v in sorted(os.environ.items())
                if k.startswith("RVVKIT_") or k == "TVM_RVV_COMPILER"]
-        sections.append(("rvvkit settings", [("cache", str(cache_dir()))] + _ssh_files() + env))
+        data = [("runtime_c", str(runtime_c_dir())), ("toolchain", str(toolchain_dir()))]
+        sections.append(("rvvkit settings", [("cache", str(cache_dir()))] + data +
+                         _ssh_files() + env))
         return sections
     finally:
         shell.close()
@@ -237,6 +241,19 @@ def _board_compilers(board) -> Rows:
     return rows or [("(none)", "no compiler on PATH")]
 
 
+def _preset_rows(name: str) -> Rows:
+    """What a board's preset assumes (toolchain/boards/<name>.toml), labelled as assumed."""
+    if not name:
+        return []
+    p = targets.board_preset(name)
+    rows = [("preset", f"{name}: {p.get('name', name)} (assumed, not measured)"),
+            ("  cpu / cores / VLEN", f"{p.get('cpu', '?')} / {p.get('cores', '?')} / "
+                                     f"{p.get('vlen', '?')} bits")]
+    if p.get("compilers"):
+        rows.append(("  compilers", p["compilers"]))
+    return rows + [("  note", note) for note in p.get("notes", [])]
+
+
 def board_report(url: str) -> List[Section]:
     from .runtime.boards import board_config
     from .runtime.remote import Board
@@ -247,7 +264,7 @@ def board_report(url: str) -> List[Section]:
     try:
         shell = _OnBoard(board)
         info = [(k, v) for k, v in board.describe().items()]
-        sections = [(f"board {cfg.label}", info + _facts(shell))]
+        sections = [(f"board {cfg.label}", info + _facts(shell) + _preset_rows(cfg.preset))]
         rows = _board_compilers(board)
         try:
             comp = resolve_board_compiler(board)

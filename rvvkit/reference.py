@@ -50,17 +50,29 @@ def _check_names(names: Sequence[str], available: Sequence[str], what: str) -> N
                          " is it the model the artifact was built from?")
 
 
-def _onnxruntime(model, feeds: Mapping[str, np.ndarray], names: List[str], repeat: int,
-                 warmup: int) -> Reference:
-    import onnxruntime as ort  # ImportError: the caller falls back to the ONNX evaluator
+def ort_session(model, threads: int = 1):
+    """The one onnxruntime session rvvkit compares against (reference, tests, benchmarks,
+    examples): CPU provider, `threads` intra-op threads and one inter-op thread, sequential
+    execution, every graph optimisation, errors-only logging. `model`: a path, serialized
+    bytes or a ModelProto. ImportError when onnxruntime is not installed; its own exceptions
+    when it rejects the model."""
+    import onnxruntime as ort
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3   # errors only: its warnings (unused initializers) are not ours
     src = os.fspath(model) if isinstance(model, (str, os.PathLike)) else \
         (model if isinstance(model, bytes) else model.SerializeToString())
+    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+
+
+def _onnxruntime(model, feeds: Mapping[str, np.ndarray], names: List[str], repeat: int,
+                 warmup: int) -> Reference:
+    import onnxruntime as ort  # ImportError: the caller falls back to the ONNX evaluator
     try:
-        sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+        sess = ort_session(model)
     except Exception as exc:  # onnxruntime raises its own exception types
         raise ModelError(f"onnxruntime cannot load the reference model: {exc}") from None
     _check_names(names, [o.name for o in sess.get_outputs()], "output(s)")

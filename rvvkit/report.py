@@ -90,7 +90,7 @@ def compare_table(doc: dict) -> str:
     notes = [f"  {r['path']}: {r['status']}: {r['reason']}" for r in doc["rows"] if r["reason"]]
     if notes:
         lines += [""] + notes
-    if any(r["executor"] == "qemu" and r.get("latency_ms") for r in doc["rows"]):
+    if any(r.get("emulated") and r.get("latency_ms") for r in doc["rows"]):
         lines += ["", "qemu latency is emulation speed, not a board's: compare RVV code by "
                   "dynamic instructions (per inference, start-up subtracted)."]
     if any(r.get("vs_reference") for r in doc["rows"]):

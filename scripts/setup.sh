@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What the facts of toolchain/targets/*.toml need on Debian: the compilers they list, QEMU, the
+# riscv64 sysroot ([qemu] sysroot). Where rvvkit looks for each is in those files, not here.
 APT_PACKAGES=(
     build-essential          # host gcc/g++: the host JIT
     binutils                 # readelf/objcopy read artifacts

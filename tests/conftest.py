@@ -10,6 +10,9 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pytest
 
+from executors import HOST
+from executors import params as executor_params
+
 RTOL, ATOL = 1e-3, 1e-4
 
 
@@ -128,39 +131,30 @@ def onnx_inputs(model) -> Sequence[str]:
 # Running
 
 def run_ort(model, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+    from rvvkit.reference import ort_session
+    sess = ort_session(model)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, dict(feeds))))
 
 
-# Where run_rvvkit runs a model: (executor, session options) pairs. The host by default;
-# tests/qemu/test_ops_qemu.py re-runs every operator test with QEMU at each VLEN here.
-EXECUTORS = [("host", {})]
+def _executors(on) -> Sequence:
+    """`on` as a list of executors: one Executor (tests/executors.py) or several."""
+    return list(on) if isinstance(on, (list, tuple)) else [on]
 
 
-def run_rvvkit_all(model, feeds: Mapping[str, np.ndarray], artifact=None, **build_kwargs
-                   ) -> Dict[str, Dict[str, np.ndarray]]:
-    """Build `model` (unless `artifact` is given) and run it on every entry of EXECUTORS:
-    {label: outputs}."""
+def run_rvvkit_all(model, feeds: Mapping[str, np.ndarray], artifact=None, on=HOST,
+                   **build_kwargs) -> Dict[str, Dict[str, np.ndarray]]:
+    """Build `model` once (unless `artifact` is given) and run it on each executor of `on`
+    (an Executor or a list; the host by default): {executor id: outputs}."""
     import rvvkit
     art = artifact if artifact is not None else rvvkit.build(model, **build_kwargs)
-    results = {}
-    for on, options in EXECUTORS:
-        with rvvkit.load(art, on=on, **options) as sess:
-            label = on + "".join(f" {k}={v}" for k, v in options.items())
-            results[label] = sess.run(dict(feeds))
-    return results
+    return {ex.id: ex.run(art, feeds) for ex in _executors(on)}
 
 
-def run_rvvkit(model, feeds: Mapping[str, np.ndarray], artifact=None,
+def run_rvvkit(model, feeds: Mapping[str, np.ndarray], artifact=None, on=HOST,
                **build_kwargs) -> Dict[str, np.ndarray]:
-    """Outputs of the first executor in EXECUTORS (the host unless a test switched it)."""
-    return next(iter(run_rvvkit_all(model, feeds, artifact, **build_kwargs).values()))
+    """Outputs of the (first) executor of `on`, the host by default."""
+    return next(iter(run_rvvkit_all(model, feeds, artifact, on, **build_kwargs).values()))
 
 
 def run_both(model, feeds: Mapping[str, np.ndarray], artifact=None, **build_kwargs
@@ -172,10 +166,11 @@ def run_both(model, feeds: Mapping[str, np.ndarray], artifact=None, **build_kwar
 
 
 def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
-                   atol: float = ATOL, artifact=None, **build_kwargs) -> Dict[str, np.ndarray]:
-    """Build + run with rvvkit (on every executor in EXECUTORS) and onnxruntime; every output
-    must agree. Returns the first executor's outputs."""
-    runs = run_rvvkit_all(model, feeds, artifact, **build_kwargs)
+                   atol: float = ATOL, artifact=None, on=HOST,
+                   **build_kwargs) -> Dict[str, np.ndarray]:
+    """Build + run with rvvkit on each executor of `on` (the host by default; one build for
+    all) and with onnxruntime; every output must agree. Returns the first executor's outputs."""
+    runs = run_rvvkit_all(model, feeds, artifact, on, **build_kwargs)
     ref = run_ort(model, feeds)
     for label, ours in runs.items():
         assert sorted(ours) == sorted(ref), (label, sorted(ours), sorted(ref))
@@ -187,6 +182,15 @@ def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
     return next(iter(runs.values()))
 
 
-__all__ = ["make_model", "rand", "conv_ref", "expose_logits", "run_both", "run_ort", "run_rvvkit", "run_rvvkit_all",
-           "assert_matches", "EXECUTORS",
-           "onnx_inputs", "RTOL", "ATOL"]
+# ---------------------------------------------------------------------------------------------
+# Executors by parameter
+
+@pytest.hookimpl(trylast=True)  # after the parametrize marks: the executor's id comes last
+def pytest_generate_tests(metafunc):
+    """A test taking `executor` runs on every executor of this session (tests/executors.py)."""
+    if "executor" in metafunc.fixturenames:
+        metafunc.parametrize("executor", executor_params())
+
+
+__all__ = ["make_model", "rand", "conv_ref", "expose_logits", "run_both", "run_ort", "run_rvvkit",
+           "run_rvvkit_all", "assert_matches", "HOST", "onnx_inputs", "RTOL", "ATOL"]

@@ -6,8 +6,6 @@ plan entry point with pointers into the weights blob, the arena or the graph's I
 """
 from __future__ import annotations
 
-import functools
-import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -73,6 +71,29 @@ class Lowered:
     transforms: Optional[WeightTransforms] = None
 
 
+# What each kernel kind's spec holds (see Kernel.spec). Lowerings build their spec with
+# `make_spec`, which insists on exactly these keys; the CUDA generators read only these keys
+# (tests/unit/test_kernel_specs.py checks both), so a renamed lowering parameter cannot
+# silently change what another dialect sees.
+SPEC_KEYS: Dict[str, Tuple[str, ...]] = {
+    "conv": ("x_shape", "w_shape", "y_shape", "group", "strides", "pads", "dilations",
+             "bias", "residual", "act", "w_panel"),
+    "gemm": ("M", "N", "K", "b_const", "c_mode", "alpha", "beta", "act", "b_panel"),
+    "matmul": ("a_shape", "b_shape", "y_shape", "b_const", "b_panel", "b_batch_floats"),
+    "nary": ("operator", "in_shapes", "out_shape", "act"),
+    "unary": ("act", "shape"),
+    "affine": ("shape", "act"),
+    "copy": ("n_floats",),
+    "transpose": ("in_shape", "perm"),
+    "concat": ("in_shapes", "axis"),
+    "pool": ("kind", "x_shape", "y_shape", "kernel", "strides", "pads", "dilations",
+             "count_include_pad"),
+    "global_pool": ("kind", "x_shape"),
+    "lrn": ("x_shape", "size", "alpha", "beta", "bias"),
+    "softmax": ("shape", "axis", "coerce", "log"),
+}
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return tuple(_plain(x) for x in v)
@@ -83,21 +104,12 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def specified(op: str):
-    """Decorates a lowering so its kernel's `spec` records the op and the call's arguments
-    (entries the lowering set itself, such as weight layouts, are kept)."""
-    def deco(fn):
-        sig = inspect.signature(fn)
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            low = fn(*args, **kwargs)
-            bound = sig.bind(*args, **kwargs)
-            bound.apply_defaults()
-            given = {k: _plain(v) for k, v in bound.arguments.items()}
-            if "op" in given:              # nary's ONNX op type
-                given["operator"] = given.pop("op")
-            low.kernel.spec = {**given, **low.kernel.spec, "op": op}
-            return low
-        return wrapper
-    return deco
+def make_spec(op: str, **fields: Any) -> Dict[str, Any]:
+    """The spec of a kernel of kind `op`: {"op": op} and exactly the keys SPEC_KEYS[op] declares
+    (sequences as tuples, numpy scalars as Python numbers); any other set of keys is an error."""
+    declared = SPEC_KEYS[op]
+    if set(fields) != set(declared):
+        missing = sorted(set(declared) - set(fields))
+        extra = sorted(set(fields) - set(declared))
+        raise TypeError(f"spec of {op!r}: missing {missing}, undeclared {extra}")
+    return {"op": op, **{k: _plain(fields[k]) for k in declared}}

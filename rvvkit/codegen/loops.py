@@ -1,7 +1,10 @@
 """Helpers that write C loop nests over static shapes."""
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, List, Sequence, Tuple
+
+from .cfmt import INDENT, indent as shift
 
 
 def cdiv(a: int, b: int) -> int:
@@ -44,10 +47,34 @@ def collapse(out_shape: Sequence[int], strides: Sequence[Sequence[int]]
     return dims, sts
 
 
+# a statement that declares (not allowed as the unbraced body of a loop)
+_DECL = r"(const |float |int |long |size_t |v?float32)"
+
+
+def loop(var: str, start, stop, body: str, ty: str = "int", flat: bool = False) -> str:
+    """`for (ty var = start; var < stop; ++var) { body }`; when the bounds are constants one
+    apart, the body once with `var` fixed to `start` (no single-trip loops in the source): in
+    a block, or without one when `flat` (the caller knows no declaration can clash)."""
+    if not (isinstance(start, int) and isinstance(stop, int) and stop - start == 1):
+        head = f"for ({ty} {var} = {start}; {var} < {stop}; ++{var})"
+        if "\n" in body or re.match(_DECL, body):
+            return f"{head} {{\n{shift(body)}\n}}"
+        one_line = len(head) + len(body) < 90 and not body.startswith("for ")
+        return f"{head} {body}" if one_line else f"{head}\n{shift(body)}"
+    fixed = f"const {ty} {var} = {start};\n" if re.search(rf"\b{var}\b", body) else ""
+    if flat:
+        return fixed + body
+    return f"{{\n{shift(fixed + body)}\n}}"
+
+
 def nest(dims: Sequence[int], strides: Sequence[Sequence[int]], names: Sequence[str],
-         body: Callable[[Dict[str, str]], str], indent: str = "    ") -> str:
+         body: Callable[[Dict[str, str]], str], indent: str = INDENT) -> str:
     """A loop nest over `dims`. Outer loops keep one offset per operand; `body` receives, per
-    operand name, the C index expression of the current element and returns statements."""
+    operand name, the C index expression of the current element and returns statements.
+    A single element (dims [1]) is the body alone, at index 0."""
+    if list(dims) == [1]:
+        idx = {name: "0" for name in names}
+        return "\n".join(indent + stmt for stmt in body(idx).splitlines())
     depth = len(dims)
     lines: List[str] = []
     for k in range(depth - 1):

@@ -1,18 +1,24 @@
-"""Dispatch from graph nodes to kernel lowerings. A node's kernel parameters bind, in order, to
-its non-empty inputs and then its outputs."""
+"""C lowerings of graph nodes, each attached to its op's entry in the operator table
+(rvvkit.ops.REGISTRY) with `lowering`, and the dispatch that uses them. A node's kernel
+parameters bind, in order, to its non-empty inputs and then its outputs."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import List, Optional
 
 import numpy as np
 
 from ..errors import ModelError, UnsupportedOperator
 from ..ir import Graph, Node
+from ..ops import REGISTRY
+from ..ops.activations import BY_OP as ACTIVATIONS_BY_OP, act_of
+from ..ops.elementwise import BINARY, CHANNEL_AFFINE
 from ..ops.nn import softmax_axis
+from ..ops.registry import lowering
 from ..ops.shape import ALIAS_OPS
-from .act import Act
 from .kernel import Lowered
+from .kernels import conv as convk
 from .kernels import elementwise as ew
+from .kernels import gemm as gemmk
 from .kernels import layout, pool
 
 
@@ -20,18 +26,18 @@ def _shape(g: Graph, name: str):
     return g.t(name).shape
 
 
+@lowering("Conv")
 def _conv(n: Node, g: Graph) -> Lowered:
-    from .kernels import conv as convk
     a = n.attrs
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     return convk.conv2d(_shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0]),
                         group=a["group"], strides=a["strides"], pads=a["pads"],
                         dilations=a["dilations"], bias=has_bias,
-                        residual=bool(a.get("_residual")), act=a.get("_act"))
+                        residual=n.residual, act=n.act)
 
 
+@lowering("Gemm")
 def _gemm(n: Node, g: Graph) -> Lowered:
-    from .kernels import gemm as gemmk
     (m, k), (_, nn) = _shape(g, n.inputs[0]), _shape(g, n.inputs[1])
     c = n.inputs[2] if len(n.inputs) > 2 else ""
     mode = None
@@ -43,28 +49,33 @@ def _gemm(n: Node, g: Graph) -> Lowered:
             mode = "col"
     return gemmk.gemm(m, nn, k, b_const=g.is_const(n.inputs[1]), c_mode=mode,
                       alpha=float(n.attrs.get("alpha", 1.0)), beta=float(n.attrs.get("beta", 1.0)),
-                      act=n.attrs.get("_act"))
+                      act=n.act)
 
 
+@lowering("MatMul")
 def _matmul(n: Node, g: Graph) -> Lowered:
-    from .kernels import gemm as gemmk
-    low = gemmk.matmul(_shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0]),
-                       b_const=g.is_const(n.inputs[1]))
-    if n.attrs.get("_act"):
-        raise ModelError("internal: activation fused into MatMul")  # fuse.py never does this
-    return low
+    if n.act is not None:  # the op table says MatMul takes no epilogue: fuse.py never does this
+        raise ModelError("internal: activation fused into MatMul")
+    return gemmk.matmul(_shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0]),
+                        b_const=g.is_const(n.inputs[1]))
 
 
+@lowering(*BINARY, "Sum")   # C forms: kernels/elementwise.py OPERATORS
 def _nary(n: Node, g: Graph) -> Lowered:
-    return ew.nary(n.op, [_shape(g, i) for i in n.inputs], _shape(g, n.outputs[0]),
-                   n.attrs.get("_act"))
+    return ew.nary(n.op, [_shape(g, i) for i in n.inputs], _shape(g, n.outputs[0]), n.act)
 
 
+@lowering(*ACTIVATIONS_BY_OP)
 def _unary(n: Node, g: Graph) -> Lowered:
-    from ..passes.fuse import activation_of
-    return ew.unary(activation_of(g, n), _shape(g, n.inputs[0]))
+    return ew.unary(act_of(n), _shape(g, n.inputs[0]))
 
 
+@lowering(CHANNEL_AFFINE)
+def _affine(n: Node, g: Graph) -> Lowered:
+    return ew.channel_affine(_shape(g, n.inputs[0]), n.act)
+
+
+@lowering("MaxPool", "AveragePool")
 def _pool(n: Node, g: Graph) -> Lowered:
     a = n.attrs
     kind = "max" if n.op == "MaxPool" else "avg"
@@ -73,45 +84,46 @@ def _pool(n: Node, g: Graph) -> Lowered:
                        bool(a.get("count_include_pad", 0)))
 
 
+@lowering("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(n: Node, g: Graph) -> Lowered:
+    kind = "max" if n.op == "GlobalMaxPool" else "avg"
+    return pool.global_pool(kind, _shape(g, n.inputs[0]))
+
+
+@lowering("Softmax", "LogSoftmax")
 def _softmax(n: Node, g: Graph) -> Lowered:
-    shape = _shape(g, n.inputs[0])
-    axis, coerce = softmax_axis(n, len(shape))
-    return pool.softmax(shape, axis, coerce, log=n.op == "LogSoftmax")
+    axis, coerce = softmax_axis(n)
+    return pool.softmax(_shape(g, n.inputs[0]), axis, coerce, log=n.op == "LogSoftmax")
 
 
+@lowering("LRN")
 def _lrn(n: Node, g: Graph) -> Lowered:
     a = n.attrs
     return pool.lrn(_shape(g, n.inputs[0]), int(a["size"]), float(a.get("alpha", 1e-4)),
                     float(a.get("beta", 0.75)), float(a.get("bias", 1.0)))
 
 
+@lowering("Transpose")
+def _transpose(n: Node, g: Graph) -> Lowered:
+    return layout.transpose(_shape(g, n.inputs[0]), n.attrs["perm"])
+
+
+@lowering("Concat")
+def _concat(n: Node, g: Graph) -> Lowered:
+    return layout.concat([_shape(g, i) for i in n.inputs], n.attrs["axis"])
+
+
+# Aliases (Reshape & co.) need a kernel only when the alias must own its output buffer.
+@lowering(*ALIAS_OPS)
 def _copy(n: Node, g: Graph) -> Lowered:
     return ew.copy(g.t(n.outputs[0]).size)
 
 
-LOWERINGS: Dict[str, Callable[[Node, Graph], Lowered]] = {
-    "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul,
-    "Add": _nary, "Sub": _nary, "Mul": _nary, "Div": _nary, "Sum": _nary,
-    "Relu": _unary, "Clip": _unary, "LeakyRelu": _unary, "Sigmoid": _unary, "Tanh": _unary,
-    "ChannelAffine": lambda n, g: ew.channel_affine(_shape(g, n.inputs[0]), n.attrs.get("_act")),
-    "MaxPool": _pool, "AveragePool": _pool,
-    "GlobalAveragePool": lambda n, g: pool.global_pool("avg", _shape(g, n.inputs[0])),
-    "GlobalMaxPool": lambda n, g: pool.global_pool("max", _shape(g, n.inputs[0])),
-    "LRN": _lrn, "Softmax": _softmax, "LogSoftmax": _softmax,
-    "Transpose": lambda n, g: layout.transpose(_shape(g, n.inputs[0]), n.attrs["perm"]),
-    "Concat": lambda n, g: layout.concat([_shape(g, i) for i in n.inputs], n.attrs["axis"]),
-    "Identity": _copy, "Dropout": _copy,
-}
-for _alias in ALIAS_OPS:
-    LOWERINGS.setdefault(_alias, _copy)  # used only when the alias must own its output
-
-
-SINGLE_INPUT = ALIAS_OPS + ("Clip",)  # later inputs are attributes in disguise (shape, bounds)
-
-
 def kernel_inputs(n: Node) -> List[str]:
-    """The node inputs bound to kernel parameters, in parameter order."""
-    return n.inputs[:1] if n.op in SINGLE_INPUT else [i for i in n.inputs if i]
+    """The node inputs bound to kernel parameters, in parameter order. Later inputs of aliases
+    and activations are attributes in disguise (target shape, clip bounds)."""
+    single = n.op in ALIAS_OPS or n.op in ACTIVATIONS_BY_OP
+    return n.inputs[:1] if single else [i for i in n.inputs if i]
 
 
 def is_alias(n: Node, g: Graph) -> bool:
@@ -125,7 +137,8 @@ def check_lowerable(g: Graph) -> None:
     bad: List = []
     details: List[str] = []
     for n in g.nodes:
-        if n.op not in LOWERINGS:
+        op = REGISTRY.get(n.op)
+        if op is None or op.lower is None:
             bad.append((n.op, n.name))
             details.append(f"  {n.name}: {n.op} is supported only on build-time constants")
             continue
@@ -140,7 +153,7 @@ def check_lowerable(g: Graph) -> None:
 
 
 def lower(n: Node, g: Graph) -> Optional[Lowered]:
-    return None if is_alias(n, g) else LOWERINGS[n.op](n, g)
+    return None if is_alias(n, g) else REGISTRY[n.op].lower(n, g)
 
 
-__all__ = ["Act", "lower", "is_alias", "kernel_inputs", "check_lowerable", "LOWERINGS"]
+__all__ = ["lower", "is_alias", "kernel_inputs", "check_lowerable"]

@@ -10,8 +10,10 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Graph
-from ..passes.memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
+from .memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
+from .cfmt import unique_idents
 from .kernel import Kernel
+from .kernels.gemm_rvv import fixed_vlen
 from .lower import check_lowerable, is_alias, kernel_inputs, lower
 
 
@@ -20,13 +22,20 @@ class Arg:
     kind: str        # "input" | "output" | "weights" | "arena"
     index: int = 0   # graph input/output index
     offset: int = 0  # floats into weights or arena
+    weight: str = ""  # weights: key of the entry (initializer name, `name@node` if transformed)
+    symbol: str = ""  # weights: the C constant holding `offset` (see Plan.weight_symbols)
 
     def c(self) -> str:
+        if self.kind == "weights":
+            return f"w + {self.symbol or self.offset}"
         return {"input": f"in[{self.index}]", "output": f"out[{self.index}]",
-                "weights": f"w + {self.offset}", "arena": f"a + {self.offset}"}[self.kind]
+                "arena": f"a + {self.offset}"}[self.kind]
 
     def to_json(self) -> Dict:
-        return {"kind": self.kind, "index": self.index, "offset": self.offset}
+        out = {"kind": self.kind, "index": self.index, "offset": self.offset}
+        if self.kind == "weights":
+            out["name"] = self.weight
+        return out
 
 
 @dataclass
@@ -37,6 +46,11 @@ class Step:
     args: List[Arg]
     workspace: Optional[Arg] = None
     macs: int = 0
+    fused: List[Tuple[str, str]] = field(default_factory=list)  # (op, name) folded into it
+
+    def describe(self) -> str:
+        """"Conv conv2 + Add add1 + LeakyRelu lrelu1": the node and every node fused into it."""
+        return " + ".join(f"{op} {name}" for op, name in [(self.op, self.node)] + self.fused)
 
 
 @dataclass
@@ -50,6 +64,8 @@ class Plan:
     inputs: List[Tuple[str, Tuple[int, ...]]]
     outputs: List[Tuple[str, Tuple[int, ...]]]
     weight_index: Dict[str, Tuple[int, int]] = field(default_factory=dict)
+    # weights key -> C identifier of its offset constant (initializer names, made C-safe)
+    weight_symbols: Dict[str, str] = field(default_factory=dict)
 
     @property
     def macs(self) -> int:
@@ -122,7 +138,13 @@ def _concat_views(g: Graph) -> Dict[str, Tuple[str, int]]:
     return views
 
 
-def build_plan(g: Graph) -> Plan:
+def build_plan(g: Graph, vlen: Optional[int] = None) -> Plan:
+    """The kernel plan of `g`; with `vlen`, RVV micro-kernels are emitted for that VLEN only."""
+    with fixed_vlen(vlen):
+        return _build_plan(g)
+
+
+def _build_plan(g: Graph) -> Plan:
     _materialise_const_outputs(g)
     check_lowerable(g)
     root: Dict[str, str] = {}  # alias tensor -> tensor owning the buffer
@@ -153,10 +175,13 @@ def build_plan(g: Graph) -> Plan:
         if k.key() not in kernels:
             kernels[k.key()] = (f"k{len(kernels)}_{k.hint}", k)
         raw_steps.append((kernels[k.key()][0], k, names, n))
-    steps, arena, bound = _assign(g, raw_steps, weights, views)
+    # transformed copies are keyed `name@node` (see above): named after the initializer
+    symbols = unique_idents({k: k.split("@")[0] + ("_packed" if "@" in k else "")
+                             for k in weights.index}, "W_")
+    steps, arena, bound = _assign(g, raw_steps, weights, views, symbols)
     return Plan(g.name, list(kernels.values()), steps, weights.blob(), arena, bound,
                 [(i, g.t(i).shape) for i in g.inputs], [(o, g.t(o).shape) for o in g.outputs],
-                weights.index)
+                weights.index, symbols)
 
 
 def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
@@ -168,7 +193,7 @@ def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
     return name, off
 
 
-def _assign(g: Graph, raw_steps, weights: _Weights, views):
+def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, str]):
     first: Dict[str, int] = {}
     last: Dict[str, int] = {}
     for s, (_, k, names, _) in enumerate(raw_steps):
@@ -184,7 +209,8 @@ def _assign(g: Graph, raw_steps, weights: _Weights, views):
 
     def arg(name: str) -> Arg:
         if name.startswith("\0w:"):
-            return Arg("weights", offset=weights.index[name[3:]][0])
+            key = name[3:]
+            return Arg("weights", offset=weights.index[key][0], weight=key, symbol=symbols[key])
         owner, sub = _resolve(name, views)
         if owner in g.inputs:
             return Arg("input", index=g.inputs.index(owner))
@@ -195,7 +221,8 @@ def _assign(g: Graph, raw_steps, weights: _Weights, views):
     steps = []
     for s, (kname, k, names, node) in enumerate(raw_steps):
         ws = Arg("arena", offset=offsets[f"\0ws{s}"]) if k.workspace else None
-        steps.append(Step(kname, node.name, node.op, [arg(nm) for nm in names], ws, k.macs))
+        steps.append(Step(kname, node.name, node.op, [arg(nm) for nm in names], ws, k.macs,
+                          [tuple(f) for f in getattr(node, "fused", [])]))
     return steps, max(total, ALIGN), lower_bound(intervals)
 
 

@@ -13,8 +13,8 @@ vsetvl/vsetvlmax, vle32/vse32/vlse32/vsse32, vfmv_v_f, vfmv_f_s, vfmul_vf, vfmac
 vfmadd_vf, vfadd/vfsub/vfmul/vfdiv/vfmax/vfmin (vv, vf), vfrsub_vf, vfrdiv_vf, vfsqrt_v and
 vfredusum/vfredmax into an m1 result. Where the APIs differ we stay away: segment loads/stores
 (0.11 writes through pointer arguments, 1.0 returns tuple types such as vfloat32m1x2_t) and the
-rounding-mode `_rm` variants (1.0 only). No masks are needed at all: a leaky ReLU is
-max(v, a*v) for a <= 1 and min(v, a*v) otherwise.
+rounding-mode `_rm` variants (1.0 only). No masks are needed at all (activations' vector
+forms are in rvvkit/ops/activations.py: a leaky ReLU is max(v, a*v) for a <= 1, min otherwise).
 
 Compiler quirk (clang 16): the vsetvl intrinsic yields a "ta, mu" vtype while unmasked
 operations want "ta, ma", and its vsetvli insertion then re-issues a vsetvli inside loops that
@@ -22,11 +22,6 @@ follow; the GEMM micro-kernel, whose k loops follow the strip's vl, therefore co
 vl = min(n - j0, vsetvlmax) in scalar code.
 """
 from __future__ import annotations
-
-from typing import Optional
-
-from .act import Act
-from .cfmt import flt
 
 GUARD = "#if defined(__riscv_v_intrinsic)"
 
@@ -38,19 +33,19 @@ HEADER = """#if defined(__riscv_v_intrinsic)
 /* Vector copy/zero of whole floats (glibc's memcpy/memset are scalar on riscv64). */
 __attribute__((unused)) static inline void rvk_vcopy(float *__restrict d,
                                                      const float *__restrict s, size_t n) {
-  for (size_t i = 0; i < n;) {
-    const size_t vl = __riscv_vsetvl_e32m8(n - i);
-    __riscv_vse32_v_f32m8(d + i, __riscv_vle32_v_f32m8(s + i, vl), vl);
-    i += vl;
-  }
+    for (size_t i = 0; i < n;) {
+        const size_t vl = __riscv_vsetvl_e32m8(n - i);
+        __riscv_vse32_v_f32m8(d + i, __riscv_vle32_v_f32m8(s + i, vl), vl);
+        i += vl;
+    }
 }
 __attribute__((unused)) static inline void rvk_vzero(float *__restrict d, size_t n) {
-  const vfloat32m8_t z = __riscv_vfmv_v_f_f32m8(0.0f, __riscv_vsetvlmax_e32m8());
-  for (size_t i = 0; i < n;) {
-    const size_t vl = __riscv_vsetvl_e32m8(n - i);
-    __riscv_vse32_v_f32m8(d + i, z, vl);
-    i += vl;
-  }
+    const vfloat32m8_t z = __riscv_vfmv_v_f_f32m8(0.0f, __riscv_vsetvlmax_e32m8());
+    for (size_t i = 0; i < n;) {
+        const size_t vl = __riscv_vsetvl_e32m8(n - i);
+        __riscv_vse32_v_f32m8(d + i, z, vl);
+        i += vl;
+    }
 }
 #define RVK_MEMCPY(d, s, nbytes) rvk_vcopy((d), (s), (size_t)(nbytes) / sizeof(float))
 #define RVK_MEMZERO(d, nbytes) rvk_vzero((d), (size_t)(nbytes) / sizeof(float))
@@ -103,30 +98,6 @@ def vsse(lmul: int, ptr: str, stride_floats, val: str, vl: str = "vl") -> str:
 
 def vsplat(lmul: int, scalar: str, vl: str = "vl") -> str:
     return f"__riscv_vfmv_v_f_f32m{lmul}({scalar}, {vl})"
-
-
-def has_vact(act: Optional[Act]) -> bool:
-    """Whether `act` has a vector form (sigmoid/tanh need exp: they stay scalar)."""
-    return act is None or act.kind in ("relu", "clip", "leaky_relu")
-
-
-def vact(act: Optional[Act], v: str, lmul: int, vl: str = "vl") -> str:
-    """Vector expression applying `act` to the vector variable `v` (a plain name)."""
-    if act is None:
-        return v
-    k = act.kind
-    if k == "relu":
-        return f"{vop('vfmax_vf', lmul)}({v}, 0.0f, {vl})"
-    if k == "clip":
-        lo, hi = act.params
-        return (f"{vop('vfmin_vf', lmul)}({vop('vfmax_vf', lmul)}({v}, {flt(lo)}, {vl}), "
-                f"{flt(hi)}, {vl})")
-    if k == "leaky_relu":
-        (alpha,) = act.params
-        # x >= 0 ? x : a*x  ==  max(x, a*x) for a <= 1, min(x, a*x) for a > 1
-        pick = "vfmax_vv" if alpha <= 1.0 else "vfmin_vv"
-        return f"{vop(pick, lmul)}({v}, {vop('vfmul_vf', lmul)}({v}, {flt(alpha)}, {vl}), {vl})"
-    raise ValueError(f"activation {k} has no vector form")
 
 
 def guarded(rvv: str, portable: str) -> str:

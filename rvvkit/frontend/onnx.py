@@ -60,7 +60,8 @@ def _attrs(node) -> Dict:
 def _unsupported(model) -> List[Tuple[str, str]]:
     bad = []
     for i, n in enumerate(model.graph.node):
-        if n.domain not in ("", "ai.onnx") or n.op_type not in REGISTRY or n.op_type == "ChannelAffine":
+        if (n.domain not in ("", "ai.onnx") or n.op_type not in REGISTRY
+                or REGISTRY[n.op_type].internal):
             bad.append((n.op_type if not n.domain else f"{n.domain}.{n.op_type}",
                         n.name or f"#{i}"))
     return bad
@@ -126,7 +127,7 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
                          f"the model's inputs are {g.inputs}")
     for i, pn in enumerate(proto.graph.node):
         _add_node(g, Node(pn.op_type, pn.name or f"{pn.op_type}_{i}", list(pn.input),
-                          list(pn.output), _attrs(pn)), opset)
+                          list(pn.output), _attrs(pn)))
     for vi in proto.graph.output:
         if vi.name not in g.tensors:
             raise ModelError(f"graph output {vi.name!r} is not produced by any node")
@@ -134,12 +135,12 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
     return g
 
 
-def _add_node(g: Graph, node: Node, opset: int) -> None:
+def _add_node(g: Graph, node: Node) -> None:
+    """Infer `node`'s outputs (ops read the opset from g.opset) and fold or append it."""
     for i in node.inputs:
         if i and i not in g.tensors:
             raise ModelError(f"{node.op} node {node.name!r} reads {i!r}, which is not defined "
                              "before it (nodes must be in topological order)")
-    node.attrs["_opset"] = opset
     try:
         outs = REGISTRY[node.op].infer(node, g)
     except (IndexError, KeyError, TypeError, ValueError) as exc:

@@ -33,6 +33,13 @@ class Node:
     inputs: List[str]
     outputs: List[str]
     attrs: Dict[str, Any] = field(default_factory=dict)
+    # Fusion results, typed (passes set them; lowerings read them). `act` is an activation
+    # (rvvkit.ops.activations.Act) applied in this node's epilogue; `residual` means the node's
+    # last input is added to its output before `act`; `fused` lists (op, name) of every graph
+    # node folded into this one, in the order they apply, for step comments and the plan meta.
+    act: Any = None
+    residual: bool = False
+    fused: List[Tuple[str, str]] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return f"Node({self.op} {self.name!r} {self.inputs} -> {self.outputs})"
@@ -45,6 +52,8 @@ class Graph:
         self.nodes: List[Node] = []
         self.inputs: List[str] = []
         self.outputs: List[str] = []
+        # ai.onnx opset of the source model, read by ops whose meaning changed across opsets
+        # (0: a graph built without a model, which gets the newest rules)
         self.opset: int = 0
 
     # -- tensors -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""JIT toolchain: find the compiler, build its flags, compile generated C, cache by content.
+"""The JIT: find the compiler, build its flags, compile generated C, cache by content.
 
     comp = resolve_compiler(target="host")            # or target="rvv", or an explicit string
     so = compile_source(c_source, comp, compile_flags(comp))
@@ -10,7 +10,7 @@ from .cache import (CACHE_SCHEMA, cache_dir, cache_enabled, cache_key, entry_dir
 from .nvcc import (compile_cu, compile_cu_emulated, nvcc_flags, nvcc_version, resolve_host_cxx,
                    resolve_nvcc)
 from .probe import clear_probe_cache
-from .toolchain import (Compiler, compile_flags, default_candidates, describe, host_is_riscv,
+from .compilers import (Compiler, compile_flags, default_candidates, describe, host_is_riscv,
                         resolve_compiler, split_compiler)
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 from ..errors import CompileError, CompilerNotFound
 from . import cache
 from .diagnostics import source_excerpt
-from .toolchain import Compiler
+from .compilers import Compiler
 
 log = logging.getLogger("rvvkit.jit")
 

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence
 
-from .toolchain import Compiler
+from .compilers import Compiler
 
 # Bump when the layout, the key or the build command's shape changes: old entries become misses.
 CACHE_SCHEMA = 1

@@ -1,6 +1,7 @@
 """Build the CUDA translation unit: with nvcc for a GPU, or with the host C++ compiler against
-the CPU emulator header (runtime_c/rvk_cuda_emu.h) for checking numerics without one. Both go
-through the same cache and CompileError reporting as the C builds (build.compile_source).
+the CPU emulator header (toolchain/cuda_emu/rvk_cuda_emu.h) for checking numerics without
+one. Both go through the same cache and CompileError reporting as the C builds
+(build.compile_source). nvcc's facts (candidates, flags) are in toolchain/targets/nvcc.toml.
 
     so = compile_cu(cu_source)                   # nvcc from $RVVKIT_NVCC / PATH / /usr/local/cuda
     so = compile_cu_emulated(cu_source)          # g++/clang++ -include rvk_cuda_emu.h
@@ -16,20 +17,20 @@ import shlex
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from ..errors import CompilerNotFound, RvvkitError
+from ..errors import CompilerNotFound
+from ..resources import toolchain_file
+from . import targets
 from .build import compile_source
+from .compilers import Compiler, resolve_compiler, split_compiler
 from .probe import compiler_exe_index, probe
-from .toolchain import Compiler, resolve_compiler, split_compiler
 
 NVCC_ENV = "RVVKIT_NVCC"
 NVCC_FLAGS_ENV = "RVVKIT_NVCC_FLAGS"
-DEFAULT_NVCC = ("nvcc", "/usr/local/cuda/bin/nvcc")
-# -Xcompiler: the host compiler builds the launch code of a shared object, so it needs -fPIC.
-BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-O3", "-lineinfo")
+_NVCC = targets.nvcc()
+DEFAULT_NVCC = tuple(_NVCC.compilers["native"])
+BASE_FLAGS = tuple(_NVCC.flags["base"])
 # Options that choose the GPU architecture: when the user's flags name one, ours steps aside.
-_ARCH_OPTIONS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code",
-                 "--gpu-code")
-EMU_HEADER = Path(__file__).resolve().parent.parent / "runtime_c" / "rvk_cuda_emu.h"
+_ARCH_OPTIONS = tuple(_NVCC.flags["arch_options"])
 _RELEASE_RE = re.compile(r"release\s+([\d.]+),\s*V([\d.]+)")
 
 
@@ -97,7 +98,7 @@ def nvcc_flags(*, native: bool = False, extra: Optional[Sequence[str]] = None) -
     extra = _env_nvcc_flags() if extra is None else list(extra)
     flags = list(BASE_FLAGS)
     if native and not names_arch(extra):
-        flags.append("-arch=native")
+        flags += _NVCC.flags["native"]
     return flags + extra
 
 
@@ -131,7 +132,8 @@ def _cxx_siblings(comp: Compiler) -> List[Tuple[str, ...]]:
         if m:
             argv[i] = os.path.join(head, m["pre"] + _C_TO_CXX[m["drv"]] + (m["post"] or ""))
             out.append(tuple(argv))
-    return out + [c for c in (("g++",), ("clang++",), ("c++",)) if c not in out]
+    usual = [tuple(shlex.split(c)) for c in targets.host().compilers["cxx"]]
+    return out + [c for c in usual if c not in out]
 
 
 def resolve_host_cxx(explicit: Optional[str] = None) -> Compiler:
@@ -157,18 +159,16 @@ def resolve_host_cxx(explicit: Optional[str] = None) -> Compiler:
 
 
 def emulator_header() -> Path:
-    if not EMU_HEADER.is_file():
-        raise RvvkitError(f"the CUDA emulator header is missing from this installation "
-                          f"({EMU_HEADER}); reinstall rvvkit")
-    return EMU_HEADER
+    """The CPU emulator header (RvvkitError when the installation lacks it)."""
+    return toolchain_file(_NVCC.get("emulator", "header"))
 
 
 def emulator_flags(extra: Optional[Sequence[str]] = None) -> List[str]:
     """Flags that build CUDA source for the CPU emulator; extra (default $RVVKIT_CFLAGS, as
     for any host build) come last."""
     extra = shlex.split(os.environ.get("RVVKIT_CFLAGS", "")) if extra is None else list(extra)
-    return ["-std=c++17", "-O2", "-x", "c++", "-include", str(emulator_header()),
-            "-DRVK_CUDA_EMU", "-fPIC", "-shared"] + extra
+    header = str(emulator_header())
+    return [f.replace("{header}", header) for f in _NVCC.get("emulator", "flags")] + extra
 
 
 def compile_cu_emulated(source: str, compiler: Optional[Compiler] = None,

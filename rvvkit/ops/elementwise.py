@@ -1,5 +1,6 @@
-"""Element-wise operators: broadcasting binaries, variadic Sum, activations, and the internal
-per-channel affine op that BatchNormalization and constant Mul/Add become."""
+"""Element-wise operators: broadcasting binaries, variadic Sum, Identity/Dropout, and the internal
+per-channel affine op that BatchNormalization and constant Mul/Add become. Activations have
+their own table (activations.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,50 +27,16 @@ def _binary_eval(node, xs):
 
 
 for _op in BINARY:
-    register(_op, _binary_eval)(_binary_infer)
+    register(_op, _binary_eval, act_epilogue=True)(_binary_infer)
 
 
-@register("Sum", lambda node, xs: [np.asarray(sum(xs[1:], xs[0]))])
+@register("Sum", lambda node, xs: [np.asarray(sum(xs[1:], xs[0]))], act_epilogue=True)
 def _sum(node, g):
     shapes = [in_shape(node, g, i) for i in range(len(node.inputs))]
     return [(broadcast_shapes(node, shapes), g.t(node.inputs[0]).dtype)]
 
 
-def _clip_bounds(node, g):
-    """Clip's bounds are attributes before opset 11 and optional inputs after."""
-    if "min" in node.attrs or "max" in node.attrs or len(node.inputs) == 1:
-        lo = node.attrs.get("min", float("-inf"))
-        hi = node.attrs.get("max", float("inf"))
-    else:
-        lo_v = const_input(node, g, 1, "min")
-        hi_v = const_input(node, g, 2, "max")
-        lo = float(lo_v) if lo_v is not None else float("-inf")
-        hi = float(hi_v) if hi_v is not None else float("inf")
-    # y = min(max(x, lo), hi): when lo > hi every value becomes hi, which is what (hi, hi) does
-    # in every lowering (the fused epilogue tests `< lo` first).
-    return min(float(lo), float(hi)), float(hi)
-
-
-@register("Clip", lambda node, xs: [np.clip(xs[0], *node.attrs["bounds"]).astype(xs[0].dtype)])
-def _clip(node, g):
-    node.attrs["bounds"] = _clip_bounds(node, g)
-    return same_as_input(node, g)
-
-
-def _leaky(node, xs):
-    a = node.attrs.get("alpha", 0.01)
-    return [np.where(xs[0] >= 0, xs[0], xs[0] * a).astype(xs[0].dtype)]
-
-
-UNARY = {
-    "Relu": lambda node, xs: [np.maximum(xs[0], 0).astype(xs[0].dtype)],
-    "Sigmoid": lambda node, xs: [(1 / (1 + np.exp(-xs[0]))).astype(xs[0].dtype)],
-    "Tanh": lambda node, xs: [np.tanh(xs[0]).astype(xs[0].dtype)],
-    "LeakyRelu": _leaky,
-    "Identity": lambda node, xs: [xs[0]],
-}
-for _op, _fn in UNARY.items():
-    register(_op, _fn)(same_as_input)
+register("Identity", lambda node, xs: [xs[0]])(same_as_input)
 
 
 def _dropout_eval(node, xs):
@@ -93,9 +60,14 @@ def _affine_eval(node, xs):
     return [(x * s.reshape(shape) + t.reshape(shape)).astype(x.dtype)]
 
 
-@register("ChannelAffine", _affine_eval)
+# rvvkit-internal (passes/simplify.py makes it; no model may name it): a qualified name that
+# no ONNX op type can collide with.
+CHANNEL_AFFINE = "rvvkit.ChannelAffine"
+
+
+@register(CHANNEL_AFFINE, _affine_eval, act_epilogue=True)
 def _affine(node, g):
-    """rvvkit-internal: y[n, c, ...] = x[n, c, ...] * scale[c] + shift[c]."""
+    """y[n, c, ...] = x[n, c, ...] * scale[c] + shift[c]; inputs x, scale, shift."""
     return same_as_input(node, g)
 
 
@@ -112,7 +84,8 @@ def bn_affine(scale, bias, mean, var, eps):
     return s.astype(np.float32), t.astype(np.float32)
 
 
-@register("BatchNormalization", _bn_eval)
+@register("BatchNormalization", _bn_eval, without_kernel="becomes rvvkit.ChannelAffine "
+         "(passes/simplify.py to_affine) unless folded")
 def _bn(node, g):
     if len([o for o in node.outputs if o]) > 1:
         raise bad(node, "training-mode BatchNormalization (extra outputs) is not supported")

@@ -53,7 +53,7 @@ def _spatial(node, x_shape, kernel):
     return tuple(out)
 
 
-@register("Conv")
+@register("Conv", act_epilogue=True)
 def _conv(node, g):
     x, w = in_shape(node, g, 0), in_shape(node, g, 1)
     group = int(node.attrs.get("group", 1))
@@ -109,16 +109,15 @@ def _lrn(node, g):
     return [(x, F32)]
 
 
-def softmax_axis(node, rank):
-    """Before opset 13 Softmax flattens to 2-D at `axis` (default 1); from 13 it is per-axis."""
-    if node.attrs.get("_opset", 13) >= 13:
-        return norm_axis(node, node.attrs.get("axis", -1), rank), False
-    return norm_axis(node, node.attrs.get("axis", 1), rank), True
+def softmax_axis(node):
+    """(axis, coerce): the normalised axis, and whether the input is flattened to 2-D there
+    (Softmax before opset 13) rather than normalised along that one axis. Set by inference."""
+    return node.attrs["axis"], node.attrs["coerce"]
 
 
 def _softmax_eval(node, xs):
     x = xs[0]
-    axis, coerce = softmax_axis(node, x.ndim)
+    axis, coerce = softmax_axis(node)
     axes = tuple(range(axis, x.ndim)) if coerce else (axis,)
     e = np.exp(x - x.max(axis=axes, keepdims=True))
     y = e / e.sum(axis=axes, keepdims=True)
@@ -130,7 +129,10 @@ def _softmax_eval(node, xs):
 @register("Softmax", _softmax_eval)
 def _softmax(node, g):
     x = in_shape(node, g, 0)
-    softmax_axis(node, len(x))
+    if "coerce" not in node.attrs:  # canonical already (inference may run again)
+        coerce = 0 < g.opset < 13    # opset 0: a graph built without a model, newest rules
+        axis = node.attrs.get("axis", 1 if coerce else -1)
+        node.attrs["axis"], node.attrs["coerce"] = norm_axis(node, axis, len(x)), coerce
     return [(x, F32)]
 
 
@@ -148,7 +150,7 @@ def _gemm_eval(node, xs):
     return [y.astype(np.float32)]
 
 
-@register("Gemm", _gemm_eval)
+@register("Gemm", _gemm_eval, act_epilogue=True)
 def _gemm(node, g):
     a, b = in_shape(node, g, 0), in_shape(node, g, 1)
     if len(a) != 2 or len(b) != 2:

@@ -1,19 +1,28 @@
-"""Operator semantics: output shapes (with attribute canonicalisation) and a numpy evaluation used
-for constant folding. C lowering lives in rvvkit.codegen; this module never emits source."""
+"""The operator table: per op, its semantics (output shapes with attribute canonicalisation, a
+numpy evaluation used for constant folding) and its C lowering, which rvvkit.codegen.lower
+attaches with `lowering` (ops never imports codegen, and never emits source).
+
+Op names are ONNX op types (domain ai.onnx); rvvkit's internal ops carry a qualified name
+"rvvkit.<Name>" that no model op can take."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import ModelError
 from ..ir import Graph, Node, Shape
 
-# infer(node, graph) -> [(shape, dtype)] per output; may canonicalise node.attrs in place.
+# infer(node, graph) -> [(shape, dtype)] per output; may canonicalise node.attrs in place (so
+# evaluation and lowering never re-derive them). The model's opset is graph.opset.
 InferFn = Callable[[Node, Graph], List[Tuple[Shape, np.dtype]]]
 # evaluate(node, arrays) -> arrays (all inputs constant).
 EvalFn = Callable[[Node, Sequence[Optional[np.ndarray]]], List[np.ndarray]]
+# lower(node, graph) -> rvvkit.codegen.kernel.Lowered: the node's C kernel.
+LowerFn = Callable[[Node, Graph], Any]
+
+INTERNAL_DOMAIN = "rvvkit"
 
 
 @dataclass
@@ -24,16 +33,41 @@ class OpDef:
     # evaluate() reads only its inputs' shapes and dtypes (Shape): it folds even when the
     # inputs are run-time tensors, since their shapes are static.
     shape_only: bool = False
+    # its kernel can apply an activation in its epilogue (passes/fuse.py fuses one into it)
+    act_epilogue: bool = False
+    # why no kernel is ever needed (folded at build time, rewritten by a pass); "" = lowered
+    without_kernel: str = ""
+    lower: Optional[LowerFn] = None   # set by rvvkit.codegen.lower
+
+    @property
+    def domain(self) -> str:
+        return self.op.rpartition(".")[0]
+
+    @property
+    def internal(self) -> bool:
+        return self.domain == INTERNAL_DOMAIN
 
 
 REGISTRY: Dict[str, OpDef] = {}
 F32 = np.dtype(np.float32)
+FOLD_ONLY = "supported only on build-time constants"
 
 
-def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = False):
+def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = False, *,
+             act_epilogue: bool = False, without_kernel: str = ""):
     def deco(infer: InferFn) -> InferFn:
-        REGISTRY[op] = OpDef(op, infer, evaluate, shape_only)
+        REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, act_epilogue, without_kernel)
         return infer
+    return deco
+
+
+def lowering(*ops: str):
+    """Attach the decorated C lowering to each op's entry (which must exist: a lowering
+    without semantics fails at import)."""
+    def deco(fn: LowerFn) -> LowerFn:
+        for op in ops:
+            REGISTRY[op].lower = fn
+        return fn
     return deco
 
 

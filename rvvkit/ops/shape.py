@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import bad, const_input, in_shape, norm_axis, opt_input, register
+from .registry import FOLD_ONLY, bad, const_input, in_shape, norm_axis, opt_input, register
 
 ALIAS_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 
@@ -130,7 +130,7 @@ def _constant_value(node):
     raise bad(node, "Constant without a supported value attribute")
 
 
-@register("Constant", lambda node, xs: [_constant_value(node)])
+@register("Constant", lambda node, xs: [_constant_value(node)], without_kernel=FOLD_ONLY)
 def _constant(node, g):
     v = _constant_value(node)
     return [(v.shape, v.dtype)]
@@ -142,7 +142,7 @@ def _cos_eval(node, xs):
     return [np.full(tuple(int(d) for d in xs[0].reshape(-1)), fill[0], dtype=fill.dtype)]
 
 
-@register("ConstantOfShape", _cos_eval)
+@register("ConstantOfShape", _cos_eval, without_kernel=FOLD_ONLY)
 def _cos(node, g):
     shape = const_input(node, g, 0, "shape")
     value = node.attrs.get("value")
@@ -155,12 +155,14 @@ def _shape_value(node, shape):
     return np.asarray(shape[node.attrs.get("start", 0):node.attrs.get("end", None)], np.int64)
 
 
-@register("Shape", lambda node, xs: [_shape_value(node, xs[0].shape)], shape_only=True)
+@register("Shape", lambda node, xs: [_shape_value(node, xs[0].shape)], shape_only=True,
+          without_kernel=FOLD_ONLY)
 def _shape(node, g):
     return [(_shape_value(node, in_shape(node, g, 0)).shape, np.dtype(np.int64))]
 
 
-@register("Gather", lambda node, xs: [np.take(xs[0], xs[1], axis=node.attrs.get("axis", 0))])
+@register("Gather", lambda node, xs: [np.take(xs[0], xs[1], axis=node.attrs.get("axis", 0))],
+          without_kernel=FOLD_ONLY)
 def _gather(node, g):
     x, i = in_shape(node, g, 0), in_shape(node, g, 1)
     axis = norm_axis(node, node.attrs.get("axis", 0), len(x))
@@ -171,7 +173,8 @@ def _gather(node, g):
 _ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
 
 
-@register("Cast", lambda node, xs: [xs[0].astype(_ONNX_DTYPES[node.attrs["to"]])])
+@register("Cast", lambda node, xs: [xs[0].astype(_ONNX_DTYPES[node.attrs["to"]])],
+          without_kernel=FOLD_ONLY)
 def _cast(node, g):
     to = node.attrs.get("to")
     if to not in _ONNX_DTYPES:

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..ir import Graph, Node
-from ..ops.elementwise import bn_affine
+from ..ops.elementwise import CHANNEL_AFFINE, bn_affine
 
 
 def remove_identities(g: Graph) -> None:
@@ -102,7 +102,8 @@ def to_affine(g: Graph) -> None:
         if aff is None:
             continue
         x, s, t = aff
-        n.op, n.attrs = "ChannelAffine", {}
+        # source_op: what the node was, for step comments once it is folded into another
+        n.op, n.attrs = CHANNEL_AFFINE, {"source_op": n.op}
         n.inputs = [x, g.add_const(g.fresh_name(n.name + "/scale"), s).name,
                     g.add_const(g.fresh_name(n.name + "/shift"), t).name]
 
@@ -121,20 +122,22 @@ def merge_affines(g: Graph) -> None:
         changed = False
         producers, consumers = g.producers(), g.consumers()
         for n in g.nodes:
-            if n.op != "ChannelAffine":
+            if n.op != CHANNEL_AFFINE:
                 continue
             p = producers.get(n.inputs[0])
             if p is None or _sole_consumer(g, n.inputs[0], consumers) is not n:
                 continue
             s, t = g.const(n.inputs[1]), g.const(n.inputs[2])
-            if p.op == "ChannelAffine":
+            if p.op == CHANNEL_AFFINE:
                 ps, pt = g.const(p.inputs[1]), g.const(p.inputs[2])
                 p.inputs[1] = g.add_const(g.fresh_name(p.inputs[1]), ps * s).name
                 p.inputs[2] = g.add_const(g.fresh_name(p.inputs[2]), pt * s + t).name
-            elif p.op == "Conv" and not p.attrs.get("_act") and not p.attrs.get("_residual"):
+            elif p.op == "Conv" and p.act is None and not p.residual:
                 _scale_conv(g, p, s, t)
             else:
                 continue
+            p.fused.append((n.attrs.get("source_op", n.op), n.name))
+            p.fused.extend(n.fused)
             p.outputs = [n.outputs[0]]
             g.remove_nodes([n])
             changed = True

@@ -1,10 +1,59 @@
-"""Executors. Each takes the same inputs (dict of numpy arrays) and returns the same outputs."""
+"""Executors. Each takes the same inputs (dict of numpy arrays) and returns the same outputs,
+and answers the same contract (rvvkit.runtime.session.Session).
+
+This module is also the one place that knows the executors' names: which strings name a path
+(`check_path`), and how generic options (compiler, cache, VLEN) map onto each executor's
+session arguments (`session_options`). Everything else asks the session (`describe()`)."""
 from __future__ import annotations
 
-from ..errors import RvvkitError
+from typing import Dict, Optional
+
+from ..errors import InputError, RvvkitError
 from .session import Session
 
 EXECUTORS = ("host", "qemu", "cuda", "cuda-emu", "ssh://[user@]host[:port]")
+NAMES = ("host", "qemu", "cuda", "cuda-emu")  # the local ones; boards are ssh://...
+PATH_HELP = "host, qemu, cuda, cuda-emu or ssh://[user@]host[:port]"
+BOARD_PREFIX = "ssh://"
+
+
+def is_board(on: str) -> bool:
+    return isinstance(on, str) and on.startswith(BOARD_PREFIX) and len(on) > len(BOARD_PREFIX)
+
+
+def path_kind(on: str) -> str:
+    """The executor kind a path string names: "ssh" for any board, else the name itself."""
+    return "ssh" if is_board(on) else on
+
+
+def check_path(on: str) -> str:
+    """`on` if it names an executor, else InputError listing the choices."""
+    if on in NAMES or is_board(on):
+        return on
+    raise InputError(f"unknown executor {on!r}: use {PATH_HELP}")
+
+
+def takes_vlen(on: str) -> bool:
+    """Whether the VLEN is a setting of this path (QEMU's emulated CPU) rather than a fact of
+    the machine."""
+    return on == "qemu"
+
+
+def session_options(on: str, *, compiler: Optional[str] = None,
+                    use_cache: Optional[bool] = None, vlen: Optional[int] = None) -> Dict:
+    """open_session keyword arguments for `on` from the options every path shares: the
+    compiler is nvcc for cuda (cuda-emu builds with a host C++ compiler); a VLEN only for
+    qemu (InputError elsewhere)."""
+    kwargs: Dict = {}
+    if compiler is not None:
+        kwargs["nvcc" if on == "cuda" else "compiler"] = compiler
+    if use_cache is not None:
+        kwargs["use_cache"] = use_cache
+    if vlen is not None:
+        if not takes_vlen(on):
+            raise InputError(f"--vlen applies to --on qemu, not --on {on}")
+        kwargs["vlen"] = vlen
+    return kwargs
 
 
 def open_session(artifact, on: str = "host", **kwargs) -> Session:
@@ -20,10 +69,11 @@ def open_session(artifact, on: str = "host", **kwargs) -> Session:
     if on in ("cuda", "cuda-emu"):
         from .cuda import CudaSession
         return CudaSession(artifact, emulate=on == "cuda-emu", **kwargs)
-    if isinstance(on, str) and on.startswith("ssh://"):
+    if isinstance(on, str) and on.startswith(BOARD_PREFIX):  # board_config explains bad ones
         from .ssh import SshSession
         return SshSession(artifact, on, **kwargs)
     raise RvvkitError(f"unknown executor {on!r}; available: {', '.join(EXECUTORS)}")
 
 
-__all__ = ["open_session", "Session", "EXECUTORS"]
+__all__ = ["open_session", "Session", "EXECUTORS", "check_path", "path_kind",
+           "session_options", "takes_vlen"]

@@ -15,18 +15,23 @@ table per alias:
     cflags = "-mtune=spacemit-x60"    # appended to the JIT's flags (string or list)
     wrapper = "qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64,v=true,vlen=256"  # shell text
     workdir = "~/.cache/rvvkit"       # caches and temporary dirs on the board
+    preset = "k1"                     # seed options from toolchain/boards/k1.toml (k230, sg2044)
+
+A preset's options come below the table's own (the table wins); its facts (cores, VLEN, compiler
+hints) are what rvvkit assumes of that chip, shown by `rvvkit doctor`, never a measurement.
 """
 from __future__ import annotations
 
 import os
 import shlex
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..errors import RvvkitError
+from ..jit.targets import board_preset, board_presets
+from ..resources import load_toml
 
 DEFAULT_WORKDIR = "~/.cache/rvvkit"
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
@@ -57,6 +62,7 @@ class BoardConfig:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT_S
     compile_timeout: Optional[float] = None  # None: $RVVKIT_COMPILE_TIMEOUT, else 600
+    preset: str = ""               # the toolchain/boards/ preset its table names, if any
 
     @property
     def label(self) -> str:
@@ -100,15 +106,24 @@ def _boards_table(alias: str) -> Dict[str, Any]:
     path = boards_path()
     if not path.is_file():
         return {}
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise RvvkitError(f"cannot read boards file {path}: {exc}") from None
+    doc = load_toml(path, what="boards file")
     table = doc.get(alias, {})
     if not isinstance(table, dict):
         raise RvvkitError(f"boards file {path}: [{alias}] must be a table")
     return {k: (v, f"{path} [{alias}]") for k, v in table.items()}
+
+
+def _preset_options(table: Dict[str, Tuple[Any, str]]) -> Tuple[str, Dict[str, Any]]:
+    """(preset name, the options it seeds) for a boards-file table naming `preset`, taken out
+    of the table; ("", {}) when it names none."""
+    if "preset" not in table:
+        return "", {}
+    name, where = table.pop("preset")
+    if str(name) not in board_presets():
+        raise RvvkitError(f"unknown preset {name!r} in {where}; known: "
+                          f"{', '.join(board_presets())}")
+    options = board_preset(str(name)).get("options", {})
+    return str(name), {k: (v, f"preset {name!r} of {where}") for k, v in options.items()}
 
 
 def _as_bool(value: Any, where: str, name: str) -> bool:
@@ -181,7 +196,10 @@ def board_config(url: str, **overrides: Any) -> BoardConfig:
     user, host, port, query = parse_url(url)
     cfg = BoardConfig(url=url, alias=host, hostname=host)
     _apply_ssh_config(cfg)
-    _apply(cfg, _boards_table(host))
+    table = _boards_table(host)
+    cfg.preset, seeded = _preset_options(table)
+    _apply(cfg, seeded)
+    _apply(cfg, table)
     _apply(cfg, {k: (v, f"the query of {url}") for k, v in query.items()})
     _apply(cfg, {k: (v, "the session arguments") for k, v in overrides.items()})
     cfg.user = user or cfg.user

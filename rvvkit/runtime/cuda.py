@@ -12,7 +12,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from ..artifact import Artifact
-from ..codegen.c import ABI_VERSION
+from ..abi import check_version
 from ..errors import ArtifactError, CompilerNotFound, ExecutionError, ExecutorUnavailable
 from ..jit import (compile_cu, compile_cu_emulated, evict, nvcc_flags, nvcc_version,
                    resolve_host_cxx, resolve_nvcc)
@@ -129,9 +129,7 @@ class CudaSession(Session):
 
     def _check_object(self) -> None:
         lib, meta = self.lib, self.artifact.meta
-        if lib.rvvkit_abi_version() != ABI_VERSION:
-            raise ExecutionError(f"the CUDA object speaks ABI {lib.rvvkit_abi_version()}, this "
-                                 f"rvvkit ABI {ABI_VERSION}: rebuild the artifact")
+        check_version(lib, "the CUDA object")
         got = (lib.rvvkit_arena_floats(), lib.rvvkit_weights_floats(), lib.rvvkit_num_steps(),
                lib.rvvkit_num_inputs(), lib.rvvkit_num_outputs())
         want = (meta["memory"]["arena_floats"], self.artifact.weights_array().size,
@@ -229,11 +227,10 @@ class CudaSession(Session):
         self._check(self.lib.rvvkit_run(self._w, self._a, prepared[0], prepared[1]),
                     "rvvkit_run")
 
-    def latency(self, feeds: Mapping[str, np.ndarray], repeat: int = 10,
-                warmup: int = 2) -> Dict:
-        """Median wall time of one synchronised inference, inputs already on the device."""
-        from ..bench import host_latency
-        return host_latency(self, feeds, repeat, warmup)
+    def describe(self) -> Dict:
+        """Session.describe(), plus the device (a GPU's name, or the CPU emulator)."""
+        return dict(super().describe(), label=f"{self.executor} ({self.device_name})",
+                    device=self.device_name)
 
     def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> List[Dict]:
         """Per-step mean device seconds (CUDA events) over `repeat` runs after a warm-up."""

@@ -7,26 +7,15 @@ from typing import Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
+from .. import abi
 from ..artifact import Artifact
 from ..errors import ExecutionError
 from ..jit import compile_flags, compile_source, evict, resolve_compiler
 from .session import Session, aligned_empty
 
-# The plan ABI of codegen/c.py (the CUDA object exports it too, on device pointers).
-CDEF = """
-int rvvkit_abi_version(void);
-int rvvkit_num_steps(void);
-long rvvkit_arena_floats(void);
-long rvvkit_weights_floats(void);
-int rvvkit_num_inputs(void);
-int rvvkit_num_outputs(void);
-long rvvkit_input_floats(int i);
-long rvvkit_output_floats(int i);
-int rvvkit_step(int i, const float *w, float *a, const float *const *in, float *const *out);
-int rvvkit_run_timed(const float *w, float *a, const float *const *in, float *const *out,
-                     double *seconds);
-int rvvkit_run(const float *w, float *a, const float *const *in, float *const *out);
-"""
+# The plan ABI, read from runtime_c/rvvkit_abi.h (the CUDA object exports it too, on device
+# pointers).
+CDEF = abi.cdef()
 
 
 class HostSession(Session):
@@ -44,6 +33,7 @@ class HostSession(Session):
         self.ffi = cffi.FFI()
         self.ffi.cdef(CDEF)
         self.lib = self._dlopen()
+        abi.check_version(self.lib, f"the compiled kernels ({self.so_path})")
         meta_arena = self.artifact.meta["memory"]["arena_floats"]
         if self.lib.rvvkit_arena_floats() != meta_arena:
             raise ExecutionError("compiled kernels disagree with the artifact's meta "

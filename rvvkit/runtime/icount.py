@@ -1,12 +1,13 @@
 """Exact dynamic instruction counts of riscv64 programs run under qemu-user.
 
-The counting is done by a QEMU TCG plugin (rvvkit/runtime_c/qemu_icount.c) that is built with
-the host's C compiler on first use and cached like any JIT object (keyed by its source hash and
-the compiler). It counts every executed guest instruction, the RVV ones among them, and the
+The counting is done by a QEMU TCG plugin (toolchain/qemu_plugin/qemu_icount.c) that is built
+with the host's C compiler on first use and cached like any JIT object (keyed by its source hash
+and the compiler; how it is built: [qemu.plugin] of toolchain/targets/riscv64-linux-gnu.toml).
+It counts every executed guest instruction, the RVV ones among them, and the
 vsetvl family among those, and writes {"insns", "vector_insns", "vsetvl"} as JSON at exit.
 
-    qemu = ["qemu-riscv64", "-L", "/usr/riscv64-linux-gnu",
-            "-cpu", "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0"]
+    rv = rvvkit.jit.targets.riscv()
+    qemu = [rv.qemu_binary, "-L", rv.sysroot, "-cpu", rv.cpu_string(256)]
     counts = count_instructions(qemu, ["./prog", "arg"])
     # or, inside an executor that runs qemu itself:
     argv = [*qemu, *qemu_plugin_args(json_path), "./prog"]; ...; read_counts(json_path)
@@ -26,16 +27,17 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Union
 
 from ..errors import CompilerNotFound, ExecutionError, RvvkitError
+from ..jit import targets
+from ..resources import toolchain_file
 
-PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "runtime_c" / "qemu_icount.c"
+_PLUGIN = targets.riscv().get("qemu", "plugin")
+PLUGIN_SOURCE = _PLUGIN["source"]  # under toolchain/
 COUNT_KEYS = ("insns", "vector_insns", "vsetvl")
 MODES = ("tb", "insn")
-# -fvisibility=hidden: only qemu_plugin_version/_install (marked default in the source) are
-# exported, so nothing in the plugin can clash with symbols of the qemu executable.
-PLUGIN_CFLAGS = ("-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra")
+PLUGIN_CFLAGS = tuple(_PLUGIN["cflags"])
 # The plugin is loaded by the host's qemu, so it is built for the host whatever
 # RVVKIT_COMPILER says (that variable usually names the riscv64 compiler in this setting).
-HOST_COMPILERS = ("cc", "gcc", "clang")
+HOST_COMPILERS = tuple(_PLUGIN["compilers"])
 
 PathLike = Union[str, os.PathLike]
 _built: Dict[tuple, Path] = {}
@@ -51,7 +53,7 @@ def _host_compiler():
         except CompilerNotFound as exc:
             errors.append(f"  {name}: {exc}")
     raise RvvkitError("building the QEMU instruction-counting plugin needs a host C compiler; "
-                      "none of cc, gcc, clang works:\n" + "\n".join(errors) +
+                      f"none of {', '.join(HOST_COMPILERS)} works:\n" + "\n".join(errors) +
                       "\nRun scripts/setup.sh (it installs build-essential and qemu-user).")
 
 
@@ -62,11 +64,7 @@ def plugin_path(*, use_cache: Optional[bool] = None) -> Path:
     once per source version and compiler; within a process the result is also memoised, so a
     disabled cache does not mean one temp build per call."""
     from ..jit import cache_enabled, compile_source
-    try:
-        source = PLUGIN_SOURCE.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RvvkitError(f"QEMU plugin source missing: {PLUGIN_SOURCE} ({exc}); "
-                          "reinstall rvvkit") from exc
+    source = toolchain_file(PLUGIN_SOURCE).read_text(encoding="utf-8")
     comp = _host_compiler()
     use_cache = cache_enabled() if use_cache is None else use_cache
     memo = (hashlib.sha256(source.encode()).hexdigest(), comp.identity(), use_cache)

@@ -9,32 +9,28 @@ outputs out<i>.npy, timings.json. `runner_command()` / `run_raw()` expose the ex
 callers (instruction counting) can add QEMU options such as -plugin."""
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from ..artifact import Artifact
-from ..errors import ExecutionError, ExecutorUnavailable, RvvkitError
-from ..jit import resolve_compiler
-from .runner import build_kernels, build_runner, describe_exit
-from .session import Session
+from ..errors import ExecutorUnavailable, RvvkitError
+from ..jit import resolve_compiler, targets
+from .runner import build_kernels, build_runner
+from .runner_session import RunnerSession
+from .transport import LocalProcess, RawRun  # noqa: F401  (RawRun: run_raw's result)
 
-DEFAULT_VLEN = 256
-VLENS = (128, 256, 512, 1024)
+_RV = targets.riscv()  # toolchain/targets/riscv64-linux-gnu.toml
+DEFAULT_VLEN = _RV.default_vlen
+VLENS = _RV.vlens
 DEFAULT_TIMEOUT_S = 600.0
-DEFAULT_SYSROOT = "/usr/riscv64-linux-gnu"
-STDERR_TAIL = 4000  # characters of the runner's stderr kept in error messages
+DEFAULT_SYSROOT = _RV.sysroot
 
 
 def resolve_vlen(vlen: Optional[int] = None) -> int:
@@ -63,7 +59,7 @@ def resolve_qemu(qemu: Optional[str] = None) -> str:
     if not qemu:
         qemu, source = os.environ.get("RVVKIT_QEMU", "").strip(), "$RVVKIT_QEMU"
     if not qemu:
-        qemu, source = "qemu-riscv64", "PATH"
+        qemu, source = _RV.qemu_binary, "PATH"
     found = shutil.which(qemu)
     if not found:
         raise ExecutorUnavailable(f"QEMU not found: {qemu!r} (from {source}) is not an executable "
@@ -97,25 +93,15 @@ def resolve_sysroot() -> str:
 
 
 def cpu_string(vlen: int, tail_ones: bool = False) -> str:
-    cpu = f"rv64,v=true,vlen={vlen},elen=64,vext_spec=v1.0"
-    # Tail/mask-agnostic elements become all ones instead of undisturbed: code that reads
-    # lanes past vl, or masked-off lanes, then gets garbage and fails the comparison.
-    return cpu + (",rvv_ta_all_1s=true,rvv_ma_all_1s=true" if tail_ones else "")
+    # tail_ones: tail/mask-agnostic elements become all ones instead of undisturbed, so code
+    # that reads lanes past vl, or masked-off lanes, gets garbage and fails the comparison.
+    return _RV.cpu_string(vlen, tail_ones)
 
 
-@dataclass
-class RawRun:
-    """One finished runner process: what ran, what it printed, how long it took."""
-    argv: List[str]
-    returncode: int
-    stdout: str
-    stderr: str
-    wall_seconds: float
-    workdir: Path
-
-
-class QemuSession(Session):
+class QemuSession(RunnerSession):
     executor = "qemu"
+    emulated = True
+    runner_where = "the runner under QEMU"
 
     def __init__(self, artifact: Union[str, os.PathLike, Artifact], *,
                  compiler: Optional[str] = None, vlen: Optional[int] = None,
@@ -134,6 +120,7 @@ class QemuSession(Session):
         self.runner_path = build_runner(self.compiler, use_cache=use_cache)
         self.tmpdir = Path(tempfile.mkdtemp(prefix="rvvkit-qemu-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.tmpdir), True)
+        self.transport = LocalProcess(self.tmpdir)
         if isinstance(artifact, Artifact):
             # The runner reads the file; an in-memory artifact is written once per session.
             self.artifact_path = self.tmpdir / "model.rvv"
@@ -141,119 +128,61 @@ class QemuSession(Session):
         else:
             self.artifact_path = Path(os.path.abspath(artifact))
 
-    # -- pieces for callers that drive QEMU themselves (e.g. instruction counting) ----------
-
-    def write_inputs(self, feeds: Mapping[str, np.ndarray]) -> Path:
-        """A fresh work dir holding the validated inputs as in<i>.npy, in graph order."""
-        ins = self.validate(feeds)
-        workdir = Path(tempfile.mkdtemp(prefix="run-", dir=self.tmpdir))  # thread-safe name
-        for i, arr in enumerate(ins):
-            np.save(workdir / f"in{i}.npy", arr, allow_pickle=False)
-        return workdir
+    # -- what RunnerSession asks of an executor ---------------------------------------------
 
     def qemu_prefix(self, extra_qemu_args: Sequence[str] = ()) -> List[str]:
         return [self.qemu, "-L", self.sysroot, "-cpu", cpu_string(self.vlen, self.tail_ones),
                 *map(str, extra_qemu_args)]
 
-    def runner_command(self, workdir: Union[str, os.PathLike], repeat: int = 1,
-                       warmup: int = 0, extra_qemu_args: Sequence[str] = (), *,
-                       timings: bool = False, untimed: bool = False) -> List[str]:
-        """argv running the runner under QEMU on the inputs in `workdir` (from write_inputs),
-        writing outputs (and timings.json when `timings`) there. repeat=0 loads everything
-        but never infers; untimed skips per-step clocks (nothing but kernels between steps)."""
-        workdir = Path(workdir).resolve()
-        argv = self.qemu_prefix(extra_qemu_args) + [
-            str(self.runner_path), str(self.artifact_path), str(self.kernels_path),
-            "--inputs", *[str(workdir / f"in{i}.npy") for i in range(len(self.inputs))],
-            "--outdir", str(workdir), "--repeat", str(int(repeat)), "--warmup", str(int(warmup))]
-        if timings:
-            argv += ["--timings", str(workdir / "timings.json")]
-        if untimed:
-            argv.append("--untimed")
-        return argv
+    def command(self, runner_argv: List[str], extra_args: Sequence[str]) -> List[str]:
+        return self.qemu_prefix(extra_args) + runner_argv
 
-    def run_raw(self, workdir: Union[str, os.PathLike], repeat: int = 1, warmup: int = 0,
-                extra_qemu_args: Sequence[str] = (), *, timings: bool = False,
-                untimed: bool = False, timeout: Optional[float] = None,
-                check: bool = True) -> RawRun:
-        """Run runner_command(...); ExecutionError on a timeout, and (when `check`) on a
-        non-zero exit or a signal, quoting the command and the runner's stderr."""
-        argv = self.runner_command(workdir, repeat, warmup, extra_qemu_args, timings=timings,
-                                   untimed=untimed)
-        return self._execute(argv, Path(workdir), self.timeout if timeout is None else timeout,
-                             check)
+    def failure_context(self) -> str:
+        return f"VLEN {self.vlen}, compiler {shlex.join(self.compiler.argv)}"
 
-    def read_outputs(self, workdir: Union[str, os.PathLike]) -> Dict[str, np.ndarray]:
-        """out<i>.npy from `workdir`, reshaped to the graph's output shapes."""
-        outs = {}
-        for i, (name, shape) in enumerate(self.outputs):
-            path = Path(workdir) / f"out{i}.npy"
-            try:
-                arr = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise ExecutionError(f"the runner wrote no readable output {i} ({name!r}): "
-                                     f"{exc}") from None
-            if arr.dtype != np.float32 or arr.size != int(np.prod(shape)):
-                raise ExecutionError(f"output {i} ({name!r}) has {arr.size} {arr.dtype} "
-                                     f"values, expected {int(np.prod(shape))} float32")
-            outs[name] = arr.reshape(shape)
-        return outs
+    def timeout_message(self, timeout: float, command) -> str:
+        return (f"QEMU run timed out after {timeout:g} s and was killed (VLEN {self.vlen}; "
+                f"raise RVVKIT_QEMU_TIMEOUT or timeout= to allow longer)\n"
+                f"command: {shlex.join(command)}")
 
-    # -- the Session API ---------------------------------------------------------------------
+    # -- measuring ----------------------------------------------------------------------------
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        workdir = self.write_inputs(feeds)
+    def instruction_counts(self, feeds: Mapping[str, np.ndarray],
+                           inferences: int = 1) -> Dict[str, int]:
+        """Per-inference dynamic instruction counts {insns, vector_insns, vsetvl}: a run doing
+        `inferences` inferences minus a run that loads everything and does none. Both warm up
+        once first, so lazy symbol binding and first-touch work are in both and cancel; the
+        argv strings have equal lengths."""
+        from .icount import COUNT_KEYS, qemu_plugin_args, read_counts
+        if not 1 <= inferences <= 9:
+            raise ValueError("inferences must be 1..9 (equal-length argv keeps counts exact)")
+        rundir = self.write_inputs(feeds)
         try:
-            self.run_raw(workdir, repeat=1, warmup=0, untimed=True)
-            return self.read_outputs(workdir)
+            totals = []
+            for repeat in (inferences, 0):
+                out = rundir / "counts.json"
+                self.run_raw(rundir, repeat=repeat, warmup=1, untimed=True,
+                             extra_args=qemu_plugin_args(out))
+                totals.append(read_counts(out))
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            self.transport.remove(rundir)
+        hi, lo = totals
+        return {k: (hi[k] - lo[k]) // inferences for k in COUNT_KEYS}
 
-    def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> List[Dict]:
-        """Per-step mean seconds of emulated execution (QEMU time, not a board's)."""
-        workdir = self.write_inputs(feeds)
-        try:
-            self.run_raw(workdir, repeat=max(int(repeat), 1), warmup=1, timings=True)
-            doc = json.loads((workdir / "timings.json").read_text(encoding="utf-8"))
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        secs = doc["step_seconds"]
-        return self.profile_rows(secs)
+    def measure(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, warmup: int = 2, *,
+                count: bool = True) -> Dict:
+        """The runner's mean under QEMU (emulation speed, not a board's) and, with `count`,
+        the exact instructions of one inference, by which to compare RVV code."""
+        out = super().measure(feeds, repeat, warmup)
+        if count:
+            c = self.instruction_counts(feeds)
+            out.update(dynamic_instructions=c["insns"], vector_instructions=c["vector_insns"],
+                       vsetvl_instructions=c["vsetvl"])
+        return out
+
+    def describe(self) -> Dict:
+        return dict(super().describe(), label=f"qemu (VLEN {self.vlen})", vlen=self.vlen,
+                    qemu=self.qemu, counts_instructions=True)
 
     def close(self) -> None:
         self._cleanup()
-
-    # -- process handling --------------------------------------------------------------------
-
-    def _execute(self, argv: List[str], cwd: Path, timeout: float, check: bool) -> RawRun:
-        t0 = time.perf_counter()
-        # Own process group: a timeout kills QEMU and anything it started, never leaves a hang.
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except BaseException as exc:  # timeout, or Ctrl-C: never leave QEMU running
-            _kill_group(proc)
-            proc.communicate()
-            if isinstance(exc, subprocess.TimeoutExpired):
-                raise ExecutionError(
-                    f"QEMU run timed out after {timeout:g} s and was killed (VLEN {self.vlen}; "
-                    f"raise RVVKIT_QEMU_TIMEOUT or timeout= to allow longer)\n"
-                    f"command: {shlex.join(argv)}") from None
-            raise
-        run = RawRun(argv, proc.returncode, out.decode("utf-8", "replace"),
-                     err.decode("utf-8", "replace"), time.perf_counter() - t0, cwd)
-        if check and run.returncode != 0:
-            tail = run.stderr.strip()[-STDERR_TAIL:] or "<empty>"
-            raise ExecutionError(
-                f"the runner under QEMU {describe_exit(run.returncode)} (VLEN {self.vlen}, "
-                f"compiler {shlex.join(self.compiler.argv)})\ncommand: {shlex.join(argv)}\n"
-                f"stderr:\n{tail}")
-        return run
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()

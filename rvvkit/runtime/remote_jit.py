@@ -1,5 +1,5 @@
 """The JIT on a board: find the board's compiler, build its flags with the local JIT's rules
-(rvvkit.jit.toolchain, fed with the board's answers), compile there, cache there by content.
+(rvvkit.jit.compilers, fed with the board's answers), compile there, cache there by content.
 
 Board cache layout, under the board's work dir: runner-<key>/{rvvkit_runner, runner.c, cmd.txt}
 and kernels-<key>/{model.so, model.c, cmd.txt}; <key> is rvvkit.jit's cache key (source,
@@ -18,7 +18,8 @@ from ..jit import build_command, cache_key, compile_timeout
 from ..jit.cache import artifact_name
 from ..jit.diagnostics import source_excerpt
 from ..jit.probe import compiler_exe_index, target_from_argv
-from ..jit.toolchain import RISCV_TRIPLE, Compiler, compile_flags, compiler_from_answers
+from ..jit import targets
+from ..jit.compilers import Compiler, compile_flags, compiler_from_answers
 from .remote import HOUSEKEEPING_TIMEOUT_S, Board
 
 log = logging.getLogger("rvvkit.ssh")
@@ -59,12 +60,13 @@ def resolve_board_compiler(board: Board, explicit: Optional[str] = None) -> Comp
     source, spec = next((s, v) for s, v in sources if v and v.strip())
     argv = tuple(shlex.split(spec))
     comp, err = probe_compiler(board, argv)
-    want_riscv = board.arch.lower().startswith("riscv64")
-    if comp is not None and want_riscv and comp.family in ("clang", "zig") \
+    rv = targets.riscv()
+    want_riscv = board.arch.lower().startswith(rv.arch)
+    if comp is not None and want_riscv and rv.family_flags(comp.family).names_target \
             and target_from_argv(argv) is None:
         # What _make does locally, without a second round trip: point the cross compiler at
         # riscv64 (its -dumpmachine then names riscv64 too).
-        comp = replace(comp, argv=argv + (f"--target={RISCV_TRIPLE}",), machine=RISCV_TRIPLE)
+        comp = replace(comp, argv=argv + (f"--target={rv.triple}",), machine=rv.triple)
     if comp is None:
         raise CompilerNotFound(
             f"no usable compiler on {board.label}: {spec!r} (from {source}): {err}. Install "

@@ -1,4 +1,4 @@
-"""The standalone C runner (rvvkit/runtime_c/runner.c): its source as one translation unit, and
+"""The standalone C runner (runtime_c/runner.c): its source as one translation unit, and
 building it (and an artifact's kernels) for a target compiler through the JIT cache.
 
 The runner is compiled by the very compiler chosen for the kernels, with the same flags minus
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..jit import Compiler, compile_flags, compile_source
+from ..resources import runtime_c_file
 
-RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime_c"
 RUNNER_NAME = "rvvkit_runner"
 # Exit codes of the runner, as documented at the top of runner.c.
 EXIT_CODES = {0: "ok", 2: "usage error", 3: "bad artifact", 4: "bad inputs",
@@ -28,11 +28,11 @@ def runner_source() -> str:
     """runner.c with its local headers inlined (#line keeps diagnostics pointing at the real
     files): a self-contained unit, so the compile cache's key, the source text, covers the
     headers too, and a board needs just this one file."""
-    text = (RUNTIME_C / "runner.c").read_text(encoding="utf-8")
+    text = runtime_c_file("runner.c").read_text(encoding="utf-8")
     out, pos = [], 0
     for m in _LOCAL_INCLUDE.finditer(text):
         line_after = text.count("\n", 0, m.end()) + 2  # the line following the #include
-        header = (RUNTIME_C / m.group(1)).read_text(encoding="utf-8")
+        header = runtime_c_file(m.group(1)).read_text(encoding="utf-8")
         out += [text[pos:m.start()], f'#line 1 "{m.group(1)}"\n', header,
                 f'#line {line_after} "runner.c"']
         pos = m.end()

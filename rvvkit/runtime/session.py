@@ -1,9 +1,18 @@
-"""What every executor shares: input validation against the artifact's meta, and the shape of
-results (dicts of numpy arrays keyed by the graph's names)."""
+"""What every executor shares: input validation against the artifact's meta, the shape of
+results (dicts of numpy arrays keyed by the graph's names), and the session contract:
+
+    run(feeds)                          -> {output name: array}
+    profile(feeds, repeat)              -> [{step, kernel, node, op, macs, seconds}]
+    measure(feeds, repeat, warmup)      -> {latency_ms, latency_stat, runs, ...}
+    describe()                          -> {executor, path, label, compiler, ...}
+
+so that benchmarks, `rvvkit compare` and the CLI never ask which executor they hold."""
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Union
+import statistics
+import time
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -22,8 +31,17 @@ def aligned_empty(n_floats: int, align_bytes: int = 64) -> np.ndarray:
     return raw[skip:skip + n_floats]
 
 
+def latency_summary(seconds: Sequence[float]) -> Dict:
+    """measure()'s figures from per-inference wall times: the median and the spread."""
+    ms = sorted(1e3 * s for s in seconds)
+    return {"latency_ms": statistics.median(ms), "latency_stat": "median", "min_ms": ms[0],
+            "max_ms": ms[-1], "runs": len(ms)}
+
+
 class Session:
     executor = "abstract"
+    # Whether measure()'s latency is QEMU's emulation speed rather than a machine's.
+    emulated = False
 
     def __init__(self, artifact: Union[str, os.PathLike, Artifact]):
         self.artifact = as_artifact(artifact)
@@ -73,6 +91,43 @@ class Session:
     def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> List[Dict]:
         """Per-step mean seconds over `repeat` runs: [{step, kernel, node, op, macs, seconds}]."""
         raise NotImplementedError
+
+    def prepare(self, feeds: Mapping[str, np.ndarray]):
+        """Put `feeds` in place once, for run_prepared (in-process executors)."""
+        raise NotImplementedError
+
+    def run_prepared(self, prepared) -> None:
+        """One synchronised inference on prepare()'s buffers, no Python work per call."""
+        raise NotImplementedError
+
+    def measure(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, warmup: int = 2, *,
+                count: bool = True) -> Dict:
+        """Latency of one inference on this executor's own clock: {latency_ms, latency_stat,
+        runs, ...}. Here (in-process executors) the median of `repeat` synchronised runs on
+        inputs already in place, after `warmup` untimed ones; executors that can count
+        instructions add the counts of one inference when `count`."""
+        prepared = self.prepare(feeds)
+        for _ in range(warmup):
+            self.run_prepared(prepared)
+        samples = []
+        for _ in range(max(int(repeat), 1)):
+            t0 = time.perf_counter()
+            self.run_prepared(prepared)
+            samples.append(time.perf_counter() - t0)
+        return latency_summary(samples)
+
+    def describe(self) -> Dict:
+        """What runs this session, for labels and reports: executor (its kind), path (the
+        name bench and compare print, e.g. "qemu" or "ssh://k1"), label (one line for
+        progress messages), compiler, vlen (None where unknown), emulated (latency is QEMU
+        speed), counts_instructions (measure() can add instruction counts)."""
+        return {"executor": self.executor, "path": self.executor, "label": self.executor,
+                "compiler": self.compiler_text(), "vlen": None, "emulated": self.emulated,
+                "counts_instructions": False}
+
+    def compiler_text(self) -> str:
+        compiler: Optional[object] = getattr(self, "compiler", None)
+        return " ".join(compiler.argv) if compiler is not None else ""
 
     def profile_rows(self, seconds) -> List[Dict]:
         """profile()'s rows from per-step seconds (indexable by step)."""

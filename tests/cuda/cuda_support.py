@@ -12,24 +12,14 @@ import pytest
 from onnx import helper
 
 from conftest import make_model, rand  # noqa: F401 (re-exported)
+from executors import nvcc_compiles_artifact  # noqa: F401 (re-exported)
 from rvvkit.codegen.c import ABI_VERSION
-from rvvkit.jit.nvcc import compile_cu, nvcc_flags
 from rvvkit.runtime.cuda import cuda_available, nvcc_available
 
 NVCC_OK, NVCC_WHY = nvcc_available()
 GPU_OK, GPU_WHY = cuda_available()
 needs_nvcc = pytest.mark.skipif(not NVCC_OK, reason="nvcc not found")
 needs_gpu = pytest.mark.skipif(not GPU_OK, reason=GPU_WHY)  # "no CUDA device: ..."
-# warning-clean under nvcc's host and device passes, like the C source under gcc/clang
-STRICT_NVCC = nvcc_flags(extra=["-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings"])
-
-
-def nvcc_compiles_artifact(art) -> None:
-    """The artifact has CUDA source and (where nvcc is) it compiles with STRICT_NVCC; a
-    CompileError carries nvcc's stderr."""
-    assert art.cu_source is not None, art.meta.get("cuda")
-    if NVCC_OK:
-        compile_cu(art.cu_source, flags=STRICT_NVCC)
 
 
 def relu_model(shape=(2, 3, 4, 5)):

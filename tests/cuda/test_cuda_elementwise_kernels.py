@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from rvvkit.codegen.act import Act
+from rvvkit.ops.activations import Act
 from rvvkit.codegen.cuda import elementwise as cew
 from rvvkit.codegen.cuda import pool as cpool
 from rvvkit.codegen.kernels import elementwise as ew

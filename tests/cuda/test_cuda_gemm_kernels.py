@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import conv_ref
-from rvvkit.codegen.act import Act
+from rvvkit.ops.activations import Act
 from rvvkit.codegen.kernels import conv, gemm
 from kernel_harness import ORDERS, EmuLib, lower, nvcc_compiles
 

@@ -12,7 +12,7 @@ from cuda_support import convnet, hand_source, needs_nvcc, relu_model
 from rvvkit.errors import CompileError, CompilerNotFound
 from rvvkit.jit import build, cache_key, compile_cu, compile_cu_emulated, key_material
 from rvvkit.jit import nvcc as nv
-from rvvkit.jit.toolchain import Compiler
+from rvvkit.jit.compilers import Compiler
 
 pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("private_jit_cache")]
 BROKEN = "__global__ void k(float *p) {\n    p[threadIdx.x] = no_such_name;\n}\n"
@@ -160,6 +160,6 @@ def test_cxx_sibling_of_a_c_compiler(argv, family, sibling):
 def test_emulator_build_names_the_header_and_is_cached(conv_cu, compile_counter, private_jit_cache):
     so = compile_cu_emulated(conv_cu)
     cmd = (so.parent / "cmd.txt").read_text()
-    assert f"-include {nv.EMU_HEADER}" in cmd and "-DRVK_CUDA_EMU" in cmd
+    assert f"-include {nv.emulator_header()}" in cmd and "-DRVK_CUDA_EMU" in cmd
     assert sorted(p.name for p in so.parent.iterdir()) == ["cmd.txt", "model.cu", "model.so"]
     assert compile_cu_emulated(conv_cu) == so and len(compile_counter) == 1

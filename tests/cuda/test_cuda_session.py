@@ -71,8 +71,11 @@ def test_timed_run_profile_latency(emu, arts):
     rows = emu.profile(feeds, repeat=2)
     assert [r["step"] for r in rows] == list(range(len(emu.steps)))
     assert {"kernel", "node", "op", "macs", "seconds"} <= set(rows[0])
-    lat = emu.latency(feeds, repeat=3, warmup=1)
-    assert lat["latency_ms"] > 0 and lat["runs"] == 3
+    lat = emu.measure(feeds, repeat=3, warmup=1)
+    assert lat["latency_ms"] > 0 and lat["runs"] == 3 and lat["latency_stat"] == "median"
+    desc = emu.describe()
+    assert desc["executor"] == desc["path"] == "cuda-emu" and desc["device"] in desc["label"]
+    assert desc["vlen"] is None and not desc["counts_instructions"]
     row = bench(emu, feeds, repeat=2, warmup=1)
     assert row["executor"] == "cuda-emu" and row["latency_ms"] > 0
 
@@ -170,7 +173,7 @@ def test_gpu_profile_latency_and_errors(arts):
         assert sess.device_name
         rows = sess.profile(feeds, repeat=3)
         assert len(rows) == len(sess.steps) and all(r["seconds"] > 0 for r in rows)
-        assert sess.latency(feeds, repeat=5, warmup=2)["latency_ms"] > 0
+        assert sess.measure(feeds, repeat=5, warmup=2)["latency_ms"] > 0
         with pytest.raises(InputError):
             sess.run({"x": np.zeros((1, 3, 12, 11), np.float32)})
     with pytest.raises(ExecutionError, match="ABI 999"):

@@ -227,7 +227,44 @@ def test_missing_model_file(tmp_path):
 
 def test_bad_input_shape_option(model, tmp_path):
     proc = cli("build", model[1], "--input-shape", "x:1,3", "-o", tmp_path / "a.rvv")
-    assert proc.returncode == 1 and "--input-shape" in proc.stderr
+    assert proc.returncode == 2 and "--input-shape" in proc.stderr
+    assert "NAME=D0,D1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "{art}", "--on", "gpu"], "unknown executor 'gpu'"),
+    (["run", "{art}", "--vlen", "256"], "--vlen applies to --on qemu"),
+    (["run", "{art}", "--on", "qemu", "--vlen", "300"], "VLEN 300"),
+    (["run", "{art}", "--profile", "--repeat", "0"], "expected an integer >= 1"),
+    (["bench", "{art}", "--on", "host,gpu"], "unknown executor 'gpu'"),
+    (["bench", "{art}", "--vlen", "128"], "--vlen applies to qemu"),
+    (["bench", "{art}", "--on", "qemu", "--vlen", "wide"], "VLEN 'wide'"),
+    (["bench", "{art}", "--repeat", "0"], "expected an integer >= 1"),
+    (["bench", "{art}", "--warmup", "-1"], "expected an integer >= 0"),
+    (["compare", "{art}", "--input-shape", "x"], "--input-shape"),
+    (["doctor", "--on", "host"], "takes a board"),
+])
+def test_misused_options_exit_two_in_every_command(artifact, args, message):
+    """Bad usage is exit status 2 whichever command it is, with the reason and no traceback."""
+    proc = cli(*[a.format(art=artifact) for a in args])
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert message in proc.stderr and "usage:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["run", "{art}", "--profile", "--repeat", "1"],
+                                  ["inspect", "{art}", "--source"], ["--help"]])
+def test_closed_pipe_exits_zero_quietly(artifact, args):
+    """`rvvkit ... | head`: the reader goes away before (or while) the command writes; the
+    command still succeeds, with no traceback and no 'Exception ignored' from the exit flush."""
+    for _ in range(3):
+        proc = subprocess.Popen(RVVKIT + [a.format(art=artifact) for a in args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()  # the reader is gone from the start: every write hits EPIPE
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=300) == 0, err
+        assert "Traceback" not in err and "Exception ignored" not in err
+        assert "BrokenPipe" not in err
 
 
 def test_help_version_and_usage_errors():

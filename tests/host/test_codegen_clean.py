@@ -1,5 +1,6 @@
 """The generated translation unit compiles warning-clean as C and as C++ with every compiler a
 user may pick: host gcc/g++/clang and the riscv64 cross compilers."""
+import re
 import shutil
 import subprocess
 
@@ -80,3 +81,107 @@ def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0 and not proc.stderr.strip(), \
         f"{' '.join(cmd)}\n{proc.stderr[:4000]}"
+
+
+# ------------------------------------------------------------ a source a person can review
+
+def residual_model() -> onnx.ModelProto:
+    """Four kernels: Conv+Relu, Conv+Add(residual)+LeakyRelu, GlobalAveragePool, MatMul, with
+    initializer names that need sanitising into C identifiers."""
+    rng = np.random.default_rng(1)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for s, n in (((8, 3, 3, 3), "conv1.weight"), ((8,), "conv1.bias"),
+                          ((8, 8, 3, 3), "conv2.weight"), ((8, 10), "fc/weight:0"))]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv1.weight", "conv1.bias"], ["c1"], pads=[1] * 4,
+                         name="conv1"),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "conv2.weight"], ["c2"], pads=[1] * 4, name="conv2"),
+        helper.make_node("Add", ["c2", "r1"], ["s"], name="add1"),
+        helper.make_node("LeakyRelu", ["s"], ["l"], alpha=0.1, name="lrelu1"),
+        helper.make_node("GlobalAveragePool", ["l"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+        helper.make_node("MatMul", ["f", "fc/weight:0"], ["y"], name="fc"),
+    ]
+    graph = helper.make_graph(
+        nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _misindented(src: str):
+    """Lines indented by other than a multiple of 4 spaces, except continuation lines (the
+    previous line ends inside an expression) and block-comment lines."""
+    bad, prev = [], ""
+    for ln in src.splitlines():
+        n = len(ln) - len(ln.lstrip(" "))
+        if ln.strip() and n % 4 and not ln.lstrip().startswith("*") \
+                and not re.search(r"[,(+?:|&=]\s*$", prev):
+            bad.append(ln)
+        prev = ln if ln.strip() else prev
+    return bad
+
+
+@pytest.fixture(scope="module")
+def residual_artifact():
+    return rvvkit.build(residual_model(), cuda=False)
+
+
+def test_step_comments_and_meta_list_fused_nodes(residual_artifact):
+    src, meta = residual_artifact.c_source, residual_artifact.meta
+    assert "/* Conv conv1 + Relu relu1 */" in src
+    assert "/* Conv conv2 + Add add1 + LeakyRelu lrelu1 */" in src
+    step = next(s for s in meta["plan"] if s["node"] == "conv2")
+    assert step["fused"] == [{"op": "Add", "name": "add1"}, {"op": "LeakyRelu", "name": "lrelu1"}]
+    assert all("kernel" in s and "args" in s and "fused" in s for s in meta["plan"])
+
+
+def test_weights_are_named_after_their_initializers(residual_artifact):
+    src = residual_artifact.c_source
+    for sym in ("W_conv1_weight_packed", "W_conv1_bias", "W_conv2_weight_packed",
+                "W_fc_weight_0_packed"):
+        assert re.search(rf"^static const size_t {sym} = \d+;", src, re.M), sym
+        assert f"w + {sym}" in src
+    assert not re.search(r"\bw \+ \d", src)      # no bare offsets into the weights
+    names = [a["name"] for s in residual_artifact.meta["plan"] for a in s["args"]
+             if a["kind"] == "weights"]
+    assert "conv1.bias" in names
+
+
+@pytest.mark.parametrize("model", ["residual", "mixed", "shufflenet"])
+def test_generated_source_is_tidy(residual_artifact, sources, model):
+    src = residual_artifact.c_source if model == "residual" else sources[model].read_text()
+    assert not re.search(r"for \([^;]*;[^;]*< 1;", src), "single-trip loop"
+    assert not re.search(r"\d\.\d{10,}", src), "float literal with more digits than needed"
+    assert "0.1f" in src or model != "residual"
+    assert not _misindented(src), _misindented(src)[:5]
+    # helpers are named for what they are; a hash is at most the last part of a name
+    for name in set(re.findall(r"\brvk_\w+(?=\()", src)):
+        parts = name.split("_")
+        hashes = [i for i, p in enumerate(parts) if re.fullmatch(r"[0-9a-f]{8,}", p)]
+        assert re.fullmatch(r"[a-z]{3,}", parts[1]) and hashes in ([], [len(parts) - 1]), name
+
+
+def test_fixed_vlen_keeps_one_micro_kernel_variant(residual_artifact):
+    agnostic = residual_artifact.c_source
+    fixed = rvvkit.build(residual_model(), cuda=False, vlen=256)
+    assert fixed.meta["target_vlen"] == 256 and residual_artifact.meta["target_vlen"] is None
+    assert len(fixed.c_source.splitlines()) < 0.8 * len(agnostic.splitlines())
+    variants = set(re.findall(r"static inline void (rvk_gemm_micro_\w+_lmul\d)\(", fixed.c_source))
+    micro = set(re.findall(r"static RVK_NOINLINE void (rvk_gemm_micro_\w+)\(", fixed.c_source))
+    assert len(variants) == len(micro) >= 2
+    assert "rvk_v <=" not in fixed.c_source and "rvk_v <=" in agnostic
+
+
+@pytest.mark.skipif(shutil.which("qemu-riscv64") is None or shutil.which("clang-16") is None,
+                    reason="needs qemu-riscv64 and clang-16 (scripts/setup.sh)")
+@pytest.mark.parametrize("vlen", [128, 512])
+def test_fixed_vlen_build_matches_onnxruntime_under_qemu(tmp_path, vlen):
+    from conftest import rand, run_ort
+    model = residual_model()
+    feeds = {"x": rand(1, 3, 8, 8, seed=5)}
+    path = tmp_path / "m.rvv"
+    rvvkit.build(model, cuda=False, vlen=vlen).save(path)
+    with rvvkit.load(path, on="qemu", vlen=vlen, compiler="clang-16") as sess:
+        got = sess.run(feeds)
+    np.testing.assert_allclose(got["y"], run_ort(model, feeds)["y"], rtol=1e-3, atol=1e-4)

@@ -142,6 +142,18 @@ def test_mismatch_names_the_output(files):
     assert not res.passed
 
 
+def test_host_session_contract(files):
+    """measure() and describe(), which compare and bench use instead of asking which
+    executor a session is."""
+    with rvvkit.load(files / "cls.rvv", on="host") as sess:
+        desc = sess.describe()
+        assert desc["executor"] == desc["path"] == desc["label"] == "host"
+        assert desc["vlen"] is None and not desc["emulated"] and desc["compiler"]
+        lat = sess.measure({"x": rand(1, 3, 7, 7)}, repeat=3, warmup=1)
+    assert lat["latency_stat"] == "median" and lat["runs"] == 3
+    assert 0 < lat["min_ms"] <= lat["latency_ms"] <= lat["max_ms"]
+
+
 def test_parse_paths_and_bad_inputs():
     assert [t.label for t in parse_paths("host,qemu,host", [128, 512])] == \
         ["host", "qemu vlen=128", "qemu vlen=512"]

@@ -1,82 +1,35 @@
 """Conv / Gemm / MatMul kernel emitters: compiled with the host C compiler, run through cffi,
 checked against numpy references.
 
-All cases of a kind go into one translation unit (support functions merged by name, as the
-emitter does), built twice: with the test flags (-O2) and with the production flags (-O3
--march=native -ffp-contract=fast), since gcc 12 has miscompiled some loop shapes only at -O3
-with AVX. One TU of each kind is also compiled as C++ (g++) and with clang-16.
+All cases of a kind go into one translation unit (tests/kernel_harness.py: support functions
+merged by name, as the emitter does), built twice: with the test flags (-O2) and with the
+production flags (-O3 -march=native -ffp-contract=fast), since gcc 12 has miscompiled some loop
+shapes only at -O3 with AVX. One TU of each kind is also compiled as C++ (g++) and with clang-16.
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
 
-import cffi
 import numpy as np
 import pytest
 
 import rvvkit.codegen.kernels.conv as convmod
-from rvvkit.codegen.act import Act
+from rvvkit.ops.activations import Act
 from rvvkit.codegen.kernels.conv import conv2d
-from rvvkit.codegen.kernels.gemm import choose_tile, gemm, matmul
+from rvvkit.codegen.kernels.gemm import gemm, matmul
+from rvvkit.codegen.kernels.gemm_tiling import choose_tile
 from conftest import conv_ref
+from kernel_harness import C_HDR, CLib, translation_unit
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-HDR = """#include <math.h>
-#include <string.h>
-#include <stddef.h>
-#ifdef __cplusplus
-#define RVK_API extern "C"
-#else
-#define RVK_API
-#endif
-"""
 WARN = ["-Wall", "-Wextra", "-Werror"]
 FLAGS = {
     "O2": ["-O2", "-std=c11"],
     "native": ["-O3", "-march=native", "-fno-math-errno", "-ffp-contract=fast", "-std=c11"],
 }
 RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
-
-
-def translation_unit(kernels) -> str:
-    """One TU holding kernels k0, k1, ... with their support merged by name."""
-    support, parts = {}, []
-    for i, k in enumerate(kernels):
-        for name, text in k.support.items():
-            assert support.setdefault(name, text) == text, f"support {name} differs"
-        parts.append(f"{k.signature(f'k{i}')} {{\n{k.body}}}\n")
-    return HDR + "\n".join(support.values()) + "\n" + "\n".join(parts)
-
-
-class Lib:
-    """A compiled TU of lowered kernels, callable with numpy arrays."""
-
-    def __init__(self, lowered, path, flags):
-        self.lowered = lowered
-        src = path.with_suffix(".c")
-        src.write_text(translation_unit([lo.kernel for lo in lowered]))
-        so = path.with_suffix(".so")
-        subprocess.run(["gcc", *flags, *WARN, "-shared", "-fPIC", str(src), "-o", str(so)],
-                       check=True)
-        self.ffi = cffi.FFI()
-        for i, lo in enumerate(lowered):
-            n = len(lo.kernel.params) + (1 if lo.kernel.workspace else 0)
-            self.ffi.cdef(f"void k{i}({', '.join(['float *'] * n)});")
-        self.lib = self.ffi.dlopen(str(so))
-
-    def __call__(self, i, inputs, out_shape):
-        lo = self.lowered[i]
-        arrs = [np.ascontiguousarray(a, np.float32) for a in inputs]
-        for j, fn in (lo.transforms or {}).items():
-            arrs[j] = np.ascontiguousarray(fn(arrs[j]), np.float32)
-        y = np.full(out_shape, np.nan, np.float32)
-        arrs.append(y)
-        if lo.kernel.workspace:     # NaN scratch: any read of unwritten workspace shows up
-            arrs.append(np.full(lo.kernel.workspace, np.nan, np.float32))
-        getattr(self.lib, f"k{i}")(*[self.ffi.cast("float *", a.ctypes.data) for a in arrs])
-        return y
 
 
 # ----------------------------------------------------------------------------- references
@@ -148,7 +101,7 @@ def _conv_check(lib, i, case, seed):
 @pytest.fixture(scope="module", params=list(FLAGS))
 def conv_lib(request, tmp_path_factory):
     path = tmp_path_factory.mktemp("conv") / f"conv_{request.param}"
-    return Lib([_conv_lowered(c) for c in CONV], path, FLAGS[request.param])
+    return CLib([_conv_lowered(c) for c in CONV], path, FLAGS[request.param])
 
 
 @pytest.mark.parametrize("i", range(len(CONV)))
@@ -188,7 +141,7 @@ def forced_lib(tmp_path_factory):
             lowered += [_conv_lowered(c) for c in FORCED_CASES]
         finally:
             convmod._plan_conv = orig
-    return Lib(lowered, tmp_path_factory.mktemp("forced") / "forced", FLAGS["native"])
+    return CLib(lowered, tmp_path_factory.mktemp("forced") / "forced", FLAGS["native"])
 
 
 @pytest.mark.parametrize("fi", range(len(FORCED)))
@@ -211,7 +164,7 @@ GEMM = [(m, n, k, bc, cm, al, be, act)
 def gemm_lib(request, tmp_path_factory):
     lowered = [gemm(m, n, k, b_const=bc, c_mode=cm, alpha=al, beta=be, act=act)
                for m, n, k, bc, cm, al, be, act in GEMM]
-    return Lib(lowered, tmp_path_factory.mktemp("gemm") / f"gemm_{request.param}",
+    return CLib(lowered, tmp_path_factory.mktemp("gemm") / f"gemm_{request.param}",
                FLAGS[request.param])
 
 
@@ -253,7 +206,7 @@ def matmul_lib(tmp_path_factory):
     for sa, sb, bc in MATMUL_CASES:
         ys = np.matmul(np.zeros(sa), np.zeros(sb)).shape
         lowered.append(matmul(sa, sb, ys, b_const=bc))
-    return Lib(lowered, tmp_path_factory.mktemp("mm") / "mm", FLAGS["native"])
+    return CLib(lowered, tmp_path_factory.mktemp("mm") / "mm", FLAGS["native"])
 
 
 @pytest.mark.parametrize("i", range(len(MATMUL_CASES)))
@@ -291,7 +244,7 @@ def test_network_shapes_compile_clean(tmp_path):
                 gemm(1, 4096, 25088, b_const=True, c_mode="col", act=RELU).kernel,
                 matmul((12, 128, 64), (12, 64, 128), (12, 128, 128), b_const=False).kernel]
     src = tmp_path / "net.c"
-    src.write_text(translation_unit(kernels))
+    src.write_text(translation_unit(C_HDR, kernels))
     subprocess.run(["gcc", *FLAGS["native"], *WARN, "-c", str(src), "-o", str(tmp_path / "n.o")],
                    check=True)
 
@@ -309,7 +262,7 @@ def test_other_compilers(tmp_path, cc, lang):
                 gemm(1, 40, 30, b_const=False, c_mode="col").kernel,
                 matmul((2, 3, 5, 7), (1, 7, 9), (2, 3, 5, 9), b_const=False).kernel]
     src = tmp_path / "tu.c"
-    src.write_text(translation_unit(kernels))
+    src.write_text(translation_unit(C_HDR, kernels))
     for opt in (["-O2"], ["-O3", "-march=native", "-ffp-contract=fast"]):
         subprocess.run([cc, *lang, *opt, *WARN, "-c", str(src), "-o", str(tmp_path / "tu.o")],
                        check=True)

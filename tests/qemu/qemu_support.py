@@ -14,13 +14,15 @@ import pytest
 from onnx import helper
 
 from conftest import expose_logits, make_model, rand  # noqa: F401 (re-exported)
+from rvvkit.jit import targets
 
 RTOL, ATOL = 1e-3, 1e-4
 LOGITS_SCALE_ATOL = 1e-5  # as in tests/host/test_light_models.py: logits reach ~1e5
 
-QEMU = shutil.which("qemu-riscv64")
+RV = targets.riscv()  # the facts of toolchain/targets/riscv64-linux-gnu.toml
+QEMU = shutil.which(RV.qemu_binary)
 CLANG = "clang-16" if shutil.which("clang-16") and shutil.which("ld.lld-16") else None
-GCC_CXX = "riscv64-linux-gnu-g++" if shutil.which("riscv64-linux-gnu-g++") else None
+GCC_CXX = f"{RV.triple}-g++" if shutil.which(f"{RV.triple}-g++") else None
 RV_COMPILER = CLANG or GCC_CXX  # the vectorising one when there is a choice
 
 needs_qemu = pytest.mark.skipif(

@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from rvvkit.errors import ExecutionError
+from rvvkit.jit import targets
 from rvvkit.runtime import icount
 
-SYSROOT = "/usr/riscv64-linux-gnu"
-QEMU = shutil.which(os.environ.get("RVVKIT_QEMU") or "qemu-riscv64")
+RV = targets.riscv()  # toolchain/targets/riscv64-linux-gnu.toml
+SYSROOT = RV.sysroot
+QEMU = shutil.which(os.environ.get("RVVKIT_QEMU") or RV.qemu_binary)
 CLANG = shutil.which("clang-16")
-GCC = shutil.which("riscv64-linux-gnu-gcc")
+GCC = shutil.which(f"{RV.triple}-gcc")
 HOST_CC = any(shutil.which(c) for c in icount.HOST_COMPILERS)
 
 _skip_no_qemu = pytest.mark.skipif(not (QEMU and HOST_CC),
@@ -38,7 +40,7 @@ needs_gcc = pytest.mark.skipif(not GCC, reason="riscv64-linux-gnu-gcc not instal
 
 
 def cpu(vlen: int) -> str:
-    return f"rv64,v=true,vlen={vlen},elen=64,vext_spec=v1.0"
+    return RV.cpu_string(vlen)
 
 
 def qemu_prefix(vlen: int = 128):
@@ -112,8 +114,9 @@ int main(int argc, char **argv) {
 }
 """
 
-CLANG_FLAGS = ["--target=riscv64-linux-gnu", "-march=rv64gcv", "-fuse-ld=lld", "-O2"]
-GCC_FLAGS = ["-march=rv64gcv", "-mabi=lp64d", "-O2"]
+_CLANG = RV.family_flags("clang")
+CLANG_FLAGS = [f"--target={RV.triple}", *_CLANG.arch, *_CLANG.cross_link, "-O2"]
+GCC_FLAGS = [*RV.family_flags("gcc").arch, "-O2"]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import rvvkit
+from rvvkit.jit.targets import riscv
 from conftest import run_ort
 from qemu_support import (CLANG, GCC_CXX, RV_COMPILER, assert_close, expose_logits,
                           needs_both_compilers, needs_qemu, small_feeds, small_model)
@@ -24,7 +25,7 @@ from rvvkit.zoo import light_model, sample_inputs
 pytestmark = [pytest.mark.qemu, needs_qemu]
 
 SEED = 0
-SETTINGS = [(vlen, tail) for vlen in (128, 256, 512, 1024) for tail in (False, True)]
+SETTINGS = [(vlen, tail) for vlen in riscv().vlens for tail in (False, True)]
 LIGHT = [("squeezenet", 128, False), ("squeezenet", 256, False), ("squeezenet", 512, False),
          ("squeezenet", 1024, False), ("squeezenet", 128, True), ("squeezenet", 1024, True),
          ("shufflenet", 128, True), ("shufflenet", 256, False), ("shufflenet", 512, False),

@@ -90,16 +90,30 @@ def test_cpu_string():
 def test_run_raw_command_and_repeat_zero(art_path, host_outputs):
     with QemuSession(art_path, vlen=128, compiler=RV_COMPILER) as sess:
         workdir = sess.write_inputs(small_feeds())
-        argv = sess.runner_command(workdir, repeat=0, warmup=0, extra_qemu_args=["-d", "nochain"])
+        argv = sess.runner_command(workdir, repeat=0, warmup=0, extra_args=["-d", "nochain"])
         assert argv[:5] == [sess.qemu, "-L", sess.sysroot, "-cpu", cpu_string(128)]
         assert argv[5:7] == ["-d", "nochain"] and "--repeat" in argv
-        raw = sess.run_raw(workdir, repeat=0, extra_qemu_args=["-d", "nochain"])
+        raw = sess.run_raw(workdir, repeat=0, extra_args=["-d", "nochain"])
         assert raw.returncode == 0 and not list(workdir.glob("out*.npy"))
         raw = sess.run_raw(workdir, repeat=2, warmup=1, timings=True)
         assert raw.returncode == 0 and (workdir / "timings.json").is_file()
         assert_close(sess.read_outputs(workdir), host_outputs, "run_raw")
         tmp = sess.tmpdir
     assert not tmp.exists()  # close() cleans up
+
+
+@needs_qemu
+def test_session_contract_measure_and_describe(art_path):
+    with QemuSession(art_path, vlen=128, compiler=RV_COMPILER) as sess:
+        desc = sess.describe()
+        assert desc["executor"] == desc["path"] == "qemu" and desc["vlen"] == 128
+        assert desc["label"] == "qemu (VLEN 128)" and desc["emulated"]
+        assert desc["counts_instructions"] and desc["compiler"]
+        lat = sess.measure(small_feeds(), repeat=2, warmup=0, count=False)
+        assert lat["latency_stat"] == "mean" and lat["runs"] == 2 and lat["latency_ms"] > 0
+        assert "dynamic_instructions" not in lat
+        counted = sess.measure(small_feeds(), repeat=1, warmup=0)
+        assert counted["dynamic_instructions"] > counted["vector_instructions"] > 0
 
 
 @needs_qemu
@@ -186,9 +200,14 @@ def test_cli_run_on_qemu(art_path, host_outputs, tmp_path):
 
 
 def test_cli_vlen_errors(art_path):
+    # Misused options are usage errors (exit 2) in every command, as in `rvvkit compare`.
     proc = _cli("run", art_path, "--on", "qemu", "--vlen", 300)
-    assert proc.returncode == 1 and "VLEN 300" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "VLEN 300" in proc.stderr and "Traceback" not in proc.stderr
     proc = _cli("run", art_path, "--vlen", 256)
-    assert proc.returncode == 1 and "--vlen applies to --on qemu" in proc.stderr
+    assert proc.returncode == 2 and "--vlen applies to --on qemu" in proc.stderr
+    proc = _cli("bench", art_path, "--on", "host,qemu", "--vlen", "256,96")
+    assert proc.returncode == 2 and "VLEN 96" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _cli("bench", art_path, "--vlen", 256)
+    assert proc.returncode == 2 and "--vlen applies to qemu" in proc.stderr
     proc = _cli("run", art_path, "--on", "qemu", env={"RVVKIT_QEMU": "/nonexistent/qemu"})
     assert proc.returncode == 1 and "RVVKIT_QEMU" in proc.stderr

@@ -1,4 +1,4 @@
-"""The standalone C runner (rvvkit/runtime_c/runner.c) as a program: its command line, exit
+"""The standalone C runner (runtime_c/runner.c) as a program: its command line, exit
 codes and messages, the files it reads and writes. Each behaviour is checked on the host (the
 runner built natively: fast, needs only cc) and under qemu-riscv64 (built by the riscv64
 compiler), since boards run exactly this program."""
@@ -14,7 +14,8 @@ from onnx import helper
 
 import rvvkit
 from conftest import make_model, rand
-from qemu_support import QEMU, RV_COMPILER, needs_qemu, small_feeds, small_model
+from qemu_support import QEMU, RV, RV_COMPILER, needs_qemu, small_feeds, small_model
+from rvvkit.abi import ABI_VERSION
 from rvvkit.artifact import Artifact
 from rvvkit.jit import compile_flags, compile_source, resolve_compiler
 from rvvkit.runtime.runner import build_kernels, build_runner, runner_source
@@ -91,6 +92,7 @@ def test_runs_writes_outputs_and_timings(runner, model_art, expected, x_npy, tmp
                                    atol=1e-5)
     doc = json.loads((tmp_path / "t.json").read_text())
     assert doc["repeat"] == 3 and doc["warmup"] == 1 and doc["timed_steps"] is True
+    assert doc["abi_version"] == ABI_VERSION  # the runner's, from runtime_c/rvvkit_abi.h
     assert doc["num_steps"] == len(art.meta["plan"]) == len(doc["step_seconds"])
     assert all(s >= 0 for s in doc["step_seconds"]) and doc["total_seconds"] > 0
     assert doc["mean_seconds"] == pytest.approx(doc["total_seconds"] / 3, rel=1e-6)
@@ -226,8 +228,7 @@ def test_kernel_load_failures(runner, model_art, x_npy, tmp_path):
 def _compilers():
     import shutil
     found = [(c, "host") for c in ("gcc", "g++", "clang-16") if shutil.which(c)]
-    found += [(c, "rvv") for c in ("riscv64-linux-gnu-gcc", "riscv64-linux-gnu-g++")
-              if shutil.which(c)]
+    found += [(c, "rvv") for c in (f"{RV.triple}-gcc", f"{RV.triple}-g++") if shutil.which(c)]
     if shutil.which("clang-16") and shutil.which("ld.lld-16"):
         found.append(("clang-16", "rvv"))
     return found
@@ -244,8 +245,8 @@ def test_runner_source_is_warning_clean(compiler, target):
 
 def test_runner_source_inlines_headers():
     src = runner_source()
-    assert '#include "rvk_' not in src and "rvk_elf_find" in src and "rvk_npy_read" in src
-    assert '#line 1 "rvk_elf.h"' in src
+    assert '#include "' not in src and "rvk_elf_find" in src and "rvk_npy_read" in src
+    assert '#line 1 "rvk_elf.h"' in src and '#line 1 "rvvkit_abi.h"' in src
 
 
 @pytest.mark.skipif(QEMU is None, reason="qemu-riscv64 not installed")

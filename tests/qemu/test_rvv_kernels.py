@@ -1,10 +1,10 @@
 """RVV intrinsic kernels, cross-compiled for riscv64 and run under qemu-user at every VLEN.
 
-Each kernel family is one translation unit (kernels k0, k1, ... with their support merged as the
-emitter does) plus a tiny `main` that reads one float buffer from a file, calls every kernel on
-pointers into it and writes the buffer back. The buffer holds every call's inputs (weights
-already transformed), its output and workspace (both NaN-filled: reading unwritten memory
-shows), with sentinel guards between arrays (a write out of bounds shows).
+Each kernel family is one translation unit (tests/kernel_harness.py: kernels k0, k1, ... with
+their support merged as the emitter does) plus a tiny `main` that reads one float buffer from a
+file, calls every kernel on pointers into it and writes the buffer back. The buffer holds every
+call's inputs (weights already transformed), its output and workspace (both NaN-filled: reading
+unwritten memory shows), with sentinel guards between arrays (a write out of bounds shows).
 
 The executable is built with clang-16 (`__riscv_v_intrinsic` = 11000, the 0.11 API) and run at
 VLEN 128, 256, 512, 1024 and with tail/mask-agnostic elements set to all ones; a zig cc build
@@ -26,15 +26,19 @@ import numpy as np
 import pytest
 
 from conftest import conv_ref
+from kernel_harness import C_HDR, call_arrays, translation_unit
 
-from rvvkit.codegen.act import Act
+from rvvkit.ops.activations import Act
 from rvvkit.codegen.kernels import elementwise as ew
 from rvvkit.codegen.kernels import layout, pool
 from rvvkit.codegen.kernels.conv import conv2d
 from rvvkit.codegen.kernels.gemm import gemm, matmul
 from rvvkit.codegen.kernels.gemm_rvv import uk_plan
+from rvvkit.jit.targets import riscv
 
-SYSROOT = Path("/usr/riscv64-linux-gnu")
+RISCV = riscv()
+
+SYSROOT = Path(RISCV.sysroot)
 QEMU = shutil.which("qemu-riscv64")
 CLANG = shutil.which("clang-16")
 pytestmark = [pytest.mark.qemu, pytest.mark.skipif(
@@ -47,24 +51,13 @@ CLANG_RVV = [CLANG or "clang-16", "--target=riscv64-linux-gnu", "-march=rv64gcv"
 # zig's clang 19+ (RVV intrinsics API 1.0); linked against glibc, run with the Debian sysroot
 ZIG_RVV = [sys.executable, "-m", "ziglang", "cc", "--target=riscv64-linux-gnu",
            "-mcpu=baseline_rv64+v", "-O2", "-std=c11"]
-CPUS = {f"vlen{v}": f"rv64,v=true,vlen={v},elen=64,vext_spec=v1.0" for v in (128, 256, 512, 1024)}
-CPUS["vlen256_ta_ma_ones"] = CPUS["vlen256"] + ",rvv_ta_all_1s=true,rvv_ma_all_1s=true"
-CPUS["vlen128_ta_ma_ones"] = CPUS["vlen128"] + ",rvv_ta_all_1s=true,rvv_ma_all_1s=true"
+CPUS = {f"vlen{v}": RISCV.cpu_string(v) for v in RISCV.vlens}
+CPUS["vlen256_ta_ma_ones"] = RISCV.cpu_string(256, tail_ones=True)
+CPUS["vlen128_ta_ma_ones"] = RISCV.cpu_string(128, tail_ones=True)
 
 GUARD_VALUE = np.float32(-12345.5)
 GUARD = 16        # floats of sentinel between arrays (and 64-byte alignment of each array)
 
-HDR = """#include <math.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#ifdef __cplusplus
-#define RVK_API extern "C"
-#else
-#define RVK_API
-#endif
-"""
 RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
 LEAKY, LEAKY2 = Act("leaky_relu", (0.1,)), Act("leaky_relu", (1.5,))
 SIGMOID = Act("sigmoid")
@@ -87,22 +80,11 @@ class Family:
 
     def __init__(self, name: str, calls):
         self.name, self.calls = name, calls
-        kernels = [lo.kernel for lo, _, _, _ in calls]
-        support, parts = {}, []
-        for i, k in enumerate(kernels):
-            for key, text in k.support.items():
-                assert support.setdefault(key, text) == text, f"support {key} differs"
-            parts.append(f"{k.signature(f'k{i}')} {{\n{k.body}}}\n")
         # buffer layout: [guard][array][guard][array]...
         chunks, self.out_at, stmts = [np.full(GUARD, GUARD_VALUE, np.float32)], [], []
         at = GUARD
         for i, (lo, inputs, out_shape, _) in enumerate(calls):
-            arrs = [np.ascontiguousarray(a, np.float32) for a in inputs]
-            for j, fn in (lo.transforms or {}).items():
-                arrs[j] = np.ascontiguousarray(fn(arrs[j]), np.float32)
-            arrs.append(np.full(out_shape, np.nan, np.float32))
-            if lo.kernel.workspace:
-                arrs.append(np.full(lo.kernel.workspace, np.nan, np.float32))
+            arrs = call_arrays(lo, inputs, out_shape)
             offs = []
             for j, a in enumerate(arrs):
                 size = -(-a.size // GUARD) * GUARD
@@ -131,7 +113,7 @@ int main(int argc, char **argv) {{
   return 0;
 }}
 """
-        self.source = HDR + "\n".join(support.values()) + "\n" + "\n".join(parts) + main
+        self.source = translation_unit(C_HDR, [lo.kernel for lo, _, _, _ in calls]) + main
 
     def write(self, d: Path) -> Path:
         src = d / f"{self.name}.c"
@@ -519,7 +501,7 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
     seen = fmacc = 0
     for fam in ("gemm", "conv"):
         for name, text in assembly[fam].items():
-            m = re.match(r"rvk_uk_(\d+)x(\d+)(?:_ind([ab]))?$", name)
+            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?$", name)
             if not m:
                 continue
             seen += 1

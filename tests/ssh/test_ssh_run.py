@@ -31,6 +31,13 @@ def test_small_model_matches_onnxruntime(ssh_world, board):
         assert all(r["seconds"] >= 0 for r in rows) and sum(r["seconds"] for r in rows) > 0
         if board == "rvv-board":
             assert sess.compiler.is_riscv and "-march=rv64gcv" in sess.flags
+        desc = sess.describe()
+        assert desc["executor"] == "ssh" and desc["path"] == f"ssh://{board}"
+        assert desc["label"].startswith(f"ssh://{board} (") and desc["emulated"] == \
+            (board == "rvv-board")
+        lat = sess.measure(feeds, repeat=2, warmup=1)
+        assert lat["latency_stat"] == "mean" and lat["runs"] == 2 and lat["latency_ms"] > 0
+        assert os.listdir(sess.tmpdir) == ["model.rvv"]
     assert ssh_world.leftovers(ssh_world.workdir(board)) == []
 
 

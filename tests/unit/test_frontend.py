@@ -204,3 +204,27 @@ def test_initializer_only_model_folds_to_constant_output():
     g = from_onnx(m)
     assert g.nodes == [] and g.is_const("y")
     np.testing.assert_allclose(g.const("y"), rand(2, seed=1) + rand(2, seed=2))
+
+
+def test_internal_op_name_is_not_accepted_from_a_model():
+    """rvvkit's own ops (the affine BN becomes) are outside the ONNX namespace: a model cannot
+    name one, under its qualified name or any other."""
+    for op in ("rvvkit.ChannelAffine", "ChannelAffine"):
+        m = make_model([node(op, ["x", "s", "t"], ["y"], name="sneaky")], [("x", (1, 2, 3))],
+                       ["y"], {"s": rand(2), "t": rand(2)})
+        with pytest.raises(UnsupportedOperator) as info:
+            from_onnx(m)
+        assert info.value.ops == [(op, "sneaky")]
+
+
+@pytest.mark.parametrize("opset, axis, coerce", [(11, 1, True), (13, 2, False)])
+def test_opset_is_the_graphs_not_a_node_attribute(opset, axis, coerce):
+    """Softmax changed meaning at opset 13; inference reads graph.opset and settles the axis
+    (and whether the input is flattened there) into canonical attributes."""
+    m = make_model([node("Softmax", ["x"], ["y"], name="sm")], [("x", (2, 3, 4))], ["y"],
+                   opset=opset)
+    g = from_onnx(m)
+    assert g.opset == opset
+    (sm,) = g.nodes
+    assert (sm.attrs["axis"], sm.attrs["coerce"]) == (axis, coerce)
+    assert not [k for n in g.nodes for k in n.attrs if k.startswith("_")]

@@ -6,7 +6,7 @@ from onnx import helper
 
 import rvvkit
 from conftest import assert_matches, make_model, rand
-from rvvkit.passes.memory import ALIGN, Interval, align, lower_bound, plan
+from rvvkit.codegen.memory import ALIGN, Interval, align, lower_bound, plan
 
 node = helper.make_node
 

@@ -6,6 +6,7 @@ from onnx import helper
 
 from conftest import assert_matches, make_model, rand
 from rvvkit.frontend.onnx import from_onnx
+from rvvkit.ops.elementwise import CHANNEL_AFFINE
 from rvvkit.passes import optimize
 from rvvkit.passes.dce import remove_dead
 from rvvkit.passes.simplify import remove_identities
@@ -54,7 +55,8 @@ def test_bn_folded_into_conv(bias):
     conv = g.nodes[0]
     assert conv.outputs == ["y"]
     assert len(conv.inputs) == 3 and g.is_const(conv.inputs[2])  # BN's shift became a bias
-    assert not any(n.op in ("BatchNormalization", "ChannelAffine") for n in g.nodes)
+    assert not any(n.op in ("BatchNormalization", CHANNEL_AFFINE) for n in g.nodes)
+    assert conv.fused == [("BatchNormalization", "bn")]
     # the folded weights are the only ones left: BN's parameters are pruned
     assert not any(k in g.tensors for k in ("s", "bb", "mean", "var"))
     assert_matches(m, {"x": rand(2, 3, 5, 5)})
@@ -74,7 +76,7 @@ def test_bn_folding_math():
 
 def test_bn_not_folded_at_opt_level_0():
     g = optimized(conv_bn_model(act="Relu"), level=0)
-    assert ops(g) == ["Conv", "ChannelAffine", "Relu"]
+    assert ops(g) == ["Conv", CHANNEL_AFFINE, "Relu"]
 
 
 def test_bn_folded_at_opt_level_1_without_fusion():
@@ -89,7 +91,7 @@ def test_bn_not_folded_into_conv_with_two_readers():
     m = make_model(nodes, [("x", (1, 3, 5, 5))], ["y", "z"],
                    {"w": rand(4, 3, 3, 3, seed=1), **bn_params(4)})
     g = optimized(m)
-    assert sorted(ops(g)) == ["ChannelAffine", "Conv", "Relu"]
+    assert sorted(ops(g)) == ["Conv", "Relu", CHANNEL_AFFINE]
     assert_matches(m, {"x": rand(1, 3, 5, 5)})
 
 
@@ -99,7 +101,8 @@ def test_consecutive_affines_merge():
     m = make_model(nodes, [("x", (2, 4, 3, 3))], ["y"],
                    {**bn_params(4), "k": rand(4, 1, 1, seed=5), "t": np.float32(0.25)})
     g = optimized(m)
-    assert ops(g) == ["ChannelAffine"]
+    assert ops(g) == [CHANNEL_AFFINE]
+    assert g.nodes[0].fused == [("Mul", "mul_1"), ("Add", "add_2")]
     assert_matches(m, {"x": rand(2, 4, 3, 3)})
 
 
@@ -111,8 +114,9 @@ def test_consecutive_affines_merge():
 def test_activation_fused_into_conv(act, kind):
     g = optimized(conv_bn_model(act=act))
     assert ops(g) == ["Conv"]
-    assert g.nodes[0].attrs["_act"].kind == kind
+    assert g.nodes[0].act.kind == kind
     assert g.nodes[0].outputs == ["y"]
+    assert g.nodes[0].fused == [("BatchNormalization", "bn"), (act, "act")]
 
 
 def test_relu6_clip_fused_with_bounds():
@@ -121,7 +125,7 @@ def test_relu6_clip_fused_with_bounds():
                                                    "hi": np.float32(6)})
     g = optimized(m)
     assert ops(g) == ["Gemm"]
-    act = g.nodes[0].attrs["_act"]
+    act = g.nodes[0].act
     assert (act.kind, act.params) == ("clip", (0.0, 6.0))
 
 
@@ -131,7 +135,7 @@ def test_only_one_activation_fused_per_producer():
     m = make_model(nodes, [("a", (2, 3)), ("b", (2, 3))], ["y"])
     g = optimized(m)
     assert ops(g) == ["Add", "Sigmoid"]
-    assert g.nodes[0].attrs["_act"].kind == "relu"
+    assert g.nodes[0].act.kind == "relu"
     assert_matches(m, {"a": rand(2, 3, seed=1), "b": rand(2, 3, seed=2)})
 
 
@@ -140,7 +144,7 @@ def test_activation_not_fused_when_producer_output_is_read_elsewhere():
     m = make_model(nodes, [("a", (2, 3)), ("b", (2, 3))], ["y", "s"])
     g = optimized(m)
     assert ops(g) == ["Add", "Relu"]
-    assert "_act" not in g.nodes[0].attrs
+    assert g.nodes[0].act is None and g.nodes[0].fused == []
 
 
 def test_activation_not_fused_into_matmul():
@@ -167,9 +171,11 @@ def test_residual_fused():
     g = optimized(m)
     assert ops(g) == ["Conv", "Conv"]
     first, second = g.nodes
-    assert first.attrs["_act"].kind == "relu" and not first.attrs.get("_residual")
-    assert second.attrs["_residual"] is True
-    assert second.attrs["_act"].kind == "relu"
+    assert first.act.kind == "relu" and not first.residual
+    assert first.fused == [("Relu", "relu1")]
+    assert second.residual is True
+    assert second.act.kind == "relu"
+    assert second.fused == [("Add", "add"), ("Relu", "relu2")]
     assert second.inputs[0] == first.outputs[0] and second.inputs[3] == "x"
     assert second.outputs == ["y"]
     assert_matches(m, {"x": rand(1, 3, 6, 6)})

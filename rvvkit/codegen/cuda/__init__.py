@@ -11,8 +11,8 @@ Contract of a generator `fn(spec: dict, kernel: Kernel) -> CudaKernel`:
   * `support` maps unique names to complete definitions (`__global__`/`__device__` functions)
     written once per translation unit; a name must identify its text (put the shapes or a hash
     of the text in it).
-Device code keeps to what both nvcc and the CPU emulator (runtime_c/rvk_cuda_emu.h, which
-runs the threads of a block as fibers that switch only at __syncthreads) accept:
+Device code keeps to what both nvcc and the CPU emulator (toolchain/cuda_emu/rvk_cuda_emu.h,
+which runs the threads of a block as fibers that switch only at __syncthreads) accept:
 threadIdx/blockIdx/blockDim/gridDim, __syncthreads(), fixed-size __shared__ arrays declared at
 the top of a __global__ function, <math.h> float functions (expf, logf, tanhf, powf, sqrtf,
 fmaxf, fminf, fmaf), `__restrict__`, `__forceinline__`. No warp intrinsics, atomics, dynamic
@@ -20,46 +20,19 @@ shared memory, `min`/`max` overloads, or reliance on warp-synchronous execution.
 """
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
-
-from ..kernel import Kernel
 from ...errors import ModelError
-
-
-@dataclass
-class CudaKernel:
-    body: str
-    support: Dict[str, str] = field(default_factory=dict)
-
-
-Generator = Callable[[dict, Kernel], CudaKernel]
-
-
-# op of Kernel.spec -> "module:function" of its generator in this package
-GENERATORS: Dict[str, str] = {
-    "conv": "gemm:conv", "gemm": "gemm:gemm", "matmul": "gemm:matmul",
-    "nary": "elementwise:nary", "unary": "elementwise:unary", "affine": "elementwise:affine",
-    "copy": "elementwise:copy", "transpose": "elementwise:transpose",
-    "concat": "elementwise:concat",
-    "pool": "pool:pool", "global_pool": "pool:global_pool", "lrn": "pool:lrn",
-    "softmax": "pool:softmax",
-}
-
-
-def _generator(op: str) -> Optional[Generator]:
-    where = GENERATORS.get(op)
-    if where is None:
-        return None
-    module, fn = where.split(":")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), fn)
+from ..kernel import Kernel
+from . import elementwise, gemm, pool  # noqa: F401  (they fill GENERATORS)
+from .registry import GENERATORS, CudaKernel, Generator, generator
 
 
 def lower_cuda(kernel: Kernel) -> CudaKernel:
     """The CUDA body and support code of one planned kernel."""
     op = kernel.spec.get("op")
-    gen = _generator(op)
+    gen = GENERATORS.get(op)
     if gen is None:
         raise ModelError(f"no CUDA generator for kernel {kernel.hint!r} (op {op!r})")
     return gen(kernel.spec, kernel)
+
+
+__all__ = ["CudaKernel", "Generator", "GENERATORS", "generator", "lower_cuda"]

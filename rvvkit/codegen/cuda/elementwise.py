@@ -11,11 +11,11 @@ import math
 import re
 from typing import Dict, List, Sequence, Tuple
 
-from ..act import act_expr
+from ...ops.activations import cuda_act_expr as act_expr
 from ..kernel import Kernel
 from ..kernels.elementwise import OPERATORS
 from ..loops import broadcast_strides, collapse, strides_of
-from . import CudaKernel
+from .registry import CudaKernel, generator
 
 THREADS = 256
 MAX_BLOCKS = 4096       # grid-stride loops cover the rest; ~4 waves of a large GPU
@@ -122,6 +122,7 @@ def _coord(dims: Sequence[int], k: int, var: str) -> str:
 # Generators
 
 
+@generator("nary")
 def nary(spec: dict, kernel: Kernel) -> CudaKernel:
     """y = act(x0 <op> x1 <op> ...) with numpy broadcasting (operands left to right, as C)."""
     in_shapes, out_shape = spec["in_shapes"], spec["out_shape"]
@@ -136,13 +137,15 @@ def nary(spec: dict, kernel: Kernel) -> CudaKernel:
     return per_element(kernel.hint or "nary", kernel, math.prod(out_shape), "\n".join(stmts))
 
 
+@generator("unary")
 def unary(spec: dict, kernel: Kernel) -> CudaKernel:
     x, y = kernel.params
     act = spec["act"]
-    stmts = f"const float v = {x.name}[i];\n{y.name}[i] = {act.c_expr('v')};"
+    stmts = f"const float v = {x.name}[i];\n{y.name}[i] = {act.cuda_expr('v')};"
     return per_element(act.kind, kernel, math.prod(spec["shape"]), stmts)
 
 
+@generator("affine")
 def affine(spec: dict, kernel: Kernel) -> CudaKernel:
     """y[n, c, :] = act(x[n, c, :] * s[c] + t[c])."""
     x, s, t, y = kernel.params
@@ -156,11 +159,13 @@ def affine(spec: dict, kernel: Kernel) -> CudaKernel:
     return per_element("affine", kernel, n, stmts)
 
 
+@generator("copy")
 def copy(spec: dict, kernel: Kernel) -> CudaKernel:
     x, y = kernel.params
     return per_element("copy", kernel, spec["n_floats"], f"{y.name}[i] = {x.name}[i];")
 
 
+@generator("transpose")
 def transpose(spec: dict, kernel: Kernel) -> CudaKernel:
     in_shape, perm = spec["in_shape"], spec["perm"]
     x, y = kernel.params
@@ -172,6 +177,7 @@ def transpose(spec: dict, kernel: Kernel) -> CudaKernel:
     return per_element("transpose", kernel, math.prod(out_shape), "\n".join(stmts))
 
 
+@generator("concat")
 def concat(spec: dict, kernel: Kernel) -> CudaKernel:
     """Per outer index, the inputs' blocks of inner_j floats one after another in y."""
     in_shapes, axis = spec["in_shapes"], spec["axis"]

@@ -13,12 +13,12 @@ from typing import Optional
 
 import numpy as np
 
-from ..act import act_expr
+from ...ops.activations import cuda_act_expr as act_expr
 from ..cfmt import flt
 from ..kernel import Kernel
 from ..kernels.gemm import matmul_dims
 from ...errors import ModelError
-from . import CudaKernel
+from .registry import CudaKernel, generator
 from .tiles import (NT, SKINNY_P, UNROLL_NAME, UNROLL_TEXT, Operand, Problem, cdiv,
                     choose_tile, named, skinny, tiled)
 
@@ -63,6 +63,7 @@ def _nothing(kernel: Kernel) -> CudaKernel:
 
 # ------------------------------------------------------------------------------------ conv
 
+@generator("conv")
 def conv(spec: dict, kernel: Kernel) -> CudaKernel:
     if spec["w_panel"] is None:
         return _depthwise(spec, kernel)
@@ -171,6 +172,7 @@ def _b_operand(ptr: str, k: int, n: int, panel: Optional[int]) -> Operand:
     return Operand(fast_k=False, val=lambda j, kk: f"{ptr}[(long long)({kk}) * {n} + {j}]")
 
 
+@generator("gemm")
 def gemm(spec: dict, kernel: Kernel) -> CudaKernel:
     """Y[M,N] = act(alpha * A @ B + beta * C); params a, b, [c], y."""
     m, n, k = spec["M"], spec["N"], spec["K"]
@@ -210,6 +212,7 @@ def _batch_offset(z: str, bat, ybat, size: int) -> str:
     return " + ".join(terms) or "0"
 
 
+@generator("matmul")
 def matmul(spec: dict, kernel: Kernel) -> CudaKernel:
     """numpy.matmul with batch broadcasting; params a, b, y. B batches are b_batch_floats
     apart (packed by b_panel when set)."""

@@ -9,7 +9,7 @@ import math
 from ..cfmt import flt
 from ..kernel import Kernel
 from ..kernels.pool import pool_terms
-from . import CudaKernel
+from .registry import CudaKernel, generator
 from .elementwise import NAME, gparams, index_type, launch, named, per_element, unused
 
 MAX_ROW_BLOCKS = 65535   # rows beyond this are taken by a block-stride loop
@@ -62,6 +62,7 @@ def _rows(hint: str, kernel: Kernel, rows: int, threads: int, extent: int, body:
     return CudaKernel(launch(name, min(rows, MAX_ROW_BLOCKS), threads, kernel), {name: text})
 
 
+@generator("pool")
 def pool(spec: dict, kernel: Kernel) -> CudaKernel:
     """Max or average pooling over NCHW, each output's window computed as the C kernel does
     (same tap order, same divisor: with count_include_pad the window clipped to the padded
@@ -100,6 +101,7 @@ float acc = {init};
     return per_element(f"{kind}pool", kernel, n * c * ho * wo, stmts, [n * c * h * w])
 
 
+@generator("global_pool")
 def global_pool(spec: dict, kernel: Kernel) -> CudaKernel:
     """Max or mean of each (n, c) plane, one block per plane."""
     x, y = kernel.params
@@ -121,6 +123,7 @@ if (threadIdx.x == 0) {y.name}[r] = {fin};"""
     return _rows(f"global{kind}pool", kernel, rows, threads, rows * inner, body)
 
 
+@generator("lrn")
 def lrn(spec: dict, kernel: Kernel) -> CudaKernel:
     """ONNX LRN: y = x * (bias + alpha/size * sum of squares over the channel window)^-beta,
     window [c - (size-1)//2, c + size-1 - (size-1)//2] clipped to the channels. The C kernel's
@@ -145,6 +148,7 @@ for (I j = j0; j <= j1; ++j) {{
     return per_element("lrn", kernel, n * c * inner, stmts)
 
 
+@generator("softmax")
 def softmax(spec: dict, kernel: Kernel) -> CudaKernel:
     """(Log)softmax over `axis` (coerce: over all axes from `axis` on), one block per row of
     n elements with stride `inner`: max, then sum of exp(x - max), then the outputs."""

@@ -1,4 +1,4 @@
-"""Conv2d (NCHW) lowering onto the packed GEMM core of `gemm.py`, plus a direct depthwise kernel.
+"""Conv2d (NCHW) lowering onto the packed GEMM core of `gemm.py` (depthwise: conv_dw.py).
 
 Per image and group, conv is OUT[m][p] = sum_k W[m][k] * X'[k][p] with k = (c, r, s) and p the
 output position; the weights are pre-packed at build time (transform of input 1). X' (the
@@ -19,16 +19,19 @@ Depthwise (group == C == M) has no reuse across channels; it runs directly on th
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
-from ..act import Act, act_expr
-from ..kernel import Kernel, Lowered, Param, specified
-from ..rvv import GUARD, has_vact, header, vact, vle, vop, vse, vsetvl, vt
-from .conv_input import PhaseGrid, im2col_packer, tag
-from .gemm import (L2_BLOCK, NOINLINE, Epilogue, Side, cdiv, choose_tile, core, kc_of,
-                   pack_panels, tile_cost)
+from ...ops.activations import Act
+from ..cfmt import indent
+from ..kernel import Kernel, Lowered, Param, make_spec
+from ..loops import cdiv
+from .conv_dw import dwconv
+from .conv_input import PhaseGrid, im2col_packer
+from .gemm_core import core
+from .gemm_emit import Epilogue, Side
+from .gemm_tiling import L2_BLOCK, choose_tile, kc_of, pack_panels, tile_cost
 
 
 COST_RUN = 300.0
@@ -99,24 +102,49 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
         wt = np.asarray(wt, np.float32).reshape(group, mg, k)
         return np.concatenate([pack_panels(wt[g], wpw) for g in range(group)])
 
-    yoff = f"(ptrdiff_t)(n * {m} + g * {mg}) * {hw}"
+    # per image n and group g (loops of one trip are left out, their index fixed at 0)
+    ng = (("n", m, n), ("g", mg, group))
+    y_at = _at("y", ng, hw)
     if path in ("grid", "rowpack"):
         pname, pcode = pg.split(xpw if path == "grid" else 0)
         c.support[pname] = pcode
-        pre = f"    {pname}(x + (ptrdiff_t)n * {cin * h * w}, ws);\n"
-        xp = f"ws + (ptrdiff_t)g * {cg * pg.plane}"
+        pre = f"{pname}({_at('x', [('n', 1, n)], cin * h * w)}, ws);\n"
+        xp = _at("ws", [("g", 1, group)], cg * pg.plane)
     else:
-        xp = f"x + (ptrdiff_t)(n * {cin} + g * {cg}) * {h * w}"
-    wpt = f"w + (ptrdiff_t)g * {wgrp}"
+        pre, xp = "", _at("x", (("n", cin, n), ("g", cg, group)), h * w)
+    wpt = _at("w", [("g", 1, group)], wgrp)
     args = f"{xp}, {wpt}" if trans else f"{wpt}, {xp}"
-    args += (f", b + g * {mg}" if bias else "") + (f", r + {yoff}" if residual else "")
-    args += f", y + {yoff}, " + (f"ws + {xpad}" if c.workspace else "(float *)0")
-    body = (f"  for (int n = 0; n < {n}; ++n) {{\n{pre}    for (int g = 0; g < {group}; ++g)\n"
-            f"      {c.name}({args});\n  }}\n")
+    args += (f", {_at('b', [('g', mg, group)])}" if bias else "")
+    args += (f", {_at('r', ng, hw)}" if residual else "")
+    args += f", {y_at}, " + (f"ws + {xpad}" if c.workspace else "(float *)0")
+    per_group = f"{c.name}({args});"
+    if group > 1:
+        per_group = f"for (int g = 0; g < {group}; ++g) {{\n{indent(per_group)}\n}}"
+    body = pre + per_group
+    if n > 1:
+        body = f"for (int n = 0; n < {n}; ++n) {{\n{indent(body)}\n}}"
     hint = "conv1x1" if pointwise else "conv2d"
-    kern = Kernel(hint, _params(bias, residual), body, c.workspace + xpad, c.support,
-                  n * m * hw * k, spec={"w_panel": wpw})
+    kern = Kernel(hint, _params(bias, residual), indent(body) + "\n", c.workspace + xpad,
+                  c.support, n * m * hw * k, spec=_spec(xs, ws_, ys, group, strides, pads, dil,
+                                                        bias, residual, act, wpw))
     return Lowered(kern, {1: transform})
+
+
+def _at(ptr: str, terms, scale: int = 1) -> str:
+    """`ptr` advanced by scale * sum(var * coef) over terms (var, coef, trips of its loop);
+    vars of single-trip loops are left out (fixed at 0), so are their loops."""
+    idx = [(v, c) for v, c, trips in terms if trips > 1 and c]
+    if not idx:
+        return ptr
+    inner = " + ".join(v if c == 1 else f"{v} * {c}" for v, c in idx)
+    off = f"(ptrdiff_t){inner}" if len(idx) == 1 and idx[0][1] == 1 else f"(ptrdiff_t)({inner})"
+    return f"{ptr} + {off}" + (f" * {scale}" if scale != 1 else "")
+
+
+def _spec(xs, ws_, ys, group, strides, pads, dil, bias, residual, act, w_panel):
+    return make_spec("conv", x_shape=xs, w_shape=ws_, y_shape=ys, group=group, strides=strides,
+                     pads=pads, dilations=dil, bias=bias, residual=residual, act=act,
+                     w_panel=w_panel)
 
 
 def _params(bias: bool, residual: bool):
@@ -124,133 +152,6 @@ def _params(bias: bool, residual: bool):
                  ([Param("r")] if residual else []) + [Param("y", False)])
 
 
-DW_ROWS, DW_COLS = 4, 32          # register block of the depthwise kernel: 8 zmm here
-DW_CHUNK = DW_ROWS * DW_COLS
-
-
-def _dw_taps() -> Tuple[str, str]:
-    """t[R*C] = sum over taps k of w[k] * b[off[k] + 0..R*C): the depthwise inner kernel. Written
-    as R rows of C (like the GEMM micro-kernel with a shared row weight) because that is the
-    shape gcc 12 keeps in registers; a single 1-D row of accumulators was vectorised with
-    gathers instead."""
-    r, c = DW_ROWS, DW_COLS
-    name = f"rvk_dwtaps_{r}x{c}"
-    return name, NOINLINE + f"""static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
-    const float *__restrict b, const int *__restrict off, float *__restrict t) {{
-  float acc[{r}][{c}];
-  for (int i = 0; i < {r}; ++i)
-    for (int j = 0; j < {c}; ++j) acc[i][j] = 0.0f;
-  for (int k = 0; k < kb; ++k) {{
-    const float ak = a[k];
-    const float *__restrict bk = b + off[k];
-    for (int i = 0; i < {r}; ++i)
-      for (int j = 0; j < {c}; ++j) acc[i][j] += ak * bk[i * {c} + j];
-  }}
-  for (int i = 0; i < {r}; ++i)
-    for (int j = 0; j < {c}; ++j) t[i * {c} + j] = acc[i][j];
-}}
-"""
-
-
-DW_UNROLL = 49    # taps unrolled in the RVV depthwise kernel (7x7); larger kernels loop
-
-
-def _dwgrid_rvv(pg: PhaseGrid, act: Optional[Act]) -> str:
-    """RVV body of the depthwise grid sweep: strips of vl = vsetvl(cols - q0) cells (LMUL 4),
-    one vector load and FMA per tap from the split plane at the tap's constant offset, then
-    bias and activation in registers (sigmoid/tanh: a scalar pass over the strip)."""
-    L, nt, cols = 4, len(pg.taps), pg.cols   # m8 spills: clang hoists the tap loads
-    if nt <= DW_UNROLL:
-        taps = [f"    acc = {vop('vfmacc_vf', L)}(acc, wc[{i}], {vle(L, f'xp + q0 + {t}')}, vl);"
-                for i, t in enumerate(pg.taps[1:], 1)]
-        taps = "\n".join(taps)
-        tab = ""
-    else:
-        tab = f"  static const int tap[{nt}] = {{{', '.join(str(t) for t in pg.taps)}}};\n"
-        taps = f"""    for (int k = 1; k < {nt}; ++k)
-      acc = {vop('vfmacc_vf', L)}(acc, wc[k], {vle(L, 'xp + q0 + tap[k]')}, vl);"""
-    vfin = has_vact(act)
-    post = "" if vfin else f"""
-  for (size_t q = 0; q < {cols}; ++q) {{
-    const float v = g[q];
-    g[q] = {act_expr(act, 'v')};
-  }}"""
-    return f"""{GUARD}
-{tab}  for (size_t q0 = 0; q0 < {cols};) {{
-    const size_t vl = {vsetvl(L, f'{cols} - q0')};
-    {vt(L)} acc = {vop('vfmul_vf', L)}({vle(L, f'xp + q0 + {pg.taps[0]}')}, wc[0], vl);
-{taps}
-    acc = {vop('vfadd_vf', L)}(acc, bias, vl);
-    {'acc = ' + vact(act, 'acc', L) + ';' if vfin and act else ''}
-    {vse(L, 'g + q0', 'acc')}
-    q0 += vl;
-  }}{post}
-"""
-
-
-def _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Lowered:
-    """Direct depthwise conv on the phase grid of one channel at a time (L1-resident): every
-    tap is a uniform shift of the split plane, so the output grid is swept in register blocks
-    of DW_CHUNK cells with kh*kw vector FMAs each and no bounds checks, bias and activation
-    applied in registers; the wrap-around cells are then dropped by row copies. (Per-element
-    row loops of <= 16 constant trips are avoided: gcc unrolls them and vectorises the outer
-    loop with gathers, 3x slower overall.) Helpers are RVK_NOINLINE for the same reason."""
-    n, cin, h, w = xs
-    _, _, kh, kw = ws_
-    _, _, ho, wo = ys
-    pg = PhaseGrid((1, 1, h, w), ws_, ys, strides, pads, dil)
-    ch, nt = DW_CHUNK, kh * kw
-    qpad = cdiv(pg.cols, ch) * ch
-    sname, scode = pg.split(ch)
-    gname = f"rvk_dwgrid_{tag(pg.key(), bias, residual, act)}"
-    fin = "t[j]" if residual else act_expr(act, "t[j]")   # act after the residual add
-    tname, tcode = _dw_taps()
-    gcode = f"""static void {gname}(const float *__restrict xp, const float *__restrict wc,
-    float bias, float *__restrict g) {{
-{_dwgrid_rvv(pg, act if not residual else None)}#else
-  static const int tap[{nt}] = {{{", ".join(str(t) for t in pg.taps)}}};
-  float t[{ch}];
-  for (int q0 = 0; q0 < {qpad}; q0 += {ch}) {{
-    {tname}({nt}, wc, xp + q0, tap, t);
-    for (int j = 0; j < {ch}; ++j) t[j] += bias;
-    for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};
-  }}
-#endif
-}}
-"""
-    gbuf = pg.size + ch
-    yrow = f"y + (ptrdiff_t)nc * {ho * wo} + i * {wo}"
-    if residual:   # rare for depthwise: a plain loop is fine
-        rrow = f"r + (ptrdiff_t)nc * {ho * wo} + i * {wo}"
-        store = f"""for (int i = 0; i < {ho}; ++i) {{
-      float *__restrict yr = {yrow};
-      const float *__restrict rr = {rrow};
-      for (int j = 0; j < {wo}; ++j) {{
-        const float v = g[i * {pg.wq} + j] + rr[j];
-        yr[j] = {act_expr(act, 'v')};
-      }}
-    }}"""
-    else:
-        store = f"""for (int i = 0; i < {ho}; ++i)
-      RVK_MEMCPY({yrow}, g + i * {pg.wq}, {wo} * sizeof(float));"""
-    bexpr = f"b[nc % {cin}]" if bias else "0.0f"
-    body = f"""  for (int nc = 0; nc < {n * cin}; ++nc) {{
-    const float *g = ws + {gbuf};   /* written through ws: not restrict */
-    {sname}(x + (ptrdiff_t)nc * {h * w}, ws);
-    {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf});
-    {store}
-  }}
-"""
-    # the portable taps kernel is not compiled where the RVV grid replaces it (unused static)
-    tcode = tcode.replace(f"static RVK_NOINLINE void {tname}(",
-                          f"#if !defined(__riscv_v_intrinsic)\nstatic RVK_NOINLINE void {tname}(")
-    support = {**header(), sname: scode, tname: tcode + "#endif\n", gname: gcode}
-    kern = Kernel("dwconv", _params(bias, residual), body, gbuf + qpad, support,
-                  n * cin * ho * wo * kh * kw, spec={"w_panel": None})
-    return Lowered(kern)
-
-
-@specified("conv")
 def conv2d(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, bias: bool,
            residual: bool, act: Optional[Act]) -> Lowered:
     """y = act(conv(x, w) + b[m] + r). Params: x, w, [b], [r], y. w is pre-packed (transform 1)
@@ -259,5 +160,7 @@ def conv2d(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, b
     xs, ws_, ys = (tuple(int(v) for v in s) for s in (x_shape, w_shape, y_shape))
     strides, pads, dil = tuple(strides), tuple(pads), tuple(dilations)
     if group > 1 and group == xs[1] == ys[1]:
-        return _dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act)
+        return dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act,
+                      _params(bias, residual),
+                      _spec(xs, ws_, ys, group, strides, pads, dil, bias, residual, act, None))
     return _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Tuple
 
-from ..loops import cdiv
+from ..cfmt import indent
+from ..loops import cdiv, loop
 from ..rvv import GUARD, vle, vlse, vse, vsetvl, vsplat
 
 
@@ -24,66 +25,67 @@ def im2col_packer(pw: int, cin: int, h: int, w: int, kh: int, kw: int, wo: int,
     sh, sw = strides
     pt, pl = pads[0], pads[1]
     dh, dw = dil
-    name = f"rvk_im2col_{pw}_{tag(cin, h, w, kh, kw, wo, strides, pads, dil)}"
+    name = f"rvk_conv_im2col_{cin}x{h}x{w}_k{kh}x{kw}_panels{pw}_" \
+           f"{tag(cin, h, w, kh, kw, wo, strides, pads, dil)}"
     return name, f"""static void {name}(const float *__restrict x, int p0, int np, int k0, int kb,
     float *__restrict dst) {{
-  const int npan = (np + {pw - 1}) / {pw};
-  int c = k0 / {kh * kw}, r = k0 / {kw} % {kh}, s = k0 % {kw};
-  for (int kk = 0; kk < kb; ++kk) {{
-    const int off = s * {dw} - {pl};   /* input column of output column wo: wo*{sw} + off */
-    int wlo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};
-    int whi = {w} - off <= 0 ? 0 : ({w} - off + {sw - 1}) / {sw};
-    if (whi > {wo}) whi = {wo};
-    if (wlo > whi) wlo = whi;
-    const float *__restrict xc = x + (ptrdiff_t)c * {h * w};
-    float *__restrict dk = dst + (ptrdiff_t)kk * {pw};
-    int ho = p0 / {wo}, wc = p0 % {wo};
-    for (int q = 0; q < np; ++ho, wc = 0) {{
-      const int len = {wo} - wc < np - q ? {wo} - wc : np - q;
-      const int ih = ho * {sh} - {pt} + r * {dh};
-      const int valid = ih >= 0 && ih < {h};
-      const float *__restrict xr = xc + (ptrdiff_t)(valid ? ih : 0) * {w};
-      for (int e = 0; e < len;) {{
-        const int qq = q + e, u0 = qq % {pw};
-        const int l = {pw} - u0 < len - e ? {pw} - u0 : len - e;
-        float *__restrict d = dk + (ptrdiff_t)(qq / {pw}) * kb * {pw} + u0;
-        const int w0 = wc + e;
-        int lo = valid ? wlo - w0 : l, hi = valid ? whi - w0 : l;
-        lo = lo < 0 ? 0 : (lo > l ? l : lo);
-        hi = hi < lo ? lo : (hi > l ? l : hi);
+    const int npan = (np + {pw - 1}) / {pw};
+    int c = k0 / {kh * kw}, r = k0 / {kw} % {kh}, s = k0 % {kw};
+    for (int kk = 0; kk < kb; ++kk) {{
+        const int off = s * {dw} - {pl};   /* input column of output column wo: wo*{sw} + off */
+        int wlo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};
+        int whi = {w} - off <= 0 ? 0 : ({w} - off + {sw - 1}) / {sw};
+        if (whi > {wo}) whi = {wo};
+        if (wlo > whi) wlo = whi;
+        const float *__restrict xc = x + (ptrdiff_t)c * {h * w};
+        float *__restrict dk = dst + (ptrdiff_t)kk * {pw};
+        int ho = p0 / {wo}, wc = p0 % {wo};
+        for (int q = 0; q < np; ++ho, wc = 0) {{
+            const int len = {wo} - wc < np - q ? {wo} - wc : np - q;
+            const int ih = ho * {sh} - {pt} + r * {dh};
+            const int valid = ih >= 0 && ih < {h};
+            const float *__restrict xr = xc + (ptrdiff_t)(valid ? ih : 0) * {w};
+            for (int e = 0; e < len;) {{
+                const int qq = q + e, u0 = qq % {pw};
+                const int l = {pw} - u0 < len - e ? {pw} - u0 : len - e;
+                float *__restrict d = dk + (ptrdiff_t)(qq / {pw}) * kb * {pw} + u0;
+                const int w0 = wc + e;
+                int lo = valid ? wlo - w0 : l, hi = valid ? whi - w0 : l;
+                lo = lo < 0 ? 0 : (lo > l ? l : lo);
+                hi = hi < lo ? lo : (hi > l ? l : hi);
 {GUARD}
-        for (size_t u = 0; u < (size_t)lo;) {{
-          const size_t vl = {vsetvl(8, '(size_t)lo - u')};
-          {vse(8, 'd + u', vsplat(8, '0.0f'))}
-          u += vl;
-        }}
-        for (size_t u = (size_t)lo; u < (size_t)hi;) {{
-          const size_t vl = {vsetvl(8, '(size_t)hi - u')};
-          {vse(8, 'd + u', vle(8, 'xr + (w0 + (int)u) + off') if sw == 1 else
-               vlse(8, f'xr + (w0 + (int)u) * {sw} + off', sw))}
-          u += vl;
-        }}
-        for (size_t u = (size_t)hi; u < (size_t)l;) {{
-          const size_t vl = {vsetvl(8, '(size_t)l - u')};
-          {vse(8, 'd + u', vsplat(8, '0.0f'))}
-          u += vl;
-        }}
+                for (size_t u = 0; u < (size_t)lo;) {{
+                    const size_t vl = {vsetvl(8, '(size_t)lo - u')};
+                    {vse(8, 'd + u', vsplat(8, '0.0f'))}
+                    u += vl;
+                }}
+                for (size_t u = (size_t)lo; u < (size_t)hi;) {{
+                    const size_t vl = {vsetvl(8, '(size_t)hi - u')};
+                    {vse(8, 'd + u', vle(8, 'xr + (w0 + (int)u) + off') if sw == 1 else
+                              vlse(8, f'xr + (w0 + (int)u) * {sw} + off', sw))}
+                    u += vl;
+                }}
+                for (size_t u = (size_t)hi; u < (size_t)l;) {{
+                    const size_t vl = {vsetvl(8, '(size_t)l - u')};
+                    {vse(8, 'd + u', vsplat(8, '0.0f'))}
+                    u += vl;
+                }}
 #else
-        for (int u = 0; u < lo; ++u) d[u] = 0.0f;
-        for (int u = lo; u < hi; ++u) d[u] = xr[(w0 + u) * {sw} + off];
-        for (int u = hi; u < l; ++u) d[u] = 0.0f;
+                for (int u = 0; u < lo; ++u) d[u] = 0.0f;
+                for (int u = lo; u < hi; ++u) d[u] = xr[(w0 + u) * {sw} + off];
+                for (int u = hi; u < l; ++u) d[u] = 0.0f;
 #endif
-        e += l;
-      }}
-      q += len;
+                e += l;
+            }}
+            q += len;
+        }}
+        for (int qq = np; qq < npan * {pw}; ++qq)
+            dk[(ptrdiff_t)(qq / {pw}) * kb * {pw} + qq % {pw}] = 0.0f;
+        if (++s == {kw}) {{
+            s = 0;
+            if (++r == {kh}) {{ r = 0; ++c; }}
+        }}
     }}
-    for (int qq = np; qq < npan * {pw}; ++qq)
-      dk[(ptrdiff_t)(qq / {pw}) * kb * {pw} + qq % {pw}] = 0.0f;
-    if (++s == {kw}) {{
-      s = 0;
-      if (++r == {kh}) {{ r = 0; ++c; }}
-    }}
-  }}
 }}
 """
 
@@ -137,7 +139,7 @@ class PhaseGrid:
         with an `if` for pad rows was miscompiled by gcc 12.2 -O3 -mavx2 (outer loop
         vectorised); with runtime phase offsets the strided copy became a gather loop.
         """
-        name = f"rvk_split_{tag(self.key(), slack)}"
+        name = f"rvk_conv_phase_split_{self.cin}x{self.h}x{self.w}_{tag(self.key(), slack)}"
         h, w, sh, sw, wq = self.h, self.w, self.sh, self.sw, self.wq
         pt, pl = self.pads[0], self.pads[1]
         blocks = []
@@ -152,27 +154,23 @@ class PhaseGrid:
                 row = f"RVK_MEMCPY({dst}, {src}, {jhi - jlo} * sizeof(float));"
             else:   # RVV: a strided load per strip
                 n = jhi - jlo
-                row = f"""{{
-        float *__restrict d = {dst};
-        const float *__restrict r = {src};
+                row = f"""float *__restrict d = {dst};
+const float *__restrict r = {src};
 {GUARD}
-        for (size_t j = 0; j < {n};) {{
-          const size_t vl = {vsetvl(8, f'{n} - j')};
-          {vse(8, 'd + j', vlse(8, f'r + j * {sw}', sw))}
-          j += vl;
-        }}
+for (size_t j = 0; j < {n};) {{
+    const size_t vl = {vsetvl(8, f'{n} - j')};
+    {vse(8, 'd + j', vlse(8, f'r + j * {sw}', sw))}
+    j += vl;
+}}
 #else
-        for (int j = 0; j < {n}; ++j) d[j] = r[j * {sw}];
-#endif
-      }}"""
-            blocks.append(f"    for (int i = {ilo}; i < {ihi}; ++i)\n      {row}")
-        body = "\n".join(blocks)
+for (int j = 0; j < {n}; ++j) d[j] = r[j * {sw}];
+#endif"""
+            blocks.append(loop("i", ilo, ihi, row))
+        body = loop("c", 0, self.cin, f"const float *__restrict xc = x + (ptrdiff_t)c * {h * w};\n"
+                    + "\n".join(blocks), flat=True)
         return name, f"""static void {name}(const float *__restrict x, float *__restrict xp) {{
-  RVK_MEMZERO(xp, (size_t){self.size + slack} * sizeof(float));
-  for (int c = 0; c < {self.cin}; ++c) {{
-    const float *__restrict xc = x + (ptrdiff_t)c * {h * w};
-{body}
-  }}
+    RVK_MEMZERO(xp, (size_t){self.size + slack} * sizeof(float));
+{indent(body)}
 }}
 """
 
@@ -182,36 +180,36 @@ class PhaseGrid:
         (k, panel) is one fixed-length copy from the buffer at the k-row's offset: im2col with
         no index work and no padding waste (used for small images, where the grid's
         wrap-around columns cost too much)."""
-        name = f"rvk_rowpack_{pw}_{tag(self.key(), kc)}"
+        name = f"rvk_conv_rowpack_panels{pw}_{tag(self.key(), kc)}"
         return name, f"""static void {name}(const float *__restrict x, int p0, int np, int k0, int kb,
     float *__restrict dst) {{
-  int off[{kc}];
-  {self._offsets_loop()}
-  for (int pp = 0; pp * {pw} < np; ++pp) {{
-    const int p = p0 + pp * {pw};
-    const float *__restrict s = x + p / {self.wo} * {self.wq} + p % {self.wo};
-    float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
-    for (int kk = 0; kk < kb; ++kk) RVK_MEMCPY(d + kk * {pw}, s + off[kk], {pw} * sizeof(float));
-  }}
+    int off[{kc}];
+    {self._offsets_loop()}
+    for (int pp = 0; pp * {pw} < np; ++pp) {{
+        const int p = p0 + pp * {pw};
+        const float *__restrict s = x + p / {self.wo} * {self.wq} + p % {self.wo};
+        float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
+        for (int kk = 0; kk < kb; ++kk) RVK_MEMCPY(d + kk * {pw}, s + off[kk], {pw} * sizeof(float));
+    }}
 }}
 """
 
     def offsets(self) -> Tuple[str, str]:
         """C routine: offset of implicit-im2col row k = (c, tap) for k in [k0, k0+kb)."""
-        name = f"rvk_gridoff_{tag(self.key())}"
+        name = f"rvk_conv_grid_offsets_{self.cin}x{self.kh}x{self.kw}_{tag(self.key())}"
         return name, f"""static void {name}(int k0, int kb, int *__restrict off) {{
-  {self._offsets_loop()}
+    {self._offsets_loop()}
 }}
 """
 
     def _offsets_loop(self) -> str:
         nt = self.kh * self.kw
         return f"""static const int tap[{nt}] = {{{", ".join(str(t) for t in self.taps)}}};
-  int c = k0 / {nt}, t = k0 % {nt};
-  for (int kk = 0; kk < kb; ++kk) {{
-    off[kk] = c * {self.plane} + tap[t];
-    if (++t == {nt}) {{ t = 0; ++c; }}
-  }}"""
+    int c = k0 / {nt}, t = k0 % {nt};
+    for (int kk = 0; kk < kb; ++kk) {{
+        off[kk] = c * {self.plane} + tap[t];
+        if (++t == {nt}) {{ t = 0; ++c; }}
+    }}"""
 
 
 # Cost, in MACs at full rate, of packing one element: a fixed cost per contiguous run (index

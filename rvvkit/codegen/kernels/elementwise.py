@@ -8,15 +8,15 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from ..act import Act, act_expr
-from ..kernel import Kernel, Lowered, Param, specified
-from ..loops import broadcast_strides, collapse, nest, strides_of
-from ..rvv import guarded, has_vact, header, vact, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
+from ...ops.activations import Act, act_expr, has_vector_form
+from ..cfmt import indent
+from ..kernel import Kernel, Lowered, Param, make_spec
+from ..loops import broadcast_strides, collapse, loop, nest, strides_of
+from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 OPERATORS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
 
 
-@specified("nary")
 def nary(op: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
          act: Optional[Act]) -> Lowered:
     """y = act(x0 <op> x1 <op> ...) with numpy broadcasting; params x0.., y."""
@@ -32,9 +32,10 @@ def nary(op: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
     code = nest(dims, sts, names + ["y"], body)
     rvv = _nary_rvv(dims, sts, names, sym, act)
     params = tuple(Param(n) for n in names) + (Param("y", const=False),)
+    spec = make_spec("nary", operator=op, in_shapes=in_shapes, out_shape=out_shape, act=act)
     if rvv is None:
-        return Lowered(Kernel(op.lower(), params, code))
-    return Lowered(Kernel(op.lower(), params, guarded(rvv, code), support=header()))
+        return Lowered(Kernel(op.lower(), params, code, spec=spec))
+    return Lowered(Kernel(op.lower(), params, guarded(rvv, code), support=header(), spec=spec))
 
 
 L = 8   # LMUL of the element-wise strips: a value, one loaded operand and a temporary
@@ -47,18 +48,18 @@ _FV = {"+": "vfadd_vf", "-": "vfrsub_vf", "*": "vfmul_vf", "/": "vfrdiv_vf"}
 
 def _strip(n: str, body: str, pad: str) -> str:
     """A strip-mined loop over i in [0, n): `body` sees `i` and `vl`."""
-    inner = "\n".join(pad + "  " + line for line in body.splitlines())
+    inner = "\n".join(pad + "    " + line for line in body.splitlines())
     return f"""{pad}for (size_t i = 0; i < (size_t){n};) {{
-{pad}  const size_t vl = {vsetvl(L, f'(size_t){n} - i')};
+{pad}    const size_t vl = {vsetvl(L, f'(size_t){n} - i')};
 {inner}
-{pad}  i += vl;
+{pad}    i += vl;
 {pad}}}"""
 
 
 def _nary_rvv(dims, sts, names, sym, act):
     """RVV version of the nary loop nest, or None when it has no vector form (activation
     without one, an innermost stride other than 0/1, a single-element output)."""
-    if not has_vact(act) or dims[-1] == 1 or sts[-1][-1] != 1:
+    if not has_vector_form(act) or dims[-1] == 1 or sts[-1][-1] != 1:
         return None
     if any(st[-1] not in (0, 1) for st in sts[:-1]):
         return None
@@ -99,7 +100,7 @@ def _nary_rvv(dims, sts, names, sym, act):
     value = cur[1] if cur[0] == "v" else vsplat(L, cur[1])
     body.append(f"{vt(L)} v = {value};")
     if act is not None:
-        body.append(f"v = {vact(act, 'v', L)};")
+        body.append(f"v = {act.rvv_expr('v', L)};")
     body.append(vse(L, f"{base['y']} + i", "v"))
     lines.append(_strip(str(dims[-1]), "\n".join(body), ind))
     for k in range(depth - 2, -1, -1):
@@ -107,58 +108,53 @@ def _nary_rvv(dims, sts, names, sym, act):
     return "\n".join(lines)
 
 
-@specified("unary")
 def unary(act: Act, shape: Sequence[int]) -> Lowered:
     n = math.prod(shape)
-    code = (f"    for (long i = 0; i < {n}; ++i) {{\n        const float v = x[i];\n"
-            f"        y[i] = {act.c_expr('v')};\n    }}")
+    code = indent(loop("i", 0, n, f"const float v = x[i];\ny[i] = {act.c_expr('v')};",
+                       ty="long", flat=True))
     params = (Param("x"), Param("y", const=False))
-    if not has_vact(act):
-        return Lowered(Kernel(act.kind, params, code))
-    rvv = _strip(str(n), f"{vt(L)} v = {vle(L, 'x + i')};\nv = {vact(act, 'v', L)};\n"
+    spec = make_spec("unary", act=act, shape=shape)
+    if not has_vector_form(act):
+        return Lowered(Kernel(act.kind, params, code, spec=spec))
+    rvv = _strip(str(n), f"{vt(L)} v = {vle(L, 'x + i')};\nv = {act.rvv_expr('v', L)};\n"
                  f"{vse(L, 'y + i', 'v')}", "    ")
-    return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=header()))
+    return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=header(), spec=spec))
 
 
-@specified("affine")
+def _per_channel(batch: int, chans: int, head: str, inner: str) -> str:
+    """Loops over (n, c) around `head` (per channel statements) and `inner` (the loop over
+    the channel's elements, between xp and yp); single-trip loops are left out."""
+    body = f"""{head}
+const float *__restrict xp = x + (n * {chans} + c) * @INNER@;
+float *__restrict yp = y + (n * {chans} + c) * @INNER@;
+{inner}"""
+    return indent(loop("n", 0, batch, loop("c", 0, chans, body, "long", flat=True), "long",
+                       flat=True))
+
+
 def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
     """y[n, c, :] = act(x[n, c, :] * s[c] + t[c]): BatchNormalization and friends."""
     batch, chans = shape[0], shape[1]
     inner = math.prod(shape[2:])
-    code = f"""    for (long n = 0; n < {batch}; ++n) {{
-        for (long c = 0; c < {chans}; ++c) {{
-            const float sc = s[c], sh = t[c];
-            const float *__restrict xp = x + (n * {chans} + c) * {inner};
-            float *__restrict yp = y + (n * {chans} + c) * {inner};
-            for (long i = 0; i < {inner}; ++i) {{
-                const float v = xp[i] * sc + sh;
-                yp[i] = {act_expr(act, 'v')};
-            }}
-        }}
-    }}"""
     params = (Param("x"), Param("s"), Param("t"), Param("y", const=False))
-    if not has_vact(act):
-        return Lowered(Kernel("affine", params, code, macs=batch * chans * inner))
+    kw = dict(macs=batch * chans * inner, spec=make_spec("affine", shape=shape, act=act))
+    elems = loop("i", 0, inner, f"const float v = xp[i] * sc + sh;\nyp[i] = {act_expr(act, 'v')};",
+                 "long", flat=True)
+    code = _per_channel(batch, chans, "const float sc = s[c], sh = t[c];",
+                        elems).replace("@INNER@", str(inner))
+    if not has_vector_form(act):
+        return Lowered(Kernel("affine", params, code, **kw))
     # y = x * sc + sh as one vfmadd (as the portable code contracts it) with sh splatted once
-    fin = f"\nv = {vact(act, 'v', L)};" if act is not None else ""
+    fin = f"\nv = {act.rvv_expr('v', L)};" if act is not None else ""
     strip = _strip(str(inner), f"{vt(L)} v = {vle(L, 'xp + i')};\n"
                    f"v = {vop('vfmadd_vf', L)}(v, sc, shv, vl);{fin}\n{vse(L, 'yp + i', 'v')}",
-                   "            ")
-    rvv = f"""    for (long n = 0; n < {batch}; ++n) {{
-        for (long c = 0; c < {chans}; ++c) {{
-            const float sc = s[c];
-            const {vt(L)} shv = {vsplat(L, 't[c]', vsetvlmax(L))};
-            const float *__restrict xp = x + (n * {chans} + c) * {inner};
-            float *__restrict yp = y + (n * {chans} + c) * {inner};
-{strip}
-        }}
-    }}"""
-    return Lowered(Kernel("affine", params, guarded(rvv, code), macs=batch * chans * inner,
-                          support=header()))
+                   "")
+    head = f"const float sc = s[c];\nconst {vt(L)} shv = {vsplat(L, 't[c]', vsetvlmax(L))};"
+    rvv = _per_channel(batch, chans, head, strip).replace("@INNER@", str(inner))
+    return Lowered(Kernel("affine", params, guarded(rvv, code), support=header(), **kw))
 
 
-@specified("copy")
 def copy(n_floats: int) -> Lowered:
     code = f"    RVK_MEMCPY(y, x, sizeof(float) * {n_floats});"
     return Lowered(Kernel("copy", (Param("x"), Param("y", const=False)), code,
-                          support=header()))
+                          support=header(), spec=make_spec("copy", n_floats=n_floats)))

@@ -4,12 +4,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..kernel import Kernel, Lowered, Param, specified
-from ..loops import collapse, nest, strides_of
+from ..cfmt import indent
+from ..kernel import Kernel, Lowered, Param, make_spec
+from ..loops import collapse, loop, nest, strides_of
 from ..rvv import guarded, header, vle, vlse, vse, vsetvl
 
 
-@specified("transpose")
 def transpose(in_shape: Sequence[int], perm: Sequence[int]) -> Lowered:
     out_shape = [in_shape[p] for p in perm]
     in_st = strides_of(in_shape)
@@ -17,10 +17,11 @@ def transpose(in_shape: Sequence[int], perm: Sequence[int]) -> Lowered:
     dims, sts = collapse(out_shape, [x_strides, strides_of(out_shape)])
     code = nest(dims, sts, ["x", "y"], lambda idx: f"y[{idx['y']}] = x[{idx['x']}];")
     params = (Param("x"), Param("y", const=False))
+    spec = make_spec("transpose", in_shape=in_shape, perm=perm)
     if dims[-1] == 1 or sts[1][-1] != 1:
-        return Lowered(Kernel("transpose", params, code))
+        return Lowered(Kernel("transpose", params, code, spec=spec))
     return Lowered(Kernel("transpose", params, guarded(_transpose_rvv(dims, sts), code),
-                          support=header()))
+                          support=header(), spec=spec))
 
 
 def _transpose_rvv(dims, sts) -> str:
@@ -39,27 +40,26 @@ def _transpose_rvv(dims, sts) -> str:
     load = vle(L, f"{base['x']} + i") if sx == 1 else vlse(L, f"{base['x']} + i * {sx}", sx)
     n = dims[-1]
     lines += [f"{ind}for (size_t i = 0; i < {n};) {{",
-              f"{ind}  const size_t vl = {vsetvl(L, f'{n} - i')};",
-              f"{ind}  {vse(L, base['y'] + ' + i', load)}",
-              f"{ind}  i += vl;",
+              f"{ind}    const size_t vl = {vsetvl(L, f'{n} - i')};",
+              f"{ind}    {vse(L, base['y'] + ' + i', load)}",
+              f"{ind}    i += vl;",
               f"{ind}}}"]
     for k in range(depth - 2, -1, -1):
         lines.append(pad * (k + 1) + "}")
     return "\n".join(lines)
 
 
-@specified("concat")
 def concat(in_shapes: Sequence[Sequence[int]], axis: int) -> Lowered:
     """Each input is a block of `inner_i` floats per outer index; blocks are copied in order."""
     outer = math.prod(in_shapes[0][:axis])
     inners = [math.prod(s[axis:]) for s in in_shapes]
     total = sum(inners)
-    lines = [f"    for (long o = 0; o < {outer}; ++o) {{"]
-    off = 0
+    copies, off = [], 0
     for i, inner in enumerate(inners):
-        lines.append(f"        RVK_MEMCPY(y + o * {total} + {off}, x{i} + o * {inner}, "
-                     f"sizeof(float) * {inner});")
+        copies.append(f"RVK_MEMCPY(y + o * {total} + {off}, x{i} + o * {inner}, "
+                      f"sizeof(float) * {inner});")
         off += inner
-    lines.append("    }")
+    code = indent(loop("o", 0, outer, "\n".join(copies), "long", flat=True))
     params = tuple(Param(f"x{i}") for i in range(len(in_shapes))) + (Param("y", const=False),)
-    return Lowered(Kernel("concat", params, "\n".join(lines), support=header()))
+    return Lowered(Kernel("concat", params, code, support=header(),
+                          spec=make_spec("concat", in_shapes=in_shapes, axis=axis)))

@@ -6,9 +6,9 @@ import sys
 import pytest
 
 from rvvkit.errors import CompilerNotFound
-from rvvkit.jit import toolchain
+from rvvkit.jit import compilers, targets
+from rvvkit.jit.compilers import Compiler, compile_flags, resolve_compiler, split_compiler
 from rvvkit.jit.probe import clear_probe_cache
-from rvvkit.jit.toolchain import Compiler, compile_flags, resolve_compiler, split_compiler
 
 HOST_TRIPLE = f"{platform.machine()}-linux-gnu"
 pytestmark = pytest.mark.skipif(platform.machine().startswith("riscv64"),
@@ -63,7 +63,7 @@ def fakebin(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(bindir))
     for var in ("RVVKIT_COMPILER", "TVM_RVV_COMPILER", "RVVKIT_CFLAGS"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(toolchain, "_ziglang_available", lambda: False)
+    monkeypatch.setattr(compilers, "_ziglang_available", lambda: False)
     clear_probe_cache()
     yield bindir
     clear_probe_cache()
@@ -110,15 +110,19 @@ def test_name_with_riscv64_is_enough(fakebin):
 
 
 def test_rvv_default_order(monkeypatch):
-    monkeypatch.setattr(toolchain, "_ziglang_available", lambda: True)
+    monkeypatch.setattr(compilers, "_ziglang_available", lambda: True)
     zig = (sys.executable, "-m", "ziglang", "cc")
-    assert toolchain.default_candidates("rvv") == [
+    assert compilers.default_candidates("rvv") == [
         ("clang-16",), ("clang",), zig, ("riscv64-linux-gnu-gcc",), ("riscv64-linux-gnu-g++",),
         ("riscv64-unknown-linux-gnu-gcc",)]
-    monkeypatch.setattr(toolchain, "_ziglang_available", lambda: False)
-    assert zig not in toolchain.default_candidates("rvv")
-    monkeypatch.setattr(toolchain, "host_is_riscv", lambda: True)  # on a board: native first
-    assert toolchain.default_candidates("rvv")[:3] == [("cc",), ("gcc",), ("clang",)]
+    # ... which is the order of toolchain/targets/riscv64-linux-gnu.toml
+    lists = targets.riscv().compilers
+    assert [split_compiler(c) for c in lists["cross"] + lists["fallback"]] == \
+        compilers.default_candidates("rvv")
+    monkeypatch.setattr(compilers, "_ziglang_available", lambda: False)
+    assert zig not in compilers.default_candidates("rvv")
+    monkeypatch.setattr(compilers, "host_is_riscv", lambda: True)  # on a board: native first
+    assert compilers.default_candidates("rvv")[:3] == [("cc",), ("gcc",), ("clang",)]
 
 
 def test_rvv_default_prefers_clang_over_gcc12(fakebin):

@@ -6,45 +6,33 @@ import json
 import sys
 from typing import Dict, List
 
-import numpy as np
-
-from .cli import EXECUTORS, _parse_shapes, _progress
-from .errors import InputError, RvvkitError
+from ..errors import InputError
+from .common import UsageError, count, input_shape, load_npz, progress, shapes, vlen_list
 
 
-def cmd_compare(args) -> int:
-    from .compare import compare
-    from .report import compare_table
-    if args.vlen and "qemu" not in args.on:
-        print("rvvkit compare: error: --vlen applies to qemu, which --on does not name",
-              file=sys.stderr)
-        return 2
-    inputs = None
-    if args.inputs:
-        try:
-            with np.load(args.inputs) as data:
-                inputs = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read inputs {args.inputs}: {exc}") from None
+def _options(args) -> Dict[str, Dict]:
+    """open_session arguments per path kind from --compiler [PATH=]CMD and --no-cache."""
+    from ..runtime import NAMES, session_options
+    kinds = list(NAMES) + ["ssh"]
     options: Dict[str, Dict] = {}
     for spec in args.compiler or []:
         key, sep, cmd = spec.partition("=")
-        if not sep or key not in EXECUTORS + ["ssh"]:
+        if not sep or key not in kinds:
             key, cmd = "host", spec  # a plain command (it may hold '=' itself) is the host's
-        options.setdefault(key, {})["nvcc" if key == "cuda" else "compiler"] = cmd
+        options.setdefault(key, {}).update(session_options(key, compiler=cmd))
     if args.no_cache:
-        for key in EXECUTORS + ["ssh"]:
+        for key in kinds:
             options.setdefault(key, {})["use_cache"] = False
-    result = compare(args.model, args.on, vlens=args.vlen, inputs=inputs, seed=args.seed,
-                     repeat=args.repeat, warmup=args.warmup, reference=args.reference,
-                     model=args.reference_model, rtol=args.rtol, atol=args.atol,
-                     count=not args.no_count, input_shapes=_parse_shapes(args.input_shape),
-                     options=options, progress=_progress)
+    return options
+
+
+def _report(args, result) -> None:
+    from ..report import compare_table
     doc = result.to_json()
     if args.plot:
-        from .compare_plot import plot_comparison
+        from ..compare_plot import plot_comparison
         plot_comparison(doc, args.plot)
-        _progress(f"wrote {args.plot}")
+        progress(f"wrote {args.plot}")
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -54,39 +42,32 @@ def cmd_compare(args) -> int:
     bad = [f"{r['path']} {r['status']}" for r in result.rows
            if r["status"] not in ("ok", "skipped")]
     if skipped:
-        _progress(f"skipped (cannot run here, not a failure): {', '.join(skipped)}")
+        progress(f"skipped (cannot run here, not a failure): {', '.join(skipped)}")
     if bad:
-        _progress(f"FAILED: {', '.join(bad)}")
+        progress(f"FAILED: {', '.join(bad)}")
+
+
+def cmd_compare(args) -> int:
+    from ..compare import compare
+    from ..runtime import takes_vlen
+    if args.vlen and not any(takes_vlen(on) for on in args.on):
+        raise UsageError("--vlen applies to qemu, which --on does not name")
+    inputs = load_npz(args.inputs) if args.inputs else None
+    result = compare(args.model, args.on, vlens=args.vlen, inputs=inputs, seed=args.seed,
+                     repeat=args.repeat, warmup=args.warmup, reference=args.reference,
+                     model=args.reference_model, rtol=args.rtol, atol=args.atol,
+                     count=not args.no_count, input_shapes=shapes(args.input_shape),
+                     options=_options(args), progress=progress)
+    _report(args, result)
     return 0 if result.passed else 1
 
 
 def _compare_paths(value: str) -> List[str]:
     """argparse type of compare's --on: an unknown name is a usage error (exit 2)."""
-    from .compare import split_paths
+    from ..compare import split_paths
     try:
         return split_paths(value)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _count(minimum: int):
-    """argparse type: an integer >= minimum (else a usage error, exit 2)."""
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            n = minimum - 1
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value!r}")
-        return n
-    return parse
-
-
-def _vlen_list(value: str) -> List[int]:
-    from .runtime.qemu import resolve_vlen
-    try:
-        return [resolve_vlen(v.strip()) for v in value.split(",") if v.strip()]
-    except RvvkitError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -118,7 +99,7 @@ examples:
 """
 
 
-def add_compare_parser(sub) -> None:
+def add_parser(sub) -> None:
     c = sub.add_parser("compare", help="run one model on several paths (host, qemu, cuda, "
                        "boards) against a reference: errors, argmax, latency, instructions",
                        description="Build MODEL (or take an artifact), run the same inputs on "
@@ -128,7 +109,7 @@ def add_compare_parser(sub) -> None:
     c.add_argument("--on", default=["host"], type=_compare_paths, metavar="PATHS",
                    help="comma-separated paths: host, qemu, cuda, cuda-emu, "
                    "ssh://[user@]host[:port] (default host)")
-    c.add_argument("--vlen", type=_vlen_list, metavar="BITS[,BITS]",
+    c.add_argument("--vlen", type=vlen_list, metavar="BITS[,BITS]",
                    help="VLEN(s) for qemu, e.g. 256 or 128,512 (default: RVVKIT_VLEN, else 256)")
     c.add_argument("--model", dest="reference_model", metavar="MODEL.onnx",
                    help="with an artifact: the ONNX model it was built from, for the reference")
@@ -137,10 +118,10 @@ def add_compare_parser(sub) -> None:
                    "evaluator; host: rvvkit's host path")
     c.add_argument("--inputs", help=".npz keyed by input names (default: seeded random normal)")
     c.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
-    c.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+    c.add_argument("--input-shape", action="append", type=input_shape, metavar="NAME=D0,D1,...",
                    help="static shape for a model input with symbolic dimensions (repeatable)")
-    c.add_argument("--repeat", type=_count(1), default=10, help="timed runs per path (default 10)")
-    c.add_argument("--warmup", type=_count(0), default=2, help="untimed runs first (default 2)")
+    c.add_argument("--repeat", type=count(1), default=10, help="timed runs per path (default 10)")
+    c.add_argument("--warmup", type=count(0), default=2, help="untimed runs first (default 2)")
     c.add_argument("--rtol", type=float, default=1e-3,
                    help="relative tolerance, times max|ref| (default 1e-3)")
     c.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
@@ -153,4 +134,4 @@ def add_compare_parser(sub) -> None:
     c.add_argument("--json", action="store_true", help="print a JSON document instead")
     c.add_argument("--plot", metavar="FILE.png",
                    help="also write a bar chart: latency and error per path (needs matplotlib)")
-    c.set_defaults(func=cmd_compare)
+    c.set_defaults(func=cmd_compare, parser=c)

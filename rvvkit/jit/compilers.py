@@ -3,7 +3,8 @@
 Choice, first match wins: explicit argument, $RVVKIT_COMPILER, $TVM_RVV_COMPILER (kept for users
 of the TVM-based flow), then a per-target default list. A compiler string is split with shlex, so
 "clang-16 --target=riscv64-linux-gnu" or "ccache gcc" work; "zig"/"ziglang" means the PyPI
-ziglang module. Commands are always argv lists, never shell strings.
+ziglang module. Commands are always argv lists, never shell strings. The default lists and
+the per-family flags are data: toolchain/targets/*.toml (read through .targets).
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ..errors import CompilerNotFound
+from . import targets
 from .probe import compiler_exe_index, print_path, probe, target_from_argv
 
 TARGETS = ("host", "rvv")
-RISCV_TRIPLE = "riscv64-linux-gnu"
+RISCV_TRIPLE = targets.riscv().triple
 ENV_VARS = ("RVVKIT_COMPILER", "TVM_RVV_COMPILER")
 
 
@@ -101,7 +103,8 @@ def _make(argv: Tuple[str, ...], target: str) -> Tuple[Optional[Compiler], str]:
     if res.error:
         return None, res.error
     family = _family(argv, res.version_text)
-    if target == "rvv" and family in ("clang", "zig") and target_from_argv(argv) is None:
+    if target == "rvv" and targets.riscv().family_flags(family).names_target and \
+            target_from_argv(argv) is None:
         # clang and zig are cross compilers by nature; point them at riscv64.
         return _make(argv + (f"--target={RISCV_TRIPLE}",), target)
     return compiler_from_answers(argv, res.path, res.version_text, res.machine), ""
@@ -128,19 +131,22 @@ def builds_for_this_machine(compiler: Compiler, machine: Optional[str] = None) -
 
 
 def default_candidates(target: str) -> List[Tuple[str, ...]]:
+    """The compilers tried in order for `target` when none is named (toolchain/targets/)."""
     if target == "host":
-        return [("cc",), ("gcc",), ("g++",), ("clang",)]
-    cands: List[Tuple[str, ...]] = []
-    if host_is_riscv():  # on a board the native compiler is the rvv compiler
-        cands += [("cc",), ("gcc",), ("clang",)]
+        names = targets.host().compilers["native"]
     else:
-        # Cross compilers that emit RVV (intrinsics and auto-vectorisation) come first; GCC 12,
-        # Debian's riscv64 cross gcc, accepts -march=rv64gcv but emits scalar code only.
-        cands += [("clang-16",), ("clang",)]
-        if _ziglang_available():
-            cands.append((sys.executable, "-m", "ziglang", "cc"))
-    cands += [("riscv64-linux-gnu-gcc",), ("riscv64-linux-gnu-g++",),
-              ("riscv64-unknown-linux-gnu-gcc",)]
+        lists = targets.riscv().compilers
+        # On a board the native compiler is the rvv compiler; elsewhere cross compilers that
+        # emit RVV come first, then the GNU cross compilers (see the data file for why).
+        names = lists["native" if host_is_riscv() else "cross"] + lists["fallback"]
+    zig_ok = None
+    cands: List[Tuple[str, ...]] = []
+    for name in names:
+        if shlex.split(name)[0] in ("zig", "ziglang"):
+            zig_ok = _ziglang_available() if zig_ok is None else zig_ok
+            if not zig_ok:
+                continue
+        cands.append(split_compiler(name))
     return cands
 
 
@@ -194,7 +200,7 @@ def resolve_compiler(explicit: Optional[str] = None, target: str = "host") -> Co
         if not err:
             return comp
         tried.append(f"  {shlex.join(argv)}: {err}")
-    example = "riscv64-linux-gnu-gcc" if target == "rvv" else "gcc"
+    example = f"{RISCV_TRIPLE}-gcc" if target == "rvv" else "gcc"
     raise CompilerNotFound(
         f"no usable C compiler for target {target!r}; tried:\n" + "\n".join(tried) +
         f"\nInstall one, or set RVVKIT_COMPILER (or TVM_RVV_COMPILER), e.g. "
@@ -209,15 +215,14 @@ def _env_cflags() -> List[str]:
 
 
 def _riscv_flags(compiler: Compiler, runs_on_riscv: bool) -> List[str]:
+    fam = targets.riscv().family_flags(compiler.family)
     flags: List[str] = []
-    if compiler.family in ("clang", "zig") and not compiler.has_target_option:
+    if fam.names_target and not compiler.has_target_option:
         flags.append(f"--target={RISCV_TRIPLE}")
-    if compiler.family == "zig":
-        return flags + ["-mcpu=baseline_rv64+v"]
-    flags += ["-march=rv64gcv", "-mabi=lp64d"]
-    if compiler.family == "clang" and not runs_on_riscv and \
+    flags += fam.arch
+    if fam.cross_link and not runs_on_riscv and \
             not any(a.startswith("-fuse-ld=") for a in compiler.argv):
-        flags.append("-fuse-ld=lld")  # the host's GNU ld cannot link riscv64 objects
+        flags += fam.cross_link  # the host's GNU ld cannot link riscv64 objects
     return flags
 
 
@@ -242,7 +247,7 @@ def compile_flags(compiler: Compiler, *, shared: bool = True, openmp: bool = Fal
         if native is None:
             native = builds_for_this_machine(compiler, runs_on)
         if native:
-            flags.append("-march=native")
+            flags += targets.host().flags["native"]
     if openmp:
         flags.append("-fopenmp")
     return flags + (_env_cflags() if cflags is None else list(cflags))

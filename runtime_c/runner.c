@@ -1,6 +1,7 @@
 /* rvvkit runner: runs an rvvkit artifact's plan with no Python on the machine (an RVV board,
  * or qemu-riscv64). The kernels are the artifact's C source compiled into a shared object
  * beforehand (rvvkit does it; on a board: cc -O3 -shared -fPIC model.c -o model.so -lm).
+ * Build the runner itself without Python: make -C runtime_c [CC=riscv64-linux-gnu-gcc].
  *
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
  *          [--warmup W] [--timings FILE] [--untimed]
@@ -38,17 +39,13 @@
 
 #include "rvk_elf.h"
 #include "rvk_npy.h"
+/* The plan ABI: the kernels' functions and their pointer types. */
+#include "rvvkit_abi.h"
 
-#define RUNNER_ABI 2 /* the kernels' rvvkit_abi_version() this runner speaks */
 #define WEIGHTS_SECTION ".rvvkit.weights"
 #define MAX_IO 256
 
 enum { EXIT_USAGE = 2, EXIT_ARTIFACT = 3, EXIT_INPUTS = 4, EXIT_KERNELS = 5, EXIT_RUNTIME = 6 };
-
-typedef int (*fn_int)(void);
-typedef long (*fn_long)(void);
-typedef long (*fn_long_i)(int);
-typedef int (*fn_run)(const float *, float *, const float *const *, float *const *, double *);
 
 static void die(int code, const char *fmt, ...) {
     va_list ap;
@@ -188,8 +185,8 @@ static void write_timings(const struct args *a, int nsteps, const double *secs, 
     fprintf(f, "{\"abi_version\": %d, \"num_steps\": %d, \"repeat\": %ld, \"warmup\": %ld, "
             "\"timed_steps\": %s,\n \"load_seconds\": %.9g, \"warmup_seconds\": %.9g, "
             "\"total_seconds\": %.9g, \"mean_seconds\": %.9g,\n \"step_seconds\": [",
-            RUNNER_ABI, nsteps, a->repeat, a->warmup, a->untimed ? "false" : "true", load_s,
-            warm_s, total_s, total_s / n);
+            RVVKIT_ABI_VERSION, nsteps, a->repeat, a->warmup, a->untimed ? "false" : "true",
+            load_s, warm_s, total_s, total_s / n);
     for (int i = 0; i < nsteps; ++i) fprintf(f, "%s%.9g", i ? ", " : "", secs[i] / n);
     fputs("]}\n", f);
     if (fclose(f) != 0 || rename(tmp, a->timings) != 0)
@@ -206,15 +203,15 @@ int main(int argc, char **argv) {
     snprintf(kpath, sizeof kpath, "%s%s", strchr(a.kernels, '/') ? "" : "./", a.kernels);
     void *lib = dlopen(kpath, RTLD_NOW | RTLD_LOCAL);
     if (!lib) die(EXIT_KERNELS, "cannot load kernels %s: %s", a.kernels, dlerror());
-    fn_int abi, num_steps, num_in, num_out;
-    fn_long arena_floats, weights_floats;
-    fn_long_i in_floats, out_floats;
-    fn_run run_timed;
+    rvvkit_count_fn abi, num_steps, num_in, num_out;
+    rvvkit_floats_fn arena_floats, weights_floats;
+    rvvkit_io_floats_fn in_floats, out_floats;
+    rvvkit_run_timed_fn run_timed;
     SYM(lib, a.kernels, "rvvkit_abi_version", abi);
-    if (abi() != RUNNER_ABI)
+    if (abi() != RVVKIT_ABI_VERSION)
         die(EXIT_KERNELS, "%s has kernel ABI version %d; this runner speaks version %d "
             "(rebuild the runner and the kernels with the same rvvkit)", a.kernels, abi(),
-            RUNNER_ABI);
+            RVVKIT_ABI_VERSION);
     SYM(lib, a.kernels, "rvvkit_num_steps", num_steps);
     SYM(lib, a.kernels, "rvvkit_num_inputs", num_in);
     SYM(lib, a.kernels, "rvvkit_num_outputs", num_out);

@@ -11,9 +11,10 @@
  * and writes one JSON line {"insns": N, "vector_insns": V, "vsetvl": S} at exit.
  *
  * Build (host compiler; the plugin runs inside the host's qemu-riscv64, not in the guest):
- *     cc -O2 -shared -fPIC qemu_icount.c -o libicount.so
+ *     make -C toolchain/qemu_plugin
+ *     (or: cc -O2 -shared -fPIC qemu_icount.c -o libqemu_icount.so)
  * Use:
- *     qemu-riscv64 -plugin ./libicount.so,out=/tmp/counts.json -cpu rv64,v=true,... prog
+ *     qemu-riscv64 -plugin ./libqemu_icount.so,out=/tmp/counts.json -cpu rv64,v=true,... prog
  *   arguments (QEMU 7.2 also accepts the deprecated "arg=out=PATH", passed on identically):
  *     out=PATH      write the JSON line to PATH (default: qemu_plugin_outs, i.e. the QEMU log,
  *                   visible only with "-d plugin")

@@ -1,0 +1,72 @@
+"""The `rvvkit` command. Thin: every action is a call into the Python API; one module per
+subcommand, the options they share in rvvkit.cli.common.
+
+Exit status, the same for every command: 0 success, 1 an rvvkit error (a model, artifact,
+compiler or run that failed; compare: a path that mismatched), 2 bad usage (argparse's own
+errors and option values or combinations that do not make sense), 130 interrupted. A reader
+that goes away (`rvvkit ... | head`) ends the command quietly with 0."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+from .. import __version__
+from ..errors import RvvkitError
+from . import bench, build, compare, doctor, inspect, run
+from .common import UsageError
+
+COMMANDS = (build, inspect, run, bench, compare, doctor)  # in `rvvkit --help` order
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rvvkit", description="Compile ONNX models to portable C "
+                                "kernels and run them on x86 hosts, RISC-V vector boards and "
+                                "CUDA GPUs.")
+    p.add_argument("--version", action="version", version=f"rvvkit {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe (`| head`): point stdout at /dev/null, so that the
+    interpreter's own flush at exit finds nothing to complain about, and succeed."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
+
+
+def _run(argv: Optional[List[str]]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # --help, --version, usage errors: their text may meet a closed pipe
+        sys.stdout.flush()
+        raise
+    try:
+        code = args.func(args)
+    except UsageError as exc:
+        args.parser.error(str(exc))  # exits 2, as argparse's own errors do
+    except RvvkitError as exc:
+        print(f"rvvkit: error: {exc}", file=sys.stderr)
+        code = 1
+    # Flushing here, not at interpreter exit, lets a closed pipe surface as BrokenPipeError.
+    sys.stdout.flush()
+    return code
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        return _reader_gone()
+    except KeyboardInterrupt:
+        print("rvvkit: interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,110 @@
+"""`rvvkit bench`: latency on each named executor and, under QEMU, exact instruction counts;
+boards measured in parallel, one table."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Dict, List
+
+from ..errors import RvvkitError
+from ..report import table
+from .common import (UsageError, count, executor_list, load_inputs, open_session, progress,
+                     vlen_list)
+
+HEADERS = ["executor", "VLEN", "compiler", "latency ms", "MMACs", "dynamic insns",
+           "vector insns", "MACs/insn"]
+
+
+def _targets(args):
+    """(executor, vlen) pairs: `--on host,qemu --vlen 128,256` measures qemu at both VLENs."""
+    from ..runtime import takes_vlen
+    if args.vlen and not any(takes_vlen(on) for on in args.on):
+        raise UsageError("--vlen applies to qemu, which --on does not name")
+    for on in args.on:
+        for vlen in (args.vlen or [None]) if takes_vlen(on) else [None]:
+            yield on, vlen
+
+
+def _bench_one(args, on: str, vlen) -> Dict:
+    from ..bench import bench
+    with open_session(args.artifact, on, compiler=args.compiler, no_cache=args.no_cache,
+                      vlen=vlen) as sess:
+        feeds = load_inputs(args, sess)
+        counting = sess.describe()["counts_instructions"] and not args.no_count
+        progress(f"{on}: measuring ({args.repeat} runs"
+                 + (", counting instructions" if counting else "") + ")")
+        return bench(sess, feeds, repeat=args.repeat, warmup=args.warmup,
+                     count=not args.no_count)
+
+
+def _bench_rows(args) -> List:
+    """Rows in --on order, or an RvvkitError in place of a board that failed. Local
+    executors run one after the other first (their timings must not compete for this
+    machine); boards then run all at once, each on its own connection and thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..runtime import is_board
+    targets = list(_targets(args))
+    rows: List = [None] * len(targets)
+    boards = [i for i, (on, _) in enumerate(targets) if is_board(on)]
+    for i, (on, vlen) in enumerate(targets):
+        if i not in boards:
+            rows[i] = _bench_one(args, on, vlen)
+    if boards:
+        with ThreadPoolExecutor(max_workers=len(boards), thread_name_prefix="rvvkit-board") \
+                as pool:
+            futures = {i: pool.submit(_bench_one, args, *targets[i]) for i in boards}
+            for i, fut in futures.items():
+                try:
+                    rows[i] = fut.result()
+                except RvvkitError as exc:
+                    rows[i] = exc
+    return rows
+
+
+def _table_row(r: Dict) -> List:
+    counted = "dynamic_instructions" in r
+    return [r["executor"], r.get("vlen") or "-", r["compiler"][:28],
+            f"{r['latency_ms']:.3f} ({r['latency_stat']})", f"{r['macs'] / 1e6:.1f}",
+            f"{r['dynamic_instructions']:,}" if counted else "-",
+            f"{r['vector_instructions']:,}" if counted else "-",
+            f"{r['macs_per_instruction']:.2f}" if counted else "-"]
+
+
+def cmd_bench(args) -> int:
+    results = _bench_rows(args)
+    rows = [r for r in results if isinstance(r, dict)]
+    failed = [r for r in results if not isinstance(r, dict)]
+    for exc in failed:
+        print(f"rvvkit: error: {exc}", file=sys.stderr)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 1 if failed else 0
+    if rows:
+        print(table(HEADERS, [_table_row(r) for r in rows], align="lrllrrrr"))
+    if any(r.get("emulated") for r in rows):
+        print("\nqemu latency is emulation speed, not a board's; compare RVV code by "
+              "instruction counts (exact, per inference, start-up subtracted).")
+    return 1 if failed else 0
+
+
+def add_parser(sub) -> None:
+    bn = sub.add_parser("bench", help="latency, and under qemu exact instruction counts")
+    bn.add_argument("artifact")
+    bn.add_argument("--on", default=["host"], type=executor_list, metavar="EXECUTORS",
+                    help="comma-separated executors, e.g. host,qemu,ssh://k1-board "
+                    "(default host); boards are measured in parallel")
+    bn.add_argument("--vlen", type=vlen_list,
+                    help="RVV vector length(s) in bits for qemu, e.g. 256 or 128,512")
+    bn.add_argument("--inputs", help=".npz keyed by input names (default: seeded random)")
+    bn.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
+    bn.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
+    bn.add_argument("--repeat", type=count(1), default=10, help="timed runs (default 10)")
+    bn.add_argument("--warmup", type=count(0), default=2,
+                    help="untimed runs first (default 2)")
+    bn.add_argument("--no-count", action="store_true",
+                    help="qemu: skip the instruction-counting runs")
+    bn.add_argument("--json", action="store_true", help="print rows as JSON")
+    bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    bn.set_defaults(func=cmd_bench, parser=bn)

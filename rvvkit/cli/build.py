@@ -1,0 +1,32 @@
+"""`rvvkit build`: an ONNX model to an artifact (.rvv)."""
+from __future__ import annotations
+
+import os
+
+from ..report import human_bytes
+from .common import input_shape, progress, shapes
+
+
+def cmd_build(args) -> int:
+    from ..builder import build_model
+    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".rvv"
+    say = (lambda _m: None) if args.quiet else progress
+    art = build_model(args.model, input_shapes=shapes(args.input_shape),
+                      opt_level=args.opt_level, progress=say)
+    art.save(out)
+    mem = art.meta["memory"]
+    say(f"wrote {out} ({human_bytes(os.path.getsize(out))}: weights "
+        f"{human_bytes(mem['weights_bytes'])}, arena {human_bytes(mem['arena_bytes'])})")
+    return 0
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser("build", help="lower an ONNX model to an artifact (.rvv)")
+    b.add_argument("model", help="ONNX model file")
+    b.add_argument("-o", "--output", help="artifact path (default: <model>.rvv)")
+    b.add_argument("--input-shape", action="append", type=input_shape, metavar="NAME=D0,D1,...",
+                   help="static shape for an input with symbolic dimensions (repeatable)")
+    b.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2],
+                   help="0: no folding/fusion, 1: fold BatchNorm/affine, 2: + fusion (default)")
+    b.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    b.set_defaults(func=cmd_build, parser=b)

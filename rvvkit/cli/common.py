@@ -1,0 +1,150 @@
+"""What the command modules share: progress messages, argparse types (so that a bad option
+value is a usage error, exit 2, in every command), .npz input and output, and opening a
+session from the command line's options."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from ..errors import InputError, RvvkitError
+
+
+class UsageError(Exception):
+    """Options that do not go together: main() reports it as argparse does, exit 2."""
+
+
+def progress(msg: str) -> None:
+    print(f"rvvkit: {msg}", file=sys.stderr, flush=True)
+
+
+# -- argparse types ------------------------------------------------------------------------
+
+def _usage(convert):
+    """An argparse type from a converter that raises RvvkitError (InputError, ...)."""
+    def parse(value: str):
+        try:
+            return convert(value)
+        except RvvkitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def count(minimum: int):
+    """argparse type: an integer >= minimum."""
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            n = minimum - 1
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value!r}")
+        return n
+    return parse
+
+
+def input_shape(item: str) -> Tuple[str, List[int]]:
+    """argparse type of --input-shape NAME=D0,D1,...: (name, dims)."""
+    name, sep, dims = item.rpartition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, [int(d) for d in dims.replace("x", ",").split(",") if d]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{item!r}: expected NAME=D0,D1,... "
+                                         "(e.g. data=1,3,224,224)") from None
+
+
+def shapes(items) -> Dict[str, List[int]]:
+    """The --input-shape options as {name: dims}."""
+    return dict(items or [])
+
+
+def _one_vlen(value: str) -> int:
+    from ..runtime.qemu import resolve_vlen
+    return resolve_vlen(value.strip())
+
+
+def _vlen_list(value: str) -> List[int]:
+    return [_one_vlen(v) for v in value.split(",") if v.strip()]
+
+
+def _executor(value: str) -> str:
+    from ..runtime import check_path
+    return check_path(value)
+
+
+def _executor_list(value: str) -> List[str]:
+    from ..runtime import check_path
+    names = [check_path(v.strip()) for v in value.split(",") if v.strip()]
+    if not names:
+        raise InputError("name at least one executor")
+    return names
+
+
+def _board(value: str) -> str:
+    from ..runtime import is_board
+    if not is_board(value):
+        raise InputError(f"doctor --on takes a board (ssh://...), not {value!r}; without "
+                         "--on it reports on this machine")
+    return value
+
+
+vlen = _usage(_one_vlen)              # one VLEN (128..1024, a power of two)
+vlen_list = _usage(_vlen_list)        # 128,512
+executor = _usage(_executor)          # host | qemu | cuda | cuda-emu | ssh://...
+executor_list = _usage(_executor_list)
+board = _usage(_board)                # ssh://... only
+
+
+# -- files ---------------------------------------------------------------------------------
+
+def load_npz(path: str) -> Dict[str, np.ndarray]:
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read inputs {path}: {exc}") from None
+
+
+def load_inputs(args, sess) -> Dict[str, np.ndarray]:
+    """--inputs, else seeded random normal inputs of the session's shapes."""
+    if args.inputs:
+        return load_npz(args.inputs)
+    rng = np.random.default_rng(args.seed)
+    progress(f"no --inputs given: using random normal inputs (seed {args.seed})")
+    return {n: rng.standard_normal(s).astype(np.float32) for n, s in sess.inputs}
+
+
+def save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
+    """Atomic: a failed run never leaves a partial output file behind."""
+    tmp = f"{path}.{os.getpid()}.tmp.npz"
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+def open_session(artifact: str, on: str, *, compiler=None, no_cache: bool = False,
+                 vlen=None):
+    """A session from the command line's options, with a progress line naming what runs."""
+    from ..runtime import open_session as open_
+    from ..runtime import session_options
+    try:
+        kwargs = session_options(on, compiler=compiler, use_cache=False if no_cache else None,
+                                 vlen=vlen)
+    except InputError as exc:  # an option the path does not take
+        raise UsageError(str(exc)) from None
+    t0 = time.perf_counter()
+    sess = open_(artifact, on=on, **kwargs)
+    progress(f"{sess.describe()['label']}: kernels ready in {time.perf_counter() - t0:.2f}s")
+    return sess

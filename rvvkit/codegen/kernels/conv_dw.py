@@ -1,0 +1,142 @@
+"""Direct depthwise conv (group == C == M): no reuse across channels, so no GEMM; it runs on the
+stride-phase grid of conv_input.PhaseGrid one channel at a time (see `dwconv`)."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ...ops.activations import Act, act_expr, has_vector_form
+from ..cfmt import indent
+from ..kernel import Kernel, Lowered
+from ..loops import cdiv, loop
+from ..rvv import GUARD, header, vle, vop, vse, vsetvl, vt
+from .conv_input import PhaseGrid, tag
+from .gemm_emit import NOINLINE
+
+DW_ROWS, DW_COLS = 4, 32          # register block of the depthwise kernel: 8 zmm here
+DW_CHUNK = DW_ROWS * DW_COLS
+DW_UNROLL = 49    # taps unrolled in the RVV depthwise kernel (7x7); larger kernels loop
+
+
+def _dw_taps() -> Tuple[str, str]:
+    """t[R*C] = sum over taps k of w[k] * b[off[k] + 0..R*C): the depthwise inner kernel. Written
+    as R rows of C (like the GEMM micro-kernel with a shared row weight) because that is the
+    shape gcc 12 keeps in registers; a single 1-D row of accumulators was vectorised with
+    gathers instead. Not compiled where the RVV grid sweep replaces it (an unused static)."""
+    r, c = DW_ROWS, DW_COLS
+    name = f"rvk_dwconv_taps_{r}x{c}"
+    return name, NOINLINE + f"""#if !defined(__riscv_v_intrinsic)
+static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, const int *__restrict off, float *__restrict t) {{
+    float acc[{r}][{c}];
+    for (int i = 0; i < {r}; ++i)
+        for (int j = 0; j < {c}; ++j) acc[i][j] = 0.0f;
+    for (int k = 0; k < kb; ++k) {{
+        const float ak = a[k];
+        const float *__restrict bk = b + off[k];
+        for (int i = 0; i < {r}; ++i)
+            for (int j = 0; j < {c}; ++j) acc[i][j] += ak * bk[i * {c} + j];
+    }}
+    for (int i = 0; i < {r}; ++i)
+        for (int j = 0; j < {c}; ++j) t[i * {c} + j] = acc[i][j];
+}}
+#endif
+"""
+
+
+def _grid_rvv(pg: PhaseGrid, act: Optional[Act]) -> str:
+    """RVV body of the depthwise grid sweep: strips of vl = vsetvl(cols - q0) cells (LMUL 4),
+    one vector load and FMA per tap from the split plane at the tap's constant offset, then
+    bias and activation in registers (sigmoid/tanh: a scalar pass over the strip)."""
+    L, nt, cols = 4, len(pg.taps), pg.cols   # m8 spills: clang hoists the tap loads
+    if nt <= DW_UNROLL:
+        taps = "\n".join(f"acc = {vop('vfmacc_vf', L)}(acc, wc[{i}], "
+                         f"{vle(L, f'xp + q0 + {t}')}, vl);" for i, t in enumerate(pg.taps[1:], 1))
+        tab = ""
+    else:
+        tab = f"static const int tap[{nt}] = {{{', '.join(str(t) for t in pg.taps)}}};\n"
+        taps = f"""for (int k = 1; k < {nt}; ++k)
+    acc = {vop('vfmacc_vf', L)}(acc, wc[k], {vle(L, 'xp + q0 + tap[k]')}, vl);"""
+    vfin = has_vector_form(act)
+    fin = f"acc = {act.rvv_expr('acc', L)};\n" if vfin and act else ""
+    post = "" if vfin else f"""
+for (size_t q = 0; q < {cols}; ++q) {{
+    const float v = g[q];
+    g[q] = {act_expr(act, 'v')};
+}}"""
+    return f"""{tab}for (size_t q0 = 0; q0 < {cols};) {{
+    const size_t vl = {vsetvl(L, f'{cols} - q0')};
+    {vt(L)} acc = {vop('vfmul_vf', L)}({vle(L, f'xp + q0 + {pg.taps[0]}')}, wc[0], vl);
+{indent(taps)}
+    acc = {vop('vfadd_vf', L)}(acc, bias, vl);
+{indent(fin)}{"" if not fin else chr(10)}    {vse(L, 'g + q0', 'acc')}
+    q0 += vl;
+}}{post}"""
+
+
+def _grid(pg: PhaseGrid, act: Optional[Act], residual: bool, tname: str) -> Tuple[str, str]:
+    """(name, C definition) of the sweep g = act(conv + bias) over one channel's grid cells
+    (act left to the caller when a residual is added first)."""
+    ch, nt = DW_CHUNK, len(pg.taps)
+    qpad = cdiv(pg.cols, ch) * ch
+    name = f"rvk_dwconv_grid_{pg.h}x{pg.w}_k{pg.kh}x{pg.kw}_" \
+           f"{tag(pg.key(), False, residual, act)}"
+    fin = "t[j]" if residual else act_expr(act, "t[j]")   # act after the residual add
+    chunk = f"""{tname}({nt}, wc, xp + q0, tap, t);
+for (int j = 0; j < {ch}; ++j) t[j] += bias;
+for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};"""
+    if qpad > ch:
+        chunk = f"for (int q0 = 0; q0 < {qpad}; q0 += {ch}) {{\n{indent(chunk)}\n}}"
+    else:
+        chunk = f"const int q0 = 0;\n{chunk}"
+    return name, f"""static void {name}(const float *__restrict xp, const float *__restrict wc,
+    float bias, float *__restrict g) {{
+{GUARD}
+{indent(_grid_rvv(pg, act if not residual else None))}
+#else
+    static const int tap[{nt}] = {{{", ".join(str(t) for t in pg.taps)}}};
+    float t[{ch}];
+{indent(chunk)}
+#endif
+}}
+"""
+
+
+def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -> Lowered:
+    """Direct depthwise conv on the phase grid of one channel at a time (L1-resident): every
+    tap is a uniform shift of the split plane, so the output grid is swept in register blocks
+    of DW_CHUNK cells with kh*kw vector FMAs each and no bounds checks, bias and activation
+    applied in registers; the wrap-around cells are then dropped by row copies. (Per-element
+    row loops of <= 16 constant trips are avoided: gcc unrolls them and vectorises the outer
+    loop with gathers, 3x slower overall.) Helpers are RVK_NOINLINE for the same reason."""
+    n, cin, h, w = xs
+    _, _, kh, kw = ws_
+    _, _, ho, wo = ys
+    pg = PhaseGrid((1, 1, h, w), ws_, ys, strides, pads, dil)
+    ch, nt = DW_CHUNK, kh * kw
+    qpad = cdiv(pg.cols, ch) * ch
+    sname, scode = pg.split(ch)
+    tname, tcode = _dw_taps()
+    gname, gcode = _grid(pg, act, residual, tname)
+    gbuf = pg.size + ch
+    yrow = f"y + (ptrdiff_t)nc * {ho * wo} + i * {wo}"
+    if residual:   # rare for depthwise: a plain loop is fine
+        store = loop("i", 0, ho, f"""float *__restrict yr = {yrow};
+const float *__restrict rr = r + (ptrdiff_t)nc * {ho * wo} + i * {wo};
+for (int j = 0; j < {wo}; ++j) {{
+    const float v = g[i * {pg.wq} + j] + rr[j];
+    yr[j] = {act_expr(act, 'v')};
+}}""")
+    else:
+        store = loop("i", 0, ho, f"RVK_MEMCPY({yrow}, g + i * {pg.wq}, {wo} * sizeof(float));")
+    bexpr = f"b[nc % {cin}]" if bias else "0.0f"
+    body = f"""for (int nc = 0; nc < {n * cin}; ++nc) {{
+    const float *g = ws + {gbuf};   /* written through ws: not restrict */
+    {sname}(x + (ptrdiff_t)nc * {h * w}, ws);
+    {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf});
+{indent(store)}
+}}
+"""
+    support = {**header(), sname: scode, tname: tcode, gname: gcode}
+    kern = Kernel("dwconv", params, indent(body) + "\n", gbuf + qpad, support,
+                  n * cin * ho * wo * kh * kw, spec=spec)
+    return Lowered(kern)

@@ -1,0 +1,133 @@
+"""The packed GEMM driver (see gemm.py): the loop nest over column, k and row blocks that packs
+runtime operands into panels and calls the micro-kernel and the epilogue of gemm_emit.py per
+MR x NR tile. `core` emits it as one C function and returns its name and support code."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
+
+from ..cfmt import indent
+from ..loops import cdiv
+from ..rvv import header
+from .gemm_emit import Epilogue, Side, epilogue, strided_packer, ukernel
+from .gemm_tiling import L2_BLOCK, kc_of
+
+
+@dataclass
+class Core:
+    """An emitted GEMM driver: call `name(row side, column side, <addend ptrs>, y, ws)`."""
+    name: str
+    support: Dict[str, str] = field(default_factory=dict)
+    workspace: int = 0
+
+
+def _blocks(var: str, cnt: str, start: str, total: str, step: int, body: str) -> str:
+    """Blocks of `step` over [start, start + total), the last one short (`cnt` is the current
+    block's length). Kept a loop even when it runs once (except over a single row or
+    column): with kb a literal constant, clang's interprocedural constant propagation
+    specialises the micro-kernel (noinline, but clang has no noipa) on it, unrolling k with
+    register spills, and the micro-kernels' code must not depend on the driver's form."""
+    if start == "0" and total == "1":    # a single row or column: no loop, nothing to clash
+        return f"const int {var} = 0, {cnt} = 1;\n{body}"
+    end = total if start == "0" else f"{start} + {total}"
+    return f"""for (int {var} = {start}; {var} < {end}; {var} += {step}) {{
+    const int {cnt} = {end} - {var} < {step} ? {end} - {var} : {step};
+{indent(body)}
+}}"""
+
+
+def _side_prep(side: Side, which: str, pw: int, kdim: int, ws: str,
+               support: Dict[str, str]) -> Tuple[str, str, str]:
+    """(statements per k-block, statements per row panel, expression of the panel pointer)."""
+    src = "opa" if which == "a" else "opb"
+    idx0, cnt = ("i0", "mr") if which == "a" else ("j0", "qb")
+    pos = "i0" if which == "a" else "j"
+    if side.kind == "packed":
+        return "", "", f"{src} + (ptrdiff_t)({pos} / {pw}) * {kdim * pw} + (ptrdiff_t)k0 * {pw}"
+    if side.kind == "row":
+        return "", "", f"{src} + (ptrdiff_t)i0 * {side.si} + k0"
+    if side.kind == "indirect":
+        oname, ocode = side.packer
+        support[oname] = ocode
+        return f"{oname}(k0, kb, off);", "", f"{src} + {pos}"
+    pname, pcode = strided_packer(pw, side.si, side.sk) if side.kind == "strided" else side.packer
+    support[pname] = pcode
+    prep = f"{pname}({src}, {idx0}, {cnt}, k0, kb, {ws});"
+    if which == "a":
+        return "", prep, ws
+    return prep, "", f"{ws} + (ptrdiff_t)((j - j0) / {pw}) * kb * {pw}"
+
+
+def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
+         mr: int, nr: int) -> Core:
+    """Emit the blocked driver for OUT[p x q] = A'[p x k] . B'[k x q] with epilogue `ep`.
+
+    Default loop order (_cols_blocked): column blocks (qb) > k blocks (kb) > row panels (MR) >
+    column panels (NR). A runtime column side is packed once per (qb, kb) block sized to stay
+    in L2; the MR x kb row panel is then reused from L1 by every column panel of the block
+    (measured better here than the BLIS order, which needs kb small enough for a column panel
+    to fit L1). An indirect side is not packed at all; its column blocks keep the rows read by
+    one block L2-resident across the row panels. A runtime row side against a constant column
+    side uses the mirrored order (_rows_blocked).
+    """
+    kc = kc_of(k)
+    support: Dict[str, str] = header()     # RVV header first: helpers below may use it
+    ind = "a" if a.kind == "indirect" else ("b" if b.kind == "indirect" else "")
+    ukn, ukc = ukernel(mr, nr, ind)
+    epn, epc = epilogue(mr, nr, ep)
+    support[ukn], support[epn] = ukc, epc
+    adds = "".join(f"const float *__restrict {x}, " for x, _, _ in ep.addends)
+    args = "".join(f"{x}, " for x, _, _ in ep.addends)
+    call = f"""{ukn}(kb, @APTR@, @BPTR@, {'off, ' if ind else ''}t);
+{epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);"""
+    if a.kind in ("strided", "custom") and b.kind == "packed":
+        loops, aptr, bptr, ws = _rows_blocked(p, q, k, kc, a, mr, nr, call, support)
+    else:
+        loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support)
+    loops = loops.replace("@APTR@", aptr).replace("@BPTR@", bptr)
+    decls = f"float t[{mr * nr}];\n" + (f"int off[{kc}];\n" if ind else "") + "(void)ws;\n"
+    text = f"""static void @NAME@(const float *__restrict opa, const float *__restrict opb,
+    {adds}float *__restrict y, float *__restrict ws) {{
+{indent(decls + loops)}
+}}
+"""
+    # same shapes with another epilogue or operand kind is another function: hash the text
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    name = f"rvk_{tag}_gemm_{p}x{q}x{k}_tile_{mr}x{nr}{ep.describe()}_{digest}"
+    support[name] = text.replace("@NAME@", name)
+    return Core(name, support, ws)
+
+
+def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support):
+    """Column blocks (qb) > k blocks > [pack B block] > row panels > column panels."""
+    if b.kind == "packed":
+        qb = q
+    else:
+        qb = max(nr, min(cdiv(q, nr) * nr, (L2_BLOCK // kc) // nr * nr))
+    ws_b = cdiv(qb, nr) * nr * kc if b.kind in ("strided", "custom") else 0
+    ws_a = mr * kc if a.kind in ("strided", "custom") else 0
+    bk, _, bptr = _side_prep(b, "b", nr, k, "ws", support)
+    ak, ai, aptr = _side_prep(a, "a", mr, k, f"ws + {ws_b}", support)
+    cols = _blocks("j", "nr", "j0", "qb", nr, call)
+    rows = _blocks("i0", "mr", "0", str(p), mr, "\n".join(s for s in (ai, cols) if s))
+    kblk = _blocks("k0", "kb", "0", str(k), kc, "\n".join(s for s in (bk + ak, rows) if s))
+    return _blocks("j0", "qb", "0", str(q), qb, kblk), aptr, bptr, ws_a + ws_b
+
+
+def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support):
+    """Runtime row side, constant column side (transposed conv, Gemm with a weight B): row
+    blocks (pb, packed into L2) > k blocks > column panels > row panels. Each constant column
+    panel is then streamed from memory once per row block and k-block and reused from L2 by
+    every row panel, instead of once per row panel (which made the transposed conv on a
+    7x7 image read its 9 MiB of weights 7 times per k-block from L3)."""
+    pb = max(mr, min(cdiv(p, mr) * mr, (L2_BLOCK // kc) // mr * mr))
+    pname, pcode = strided_packer(mr, a.si, a.sk) if a.kind == "strided" else a.packer
+    support[pname] = pcode
+    bptr = f"opb + (ptrdiff_t)(j / {nr}) * {k * nr} + (ptrdiff_t)k0 * {nr}"
+    aptr = f"ws + (ptrdiff_t)((i0 - ib) / {mr}) * kb * {mr}"
+    rows = _blocks("i0", "mr", "ib", "pb", mr, call)
+    cols = _blocks("j", "nr", "0", str(q), nr, rows)
+    kblk = _blocks("k0", "kb", "0", str(k), kc,
+                   f"{pname}(opa, ib, pb, k0, kb, ws);\n{cols}")
+    return _blocks("ib", "pb", "0", str(p), pb, kblk), aptr, bptr, cdiv(pb, mr) * mr * kc

@@ -1,0 +1,228 @@
+"""C emitters of the packed GEMM's helpers (see gemm.py): the MR x NR micro-kernel, the strided
+panel packer and the epilogue that stores a tile. Each returns (name, C definition); names say
+what the helper is, with a hash suffix only where the shapes in the name do not identify the
+text. Under RVV intrinsics the bodies come from gemm_rvv.py / gemm_rvv_move.py."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ...ops.activations import Act, act_expr, has_vector_form
+from ..cfmt import flt, indent
+from ..loops import loop
+from ..rvv import GUARD
+from . import gemm_rvv as rvv
+from . import gemm_rvv_move as rvv_move
+
+
+@dataclass(frozen=True)
+class Side:
+    """How one operand reaches the micro-kernel (see gemm.py)."""
+    kind: str                 # "packed" | "strided" | "custom" | "row" | "indirect"
+    si: int = 0               # strided/row: stride between indices
+    sk: int = 1               # strided: stride along k
+    # custom: (name, C def) of `void f(src, idx0, n, k0, kb, dst)` packing panels;
+    # indirect: (name, C def) of `void f(k0, kb, int *off)` giving each k-row's offset
+    packer: Optional[Tuple[str, str]] = None
+
+
+# what an addend pointer of the lowerings holds, for helper names
+_ADDEND_NAMES = {"b": "bias", "r": "residual", "c": "c"}
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """y[m*ldy + n] = act(alpha*acc + sum(scale*ptr[index])) over the output (m, n).
+
+    With `grid`, the product's columns are cells of a padded row grid (wp wide) of which only
+    the first wo of each row are outputs (conv computed on the padded input, see conv.py)."""
+    ldy: int
+    trans: bool = False
+    alpha: float = 1.0
+    addends: Tuple[Tuple[str, str, Optional[float]], ...] = ()  # (ptr, "index in m,n", scale)
+    act: Optional[Act] = None
+    grid: Optional[Tuple[int, int]] = None  # (wp, wo): column n is grid cell (n/wp, n%wp)
+
+    def tag(self) -> str:
+        # stable across processes (str hashes are salted), so generated source is reproducible
+        return hashlib.sha1(repr(self).encode()).hexdigest()[:8]
+
+    def describe(self) -> str:
+        """Name fragment: what the epilogue adds and applies, e.g. "_bias_relu"."""
+        parts = (["scaled"] if self.alpha != 1.0 else []) + \
+            [_ADDEND_NAMES.get(p, p) for p, _, _ in self.addends] + \
+            ([getattr(self.act, "kind", "act")] if self.act is not None else []) + \
+            (["grid"] if self.grid else []) + (["transposed"] if self.trans else [])
+        return "".join("_" + p for p in parts)
+
+
+# gcc must compile the micro-kernel on its own, for any kb and offsets: inlined into the driver,
+# its heuristics stop fully unrolling the MR loop for MR > 8 (accumulators go to memory, 4x
+# slower); constant-propagated (IPA-CP clones for a constant kb and offset table, as in the
+# depthwise kernel) it unrolls k and "vectorises" with gathers. Hence noinline + noipa.
+NOINLINE = """#ifndef RVK_NOINLINE
+#if defined(__GNUC__) && !defined(__clang__)
+#define RVK_NOINLINE __attribute__((noinline, noipa))
+#elif defined(__GNUC__)
+#define RVK_NOINLINE __attribute__((noinline))
+#else
+#define RVK_NOINLINE
+#endif
+#endif
+"""
+
+
+def ukernel(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
+    """t[MR][NR] = sum_k a[k][MR] (x) b[k][NR] over kb steps of packed panels. With ind "a" or
+    "b", that side is read in place: its row k starts at side + off[k] (conv on the padded
+    input, where a k-row of the implicit im2col matrix is a shifted run of the input).
+
+    Under RVV intrinsics the same panels are consumed by LMUL variants chosen by VLEN
+    (gemm_rvv.uk_dispatch); the portable body below is what every other compiler sees."""
+    name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "")
+    arow = "a + off[k]" if ind == "a" else f"a + k * {mr}"
+    brow = "b + off[k]" if ind == "b" else f"b + k * {nr}"
+    offp = "const int *__restrict off, " if ind else ""
+    variants, dispatch = rvv.uk_dispatch(name, mr, nr, ind)
+    zero = loop("i", 0, mr, loop("j", 0, nr, "acc[i][j] = 0.0f;"))
+    fma = loop("i", 0, mr, f"const float ai = ak[i];\n"
+               + loop("j", 0, nr, "acc[i][j] += ai * bk[j];"))
+    store = loop("i", 0, mr, loop("j", 0, nr, f"t[i * {nr} + j] = acc[i][j];"))
+    return name, NOINLINE + f"""{GUARD}
+#include <riscv_vector.h>
+{variants}#endif
+static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, {offp}float *__restrict t) {{
+{GUARD}
+{indent(dispatch)}
+#else
+    float acc[{mr}][{nr}];
+{indent(zero)}
+    /* per k: one broadcast of a per row, NR/VEC vector loads of b, MR*NR/VEC FMAs */
+    for (int k = 0; k < kb; ++k) {{
+        const float *__restrict ak = {arow};
+        const float *__restrict bk = {brow};
+{indent(fma, 2)}
+    }}
+{indent(store)}
+#endif
+}}
+"""
+
+
+def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
+    """Packs idx in [i0, i0+n), k in [k0, k0+kb) of src[idx*si + k*sk] into pw-wide panels."""
+    name = f"rvk_pack_panels_{pw}_stride_{si}x{sk}"
+    # read along whichever stride is 1, so the copy is a contiguous vector load
+    el = f"s[(ptrdiff_t)u * {si} + (ptrdiff_t)kk * {sk}]"
+    kloop, uloop = "for (int kk = 0; kk < kb; ++kk)", f"for (int u = 0; u < {pw}; ++u)"
+    outer, inner = (kloop, uloop) if si == 1 else (uloop, kloop)
+    return name, f"""static void {name}(const float *__restrict src, int i0, int n, int k0, int kb,
+    float *__restrict dst) {{
+    for (int pp = 0; pp * {pw} < n; ++pp) {{
+        const int c = n - pp * {pw} < {pw} ? n - pp * {pw} : {pw};
+        float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
+        const float *__restrict s = src + (ptrdiff_t)(i0 + pp * {pw}) * {si} + (ptrdiff_t)k0 * {sk};
+{GUARD}
+{indent(rvv_move.strided_pack(pw, si, sk), 2)}
+#else
+        if (c == {pw}) {{
+            {outer}
+                {inner} d[kk * {pw} + u] = {el};
+        }} else {{
+            for (int kk = 0; kk < kb; ++kk) {{
+                for (int u = 0; u < c; ++u) d[kk * {pw} + u] = {el};
+                for (int u = c; u < {pw}; ++u) d[kk * {pw} + u] = 0.0f;
+            }}
+        }}
+#endif
+    }}
+}}
+"""
+
+
+def _ep_value(ep: Epilogue, v: str, m: str, n: str) -> str:
+    expr = v if ep.alpha == 1.0 else f"{flt(ep.alpha)} * {v}"
+    for ptr, idx, scale in ep.addends:
+        term = f"{ptr}[{idx.format(m=m, n=n)}]"
+        expr += f" + {term}" if scale in (None, 1.0) else f" + {flt(scale)} * {term}"
+    return expr
+
+
+def _ep_rows(ep: Epilogue, nr: int, rows, cols) -> str:
+    """Epilogue of a tile whose columns are output columns (normal orientation): each row run
+    is contiguous in t and y, so the passes vectorise. With a grid, tile column n is position
+    (n / wp, n % wp) of a padded row grid; runs are cut at grid rows and columns >= wo dropped."""
+    if ep.grid:
+        wp, wo = ep.grid
+        head = f"""for (int js = 0; js < {cols};) {{
+    const int gn = j0 + js, gw = gn % {wp};
+    const int len = {wp} - gw < {cols} - js ? {wp} - gw : {cols} - js;
+    const int vl = gw >= {wo} ? 0 : ({wo} - gw < len ? {wo} - gw : len);
+    const int yc = gn / {wp} * {wo} + gw;"""
+        tail = "    js += len;\n}"
+    else:
+        head, tail = f"{{\n    const int js = 0, vl = {cols}, yc = j0;", "}"
+    t, y, m = f"t[i * {nr} + js + u]", f"y[(ptrdiff_t)(i0 + i) * {ep.ldy} + yc + u]", "(i0 + i)"
+
+    def each(stmt: str) -> str:
+        return loop("i", 0, rows, loop("u", 0, "vl", stmt))
+    final = f"const float v = {_ep_value(ep, t, m, '(yc + u)')};\n{y} = {act_expr(ep.act, 'v')};"
+    body = f"""if (!first) {{
+{indent(each(f"{t} += {y};"))}
+}}
+if (last) {{
+{indent(each(final))}
+}} else {{
+{indent(each(f"{y} = {t};"))}
+}}"""
+    return f"{head}\n{indent(body)}\n{tail}"
+
+
+def _ep_cols(ep: Epilogue, nr: int, rows, cols) -> str:
+    """Transposed orientation: tile rows are output columns, stored with stride ldy (scalar).
+    With a grid, tile rows on wrap-around cells (grid column >= wo) are skipped."""
+    t, y = f"t[i * {nr} + j]", f"y[(ptrdiff_t)(j0 + j) * {ep.ldy} + n]"
+    store = f"""float v = {t};
+if (!first) v += {y};
+if (last) {{
+    v = {_ep_value(ep, "v", "(j0 + j)", "n")};
+    {y} = {act_expr(ep.act, 'v')};
+}} else {{
+    {y} = v;
+}}"""
+    if ep.grid:
+        wp, wo = ep.grid
+        store = f"""const int gn = i0 + i;
+if (gn % {wp} < {wo}) {{
+    const int n = gn / {wp} * {wo} + gn % {wp};
+{indent(store)}
+}}"""
+    else:
+        store = f"const int n = i0 + i;\n{store}"
+    return loop("j", 0, cols, loop("i", 0, rows, store))
+
+
+def epilogue(mr: int, nr: int, ep: Epilogue) -> Tuple[str, str]:
+    """Stores tile t (MR x NR) at (i0, j0): accumulates onto y unless `first`, applies the
+    fused epilogue when `last` (k-blocked products keep raw partial sums in y meanwhile).
+    With RVV intrinsics (and an activation with a vector form) the runs are strip-mined."""
+    name = f"rvk_gemm_store_{mr}x{nr}{ep.describe()}_{ep.tag()}"
+    ptrs = "".join(f"const float *__restrict {p}, " for p, _, _ in ep.addends)
+    body = _ep_cols if ep.trans else _ep_rows
+    portable = f"""if (mr == {mr} && nr == {nr}) {{
+{indent(body(ep, nr, mr, nr))}
+}} else {{
+{indent(body(ep, nr, 'mr', 'nr'))}
+}}"""
+    if has_vector_form(ep.act):
+        vec = (rvv_move.ep_cols if ep.trans else rvv_move.ep_rows)(ep, nr)
+        portable = f"{GUARD}\n{indent(vec)}\n#else\n{indent(portable)}\n#endif"
+    else:
+        portable = indent(portable)
+    return name, f"""static void {name}(float *__restrict t, int i0, int j0, int mr, int nr,
+    int first, int last, {ptrs}float *__restrict y) {{
+{portable}
+}}
+"""

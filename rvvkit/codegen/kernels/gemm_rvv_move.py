@@ -1,0 +1,142 @@
+"""RVV 1.0 intrinsic bodies of the packed GEMM's data movement (see gemm.py): the strided
+packer (operand -> panels) and the epilogue (tile -> output). They read and write exactly the
+panels and tiles of the portable code; gemm_emit.py places them under
+`#if defined(__riscv_v_intrinsic)`. Bodies are returned unindented (the caller shifts them)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..cfmt import flt, indent
+from ..rvv import vle, vlse, vop, vse, vsetvl, vsetvlmax, vsplat, vsse, vt
+
+if TYPE_CHECKING:
+    from .gemm_emit import Epilogue
+
+
+def _strip(avl: str, start: str, body: str, lmul: int = 8) -> str:
+    """A loop over u in [start, avl) strip-mined by vsetvl at LMUL: `body` sees u and vl."""
+    return f"""for (size_t u = {start}; u < {avl};) {{
+    const size_t vl = {vsetvl(lmul, f'{avl} - u')};
+{indent(body)}
+    u += vl;
+}}"""
+
+
+def strided_pack(pw: int, si: int, sk: int) -> str:
+    """RVV body of one panel of the strided packer (clang turns the portable loops into
+    memcpy/memset calls per k-row, which glibc runs as scalar code on riscv64). Contiguous
+    along k (si != 1, sk == 1): each of the c indices is a vector of k values stored with
+    stride pw; otherwise each k-row is a (strided) load of c values; padding is stored zeros."""
+    L = 8
+    zero = f"const {vt(L)} z = {vsplat(L, '0.0f', vsetvlmax(L))};"
+    if sk == 1 and si != 1:
+        return f"""{zero}
+for (int u = 0; u < c; ++u) {{
+    const float *__restrict su = s + (ptrdiff_t)u * {si};
+    for (size_t kk = 0; kk < (size_t)kb;) {{
+        const size_t vl = {vsetvl(L, '(size_t)kb - kk')};
+        {vsse(L, f'd + kk * {pw} + u', pw, vle(L, "su + kk"))}
+        kk += vl;
+    }}
+}}
+for (int u = c; u < {pw}; ++u) {{
+    for (size_t kk = 0; kk < (size_t)kb;) {{
+        const size_t vl = {vsetvl(L, '(size_t)kb - kk')};
+        {vsse(L, f'd + kk * {pw} + u', pw, 'z')}
+        kk += vl;
+    }}
+}}"""
+    load = vle(L, "sk_ + u") if si == 1 else vlse(L, "sk_ + (ptrdiff_t)u * " + str(si), si)
+    return f"""{zero}
+for (int kk = 0; kk < kb; ++kk) {{
+    const float *__restrict sk_ = s + (ptrdiff_t)kk * {sk};
+    float *__restrict dk = d + kk * {pw};
+{indent(_strip("(size_t)c", "0", vse(L, 'dk + u', load)))}
+{indent(_strip(str(pw), "(size_t)c", vse(L, 'dk + u', 'z')))}
+}}"""
+
+
+EP_LMUL = 8   # epilogue vectors: the running value and one loaded operand
+
+
+def _ep_apply(ep: "Epilogue", m: str, n: str, L: int) -> str:
+    """Statements turning vector `v` (output row m, columns n .. n+vl) into the final value:
+    alpha, addends (vector loads where the index runs with n, scalars otherwise), act."""
+    out, scal = [], []
+    if ep.alpha != 1.0:
+        out.append(f"v = {vop('vfmul_vf', L)}(v, {flt(ep.alpha)}, vl);")
+    for ptr, idx, scale in ep.addends:
+        if "{n}" in idx:     # every index form is linear in n with coefficient 1
+            term = vle(L, f"{ptr} + ({idx.format(m=m, n=n)})")
+            if scale in (None, 1.0):
+                out.append(f"v = {vop('vfadd_vv', L)}(v, {term}, vl);")
+            else:
+                out.append(f"v = {vop('vfmacc_vf', L)}(v, {flt(scale)}, {term}, vl);")
+        else:
+            term = f"{ptr}[{idx.format(m=m, n='0')}]"
+            scal.append(term if scale in (None, 1.0) else f"{flt(scale)} * {term}")
+    if scal:
+        out.append(f"v = {vop('vfadd_vf', L)}(v, {' + '.join(scal)}, vl);")
+    if ep.act is not None:
+        out.append(f"v = {ep.act.rvv_expr('v', L)};")
+    return "\n".join(out)
+
+
+def _runs(ep: "Epilogue", pos: str, count: str, first: str) -> str:
+    """Head of the loop over the contiguous output runs of a tile side of `count` cells from
+    grid position `pos`: each run has `run` valid outputs from output index `first`. Without
+    a grid the whole side is one run (a block, not a loop)."""
+    if not ep.grid:
+        return f"const int {pos[0]}s = 0, {first} = {pos};\nconst size_t run = (size_t){count};"
+    wp, wo = ep.grid
+    s = pos[0] + "s"
+    return f"""const int gn = {pos} + {s}, gw = gn % {wp};
+const int len = {wp} - gw < {count} - {s} ? {wp} - gw : {count} - {s};
+const size_t run = gw >= {wo} ? 0 : (size_t)({wo} - gw < len ? {wo} - gw : len);
+const int {first} = gn / {wp} * {wo} + gw;"""
+
+
+def _over_runs(ep: "Epilogue", pos: str, count: str, first: str, body: str) -> str:
+    s = pos[0] + "s"
+    head = _runs(ep, pos, count, first)
+    if not ep.grid:
+        return f"{{\n{indent(head)}\n{indent(body)}\n}}"
+    return f"for (int {s} = 0; {s} < {count};) {{\n{indent(head)}\n{indent(body)}\n" \
+           f"    {s} += len;\n}}"
+
+
+def ep_rows(ep: "Epilogue", nr: int) -> str:
+    """RVV epilogue, normal orientation: per tile row, the contiguous column runs of t and y
+    are strip-mined (vl = vsetvl(run - u)), partial sums added, the epilogue applied in
+    registers."""
+    L = EP_LMUL
+    ld = f"{vt(L)} v = {vle(L, 'ti + u')};\n" \
+         f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yi + u')}, vl);"
+    fin = _ep_apply(ep, "(i0 + i)", "(yc + (int)u)", L)
+
+    def rows(final: bool) -> str:
+        body = ld + ("\n" + fin if final and fin else "") + "\n" + vse(L, "yi + u", "v")
+        return f"""for (int i = 0; i < mr; ++i) {{
+    const float *__restrict ti = t + i * {nr} + js;
+    float *__restrict yi = y + (ptrdiff_t)(i0 + i) * {ep.ldy} + yc;
+{indent(_strip("run", "0", body))}
+}}"""
+    body = f"if (last) {{\n{indent(rows(True))}\n}} else {{\n{indent(rows(False))}\n}}"
+    return _over_runs(ep, "j0", "nr", "yc", body)
+
+
+def ep_cols(ep: "Epilogue", nr: int) -> str:
+    """RVV epilogue, transposed orientation: tile row i is output column n, so for each tile
+    column j a run of rows is a strided load from t (stride NR) and a contiguous run of y."""
+    L = EP_LMUL
+    fin = _ep_apply(ep, "(j0 + j)", "(n0 + (int)u)", L)
+    body = (f"{vt(L)} v = {vlse(L, 'tj + u * ' + str(nr), nr)};\n"
+            f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yj + u')}, vl);\n"
+            + (f"if (last) {{\n{indent(fin)}\n}}\n" if fin else "(void)last;\n")
+            + vse(L, "yj + u", "v"))
+    cols = f"""for (int j = 0; j < nr; ++j) {{
+    const float *__restrict tj = t + is * {nr} + j;
+    float *__restrict yj = y + (ptrdiff_t)(j0 + j) * {ep.ldy} + n0;
+{indent(_strip("run", "0", body))}
+}}"""
+    return _over_runs(ep, "i0", "mr", "n0", cols)

@@ -1,0 +1,133 @@
+"""LRN and softmax kernels, and the RVV row reduction they share with global pooling.
+
+Under RVV intrinsics (see rvv.py): softmax uses vector max/sum reductions (expf stays scalar
+libm); LRN sums squares in registers and raises to -beta with square roots for beta in
+{0.5, 0.75, 1} (other betas keep the scalar powf)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ..cfmt import flt, indent
+from ..kernel import Kernel, Lowered, Param, make_spec
+from ..loops import loop
+from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
+
+XY = (Param("x"), Param("y", const=False))
+
+
+def reduce_rvv(kind: str, ptr: str, n: str, init: str, L: int = 8) -> str:
+    """Statements leaving in `red` the max or sum of ptr[0..n): whole VLMAX chunks accumulate
+    in a vector (every element defined), the reduction then takes the remainder's elements."""
+    acc, red = ("vfmax_vv", "vfredmax") if kind == "max" else ("vfadd_vv", "vfredusum")
+    return f"""const size_t vm = {vsetvlmax(L)};
+{vt(L)} vacc = {vsplat(L, init, 'vm')};
+size_t i = 0;
+for (; i + vm <= (size_t)({n}); i += vm)
+    vacc = {vop(acc, L)}(vacc, {vle(L, f'{ptr} + i', 'vm')}, vm);
+vfloat32m1_t r1 = __riscv_vfmv_v_f_f32m1({init}, 1);
+r1 = __riscv_{red}_vs_f32m{L}_f32m1(vacc, r1, vm);
+if (i < (size_t)({n})) {{
+    const size_t vl = {vsetvl(L, f'(size_t)({n}) - i')};
+    r1 = __riscv_{red}_vs_f32m{L}_f32m1({vle(L, f'{ptr} + i')}, r1, vl);
+}}
+const float red = __riscv_vfmv_f_s_f32m1_f32(r1);"""
+
+
+def _strip(var: str, n, body: str, L: int = 8) -> str:
+    """A loop over var in [0, n) strip-mined by vsetvl: `body` sees var and vl."""
+    return f"""for (size_t {var} = 0; {var} < {n};) {{
+    const size_t vl = {vsetvl(L, f'{n} - {var}')};
+{indent(body)}
+    {var} += vl;
+}}"""
+
+
+def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
+    n, c = x_shape[:2]
+    inner = math.prod(x_shape[2:])
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    window = f"""const long j0 = ch - {lo} < 0 ? 0 : ch - {lo};
+const long j1 = ch + {hi} > {c - 1} ? {c - 1} : ch + {hi};"""
+    planes = f"""const float *__restrict xc = x + (b * {c} + ch) * {inner};
+float *__restrict yc = y + (b * {c} + ch) * {inner};"""
+    code = f"""{window}
+for (long i = 0; i < {inner}; ++i) ws[i] = 0.0f;
+for (long j = j0; j <= j1; ++j) {{
+    const float *__restrict xp = x + (b * {c} + j) * {inner};
+    for (long i = 0; i < {inner}; ++i) ws[i] += xp[i] * xp[i];
+}}
+{planes}
+for (long i = 0; i < {inner}; ++i)
+    yc[i] = xc[i] * powf({flt(bias)} + {flt(alpha / size)} * ws[i], {flt(-beta)});"""
+    code = indent(loop("b", 0, n, loop("ch", 0, c, code, "long"), "long", flat=True))
+    spec = make_spec("lrn", x_shape=x_shape, size=size, alpha=alpha, beta=beta, bias=bias)
+    # RVV: window sums of squares in registers; t^-beta by square roots for the usual betas
+    # (AlexNet/GoogLeNet use 0.75) instead of a scalar powf per element
+    L = 8
+    pw = {0.75: "__riscv_vfmul_vv_f32m8(s, __riscv_vfsqrt_v_f32m8(s, vl), vl)",
+          0.5: "s", 1.0: "t"}.get(float(beta))
+    if pw is None:
+        return Lowered(Kernel("lrn", XY, code, workspace=inner, spec=spec))
+    sq = "" if float(beta) == 1.0 else f"const {vt(L)} s = __riscv_vfsqrt_v_f32m8(t, vl);\n"
+    strip = _strip("i", inner, f"""{vt(L)} acc = {vsplat(L, '0.0f')};
+for (long j = j0; j <= j1; ++j) {{
+    const {vt(L)} v = {vle(L, f'x + (b * {c} + j) * {inner} + i')};
+    acc = {vop('vfmacc_vv', L)}(acc, v, v, vl);
+}}
+const {vt(L)} t = {vop('vfadd_vf', L)}(
+    {vop('vfmul_vf', L)}(acc, {flt(alpha / size)}, vl), {flt(bias)}, vl);
+{sq}{vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {pw}, vl)")}""")
+    rvv = "    (void)ws;\n" + indent(loop("b", 0, n, loop("ch", 0, c, f"{window}\n{planes}\n{strip}",
+                                                          "long"), "long", flat=True))
+    return Lowered(Kernel("lrn", XY, guarded(rvv, code), workspace=inner, support=header(),
+                          spec=spec))
+
+
+def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) -> Lowered:
+    """Softmax over one axis (or, pre-opset-13, over all axes from `axis` on)."""
+    outer = math.prod(shape[:axis])
+    if coerce:
+        n, inner = math.prod(shape[axis:]), 1
+    else:
+        n, inner = shape[axis], math.prod(shape[axis + 1:])
+    out = "v - m - logf(s)" if log else "expf(v - m) * r"
+    row = f"""const float *__restrict xp = x + o * {n * inner} + i;
+float *__restrict yp = y + o * {n * inner} + i;
+float m = -INFINITY, s = 0.0f;
+for (long k = 0; k < {n}; ++k) m = xp[k * {inner}] > m ? xp[k * {inner}] : m;
+for (long k = 0; k < {n}; ++k) s += expf(xp[k * {inner}] - m);
+const float r = 1.0f / s;
+(void)r;
+for (long k = 0; k < {n}; ++k) {{
+    const float v = xp[k * {inner}];
+    yp[k * {inner}] = {out};
+}}"""
+    code = indent(loop("o", 0, outer, loop("i", 0, inner, row, "long", flat=True), "long",
+                       flat=True))
+    name = "logsoftmax" if log else "softmax"
+    spec = make_spec("softmax", shape=shape, axis=axis, coerce=coerce, log=log)
+    if inner != 1:
+        return Lowered(Kernel(name, XY, code, spec=spec))
+    L = 8
+    if log:
+        rest = f"""float s = 0.0f;
+for (long k = 0; k < {n}; ++k) s += expf(xp[k] - m);
+const float ls = logf(s);
+{_strip("k", n, f'''{vt(L)} v = {vop('vfsub_vf', L)}({vle(L, 'xp + k')}, m, vl);
+{vse(L, 'yp + k', vop('vfsub_vf', L) + '(v, ls, vl)')}''')}"""
+    else:
+        rest = f"""float s = 0.0f;
+for (long k = 0; k < {n}; ++k) {{
+    const float e = expf(xp[k] - m);
+    yp[k] = e;
+    s += e;
+}}
+const float r = 1.0f / s;
+{_strip("k", n, vse(L, 'yp + k', vop('vfmul_vf', L) + '(' + vle(L, 'yp + k') + ', r, vl)'))}"""
+    rvv = indent(loop("o", 0, outer, f"""const float *__restrict xp = x + o * {n};
+float *__restrict yp = y + o * {n};
+{reduce_rvv("max", "xp", str(n), "-INFINITY")}
+const float m = red;
+{rest}""", "long", flat=True))
+    return Lowered(Kernel(name, XY, guarded(rvv, code), support=header(), spec=spec))

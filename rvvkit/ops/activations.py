@@ -1,0 +1,192 @@
+"""Activations: one table, one row per kind, holding everything rvvkit knows about it.
+
+A row names the ONNX op(s) that are this activation and how its float parameters come from a
+node, and gives its forms: numpy (constant folding, test references), C (portable kernels and
+fused epilogues), RVV intrinsics (None when there is no vector form: sigmoid and tanh need an
+exp, so their loops stay scalar) and CUDA (None: the C form). Adding a row is all a new
+activation needs: it is registered as an operator here, lowered as a unary kernel on every
+target, fused into the epilogue of its producer (passes/fuse.py) and folded on constants.
+
+Forms take the value as a plain C variable name `v` (it may be evaluated more than once) and
+the parameters as Python floats; `lit` turns one into a C float literal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+import numpy as np
+
+from ..ir import Graph, Node
+from .registry import const_input, register, same_as_input
+
+
+def lit(x: float) -> str:
+    """`x` as a C float literal, formatted by the code generator (imported late: ops never
+    depends on codegen while modules load)."""
+    from ..codegen.cfmt import flt
+    return flt(x)
+
+
+def _v(op: str, lmul: int) -> str:
+    """RVV intrinsic name of f32 operation `op` at LMUL (rvvkit.codegen.rvv.vop's naming)."""
+    return f"__riscv_{op}_f32m{lmul}"
+
+
+@dataclass(frozen=True)
+class ActivationDef:
+    kind: str
+    onnx_ops: Tuple[str, ...]
+    numpy: Callable[..., np.ndarray]             # (x, *params) -> array
+    c: Callable[..., str]                        # (v, *params) -> C expression
+    rvv: Optional[Callable[..., str]] = None     # (v, lmul, vl, *params) -> vector expression
+    cuda: Optional[Callable[..., str]] = None    # (v, *params) -> CUDA expression; None: c
+    # (node) -> its Act, from attrs that `canonical` settled at shape inference; None: no params
+    of_node: Optional[Callable[[Node], "Act"]] = None
+    canonical: Optional[Callable[[Node, Graph], None]] = None
+
+
+@dataclass(frozen=True)
+class Act:
+    """An activation `kind` (a row of ACTIVATIONS) with its float parameters. Its repr is part
+    of fused-epilogue helper names: keep it to these two fields."""
+    kind: str
+    params: Tuple[float, ...] = ()
+
+    @property
+    def row(self) -> ActivationDef:
+        try:
+            return ACTIVATIONS[self.kind]
+        except KeyError:
+            raise ValueError(f"unknown activation {self.kind}") from None
+
+    @property
+    def has_vector_form(self) -> bool:
+        return self.row.rvv is not None
+
+    def c_expr(self, v: str) -> str:
+        """C expression applying the activation to the variable `v`."""
+        return self.row.c(v, *self.params)
+
+    def cuda_expr(self, v: str) -> str:
+        return (self.row.cuda or self.row.c)(v, *self.params)
+
+    def rvv_expr(self, v: str, lmul: int, vl: str = "vl") -> str:
+        """RVV intrinsics expression applying the activation to the vector variable `v`."""
+        if self.row.rvv is None:
+            raise ValueError(f"activation {self.kind} has no vector form")
+        return self.row.rvv(v, lmul, vl, *self.params)
+
+    def apply_numpy(self, x):
+        return self.row.numpy(x, *self.params)
+
+
+def act_expr(act: Optional[Act], v: str) -> str:
+    """`v` with `act` applied in C, or `v` unchanged when there is no activation."""
+    return act.c_expr(v) if act is not None else v
+
+
+def cuda_act_expr(act: Optional[Act], v: str) -> str:
+    return act.cuda_expr(v) if act is not None else v
+
+
+def has_vector_form(act: Optional[Act]) -> bool:
+    """Whether a loop ending in `act` (or in none) can be written with RVV intrinsics."""
+    return act is None or act.has_vector_form
+
+
+# -- the table -------------------------------------------------------------------------------
+
+def _clip_bounds(node: Node, g: Graph) -> None:
+    """Clip's bounds are attributes before opset 11 and optional inputs after; they are
+    settled into attrs["bounds"] = (lo, hi)."""
+    if "min" in node.attrs or "max" in node.attrs or len(node.inputs) == 1:
+        lo = node.attrs.get("min", float("-inf"))
+        hi = node.attrs.get("max", float("inf"))
+    else:
+        lo_v = const_input(node, g, 1, "min")
+        hi_v = const_input(node, g, 2, "max")
+        lo = float(lo_v) if lo_v is not None else float("-inf")
+        hi = float(hi_v) if hi_v is not None else float("inf")
+    # y = min(max(x, lo), hi): when lo > hi every value becomes hi, which is what (hi, hi) does
+    # in every lowering (the fused epilogue tests `< lo` first).
+    node.attrs["bounds"] = (min(float(lo), float(hi)), float(hi))
+
+
+def _clip_act(node: Node) -> Act:
+    lo, hi = node.attrs["bounds"]
+    return Act("relu") if (lo == 0 and hi == float("inf")) else Act("clip", (lo, hi))
+
+
+def _leaky_rvv(v, lmul, vl, alpha):
+    # x >= 0 ? x : a*x  ==  max(x, a*x) for a <= 1, min(x, a*x) for a > 1 (no masks needed)
+    pick = "vfmax_vv" if alpha <= 1.0 else "vfmin_vv"
+    return f"{_v(pick, lmul)}({v}, {_v('vfmul_vf', lmul)}({v}, {lit(alpha)}, {vl}), {vl})"
+
+
+_ROWS = (
+    ActivationDef(
+        "relu", ("Relu",),
+        numpy=lambda x: np.maximum(x, 0),
+        c=lambda v: f"({v} > 0.0f ? {v} : 0.0f)",
+        rvv=lambda v, lmul, vl: f"{_v('vfmax_vf', lmul)}({v}, 0.0f, {vl})"),
+    ActivationDef(
+        "clip", ("Clip",),
+        numpy=lambda x, lo, hi: np.clip(x, lo, hi),
+        c=lambda v, lo, hi: (f"({v} < {lit(lo)} ? {lit(lo)} : "
+                             f"({v} > {lit(hi)} ? {lit(hi)} : {v}))"),
+        rvv=lambda v, lmul, vl, lo, hi: (
+            f"{_v('vfmin_vf', lmul)}({_v('vfmax_vf', lmul)}({v}, {lit(lo)}, {vl}), "
+            f"{lit(hi)}, {vl})"),
+        of_node=_clip_act, canonical=_clip_bounds),
+    ActivationDef(
+        "leaky_relu", ("LeakyRelu",),
+        numpy=lambda x, alpha: np.where(x >= 0, x, x * alpha),
+        c=lambda v, alpha: f"({v} >= 0.0f ? {v} : {v} * {lit(alpha)})",
+        rvv=_leaky_rvv,
+        of_node=lambda n: Act("leaky_relu", (float(n.attrs.get("alpha", 0.01)),))),
+    ActivationDef(
+        "sigmoid", ("Sigmoid",),
+        numpy=lambda x: 1 / (1 + np.exp(-x)),
+        c=lambda v: f"(1.0f / (1.0f + expf(-({v}))))"),
+    ActivationDef(
+        "tanh", ("Tanh",),
+        numpy=np.tanh,
+        c=lambda v: f"tanhf({v})"),
+)
+
+ACTIVATIONS: Dict[str, ActivationDef] = {}   # kind -> row
+BY_OP: Dict[str, ActivationDef] = {}         # ONNX op type -> row
+
+
+def act_of(node: Node) -> Optional[Act]:
+    """The activation a node computes (None when its op is not an activation)."""
+    row = BY_OP.get(node.op)
+    if row is None:
+        return None
+    return row.of_node(node) if row.of_node else Act(row.kind)
+
+
+def define(row: ActivationDef) -> None:
+    """Add a row: its ONNX ops become operators (shape = input's, numpy evaluation); the C
+    lowering (rvvkit.codegen.lower) attaches the unary kernel to every op in BY_OP."""
+    ACTIVATIONS[row.kind] = row
+    for op in row.onnx_ops:
+        BY_OP[op] = row
+        _register(op, row)
+
+
+def _register(op: str, row: ActivationDef) -> None:
+    def infer(node: Node, g: Graph):
+        if row.canonical:
+            row.canonical(node, g)
+        return same_as_input(node, g)
+
+    def evaluate(node: Node, xs):
+        return [np.asarray(act_of(node).apply_numpy(xs[0])).astype(xs[0].dtype)]
+
+    register(op, evaluate)(infer)
+
+
+for _row in _ROWS:
+    define(_row)

@@ -1,0 +1,142 @@
+"""The executors a test can run a model on, and which of them a test session uses.
+
+A test that takes an `executor` argument runs once per selected executor (tests/conftest.py
+parametrizes it, the executor's id last: `test_conv[3x3_pad1-qemu-vlen128]`). The selection is
+$RVVKIT_TEST_EXECUTORS, a comma-separated list of executor ids or of marks ("host", "qemu",
+"cuda"), e.g. `RVVKIT_TEST_EXECUTORS=host,qemu-vlen128`. By default: the host, QEMU at VLEN 128,
+256, 512 and 1024 and at 128 with tail/mask-agnostic elements set to all ones (which catches
+code that reads lanes past vl), the CUDA source under the CPU emulator (after a strict nvcc
+compile where nvcc is), and the GPU when there is one. An executor this machine lacks the tools
+for is skipped with the reason; `-m qemu` / `-m cuda` select by mark.
+
+The QEMU variants compile the same source (the RVV object does not depend on VLEN): the JIT
+cache of the test session compiles it once per case and each variant only starts a session.
+
+Not a conftest.py: tests/conftest.py is imported by name (`from conftest import ...`)."""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from rvvkit.jit import targets
+
+ENV = "RVVKIT_TEST_EXECUTORS"
+QEMU_VLENS = targets.riscv().vlens  # the VLENs QEMU accepts, from toolchain/
+
+
+@dataclass(frozen=True)
+class Executor:
+    """One way to run an artifact: `rvvkit.load(art, on=on, **options)`."""
+    id: str
+    on: str
+    options: Mapping = field(default_factory=dict)
+    mark: Optional[str] = None      # the pytest mark its tests carry ("qemu", "cuda")
+    strict_nvcc: bool = False       # first compile the artifact's CUDA source with nvcc -Werror
+
+    def why_not(self) -> str:
+        """'' when this machine can run it, else what is missing."""
+        return _why_not(self.on)
+
+    def check_artifact(self, art) -> None:
+        """What this executor asserts about an artifact before running it."""
+        if self.strict_nvcc:
+            nvcc_compiles_artifact(art)
+
+    def run(self, art, feeds) -> Dict:
+        import rvvkit
+        self.check_artifact(art)
+        with rvvkit.load(art, on=self.on, **self.options) as sess:
+            return sess.run(dict(feeds))
+
+    def __str__(self) -> str:
+        return self.id
+
+
+HOST = Executor("host", "host")
+ALL: Tuple[Executor, ...] = (
+    HOST,
+    *(Executor(f"qemu-vlen{v}", "qemu", {"vlen": v}, "qemu") for v in QEMU_VLENS),
+    Executor("qemu-vlen128-tail-ones", "qemu", {"vlen": 128, "tail_ones": True}, "qemu"),
+    Executor("cuda-emu", "cuda-emu", mark="cuda", strict_nvcc=True),
+    Executor("cuda", "cuda", mark="cuda"),
+)
+
+
+@functools.lru_cache(maxsize=None)
+def _why_not(on: str) -> str:
+    """Asks rvvkit's own resolvers, so a test skips exactly when a user's session would fail
+    for want of a tool (their messages say what to install)."""
+    from rvvkit.errors import RvvkitError
+    if on == "host":
+        return ""
+    if on == "qemu":
+        from rvvkit.jit import resolve_compiler
+        from rvvkit.runtime.qemu import resolve_qemu
+        try:
+            resolve_qemu()
+            resolve_compiler(target="rvv")
+        except RvvkitError as exc:
+            return str(exc).splitlines()[0]
+        return ""
+    if on == "cuda-emu":
+        return "" if shutil.which("g++") or shutil.which("clang++") else \
+            "no host C++ compiler (g++ or clang++) for the CUDA emulator"
+    if on == "cuda":
+        from rvvkit.runtime.cuda import cuda_available
+        ok, why = cuda_available()
+        return "" if ok else why
+    return f"unknown executor {on!r}"
+
+
+def strict_nvcc_flags():
+    """nvcc flags that make every warning of the host and device passes an error (the CUDA
+    source is held to the C source's standard under gcc/clang)."""
+    from rvvkit.jit.nvcc import nvcc_flags
+    return nvcc_flags(extra=["-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings"])
+
+
+def nvcc_compiles_artifact(art) -> None:
+    """The artifact has CUDA source and (where nvcc is) it compiles with strict_nvcc_flags();
+    a CompileError carries nvcc's stderr."""
+    from rvvkit.jit.nvcc import compile_cu
+    assert art.cu_source is not None, art.meta.get("cuda")
+    if _nvcc_ok():
+        compile_cu(art.cu_source, flags=strict_nvcc_flags())
+
+
+@functools.lru_cache(maxsize=None)
+def _nvcc_ok() -> bool:
+    from rvvkit.runtime.cuda import nvcc_available
+    return nvcc_available()[0]
+
+
+def selected(env: Optional[str] = None) -> List[Executor]:
+    """The executors of this session: $RVVKIT_TEST_EXECUTORS (ids or marks), else every one
+    except a GPU this machine does not have."""
+    spec = os.environ.get(ENV, "") if env is None else env
+    if not spec.strip():
+        return [e for e in ALL if e.on != "cuda" or not e.why_not()]
+    wanted = [w.strip() for w in spec.split(",") if w.strip()]
+    known = {e.id for e in ALL} | {e.mark or e.id for e in ALL}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        raise ValueError(f"{ENV}: unknown executor(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(known))}")
+    return [e for e in ALL if e.id in wanted or (e.mark or e.id) in wanted]
+
+
+def params(executors: Optional[List[Executor]] = None) -> list:
+    """pytest.param per executor: its id, its mark, and a skip with the reason when this
+    machine cannot run it."""
+    import pytest
+    out = []
+    for ex in selected() if executors is None else executors:
+        marks = [getattr(pytest.mark, ex.mark)] if ex.mark else []
+        why = ex.why_not()
+        if why:
+            marks.append(pytest.mark.skip(reason=f"{ex.id}: {why}"))
+        out.append(pytest.param(ex, id=ex.id, marks=marks))
+    return out
