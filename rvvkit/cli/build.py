@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from ..report import human_bytes
-from .common import input_shape, progress, shapes
+from .common import input_shape, progress, shapes, vlen
 
 
 def cmd_build(args) -> int:
@@ -12,7 +12,7 @@ def cmd_build(args) -> int:
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".rvv"
     say = (lambda _m: None) if args.quiet else progress
     art = build_model(args.model, input_shapes=shapes(args.input_shape),
-                      opt_level=args.opt_level, progress=say)
+                      opt_level=args.opt_level, vlen=args.vlen, progress=say)
     art.save(out)
     mem = art.meta["memory"]
     say(f"wrote {out} ({human_bytes(os.path.getsize(out))}: weights "
@@ -28,5 +28,9 @@ def add_parser(sub) -> None:
                    help="static shape for an input with symbolic dimensions (repeatable)")
     b.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2],
                    help="0: no folding/fusion, 1: fold BatchNorm/affine, 2: + fusion (default)")
+    b.add_argument("--vlen", type=vlen, default=None, metavar="BITS",
+                   help="the target board's VLEN (128..1024): emit only the RVV micro-kernel "
+                        "variant fitted to it (smaller source; still correct, only slower, at "
+                        "other VLENs). Default: RVV code for any VLEN")
     b.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     b.set_defaults(func=cmd_build, parser=b)

@@ -37,8 +37,9 @@ class Kernel:
                the emitter writes each key once per translation unit.
     macs:      multiply-accumulates performed (for reports and MACs/instruction figures).
     spec:      what the kernel computes, independent of the C body: {"op": ..., shapes and
-               attributes, layouts of transformed weights}. Other dialects (CUDA) generate
-               their own body from it, bound to the same parameters and weights blob.
+               attributes, layouts of transformed weights}, built by `make_spec` with exactly
+               the keys SPEC_KEYS declares for the kind. Other dialects (CUDA) generate their
+               own body from it, bound to the same parameters and weights blob.
     """
     hint: str
     params: Tuple[Param, ...]

@@ -121,12 +121,12 @@ def unary(act: Act, shape: Sequence[int]) -> Lowered:
     return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=header(), spec=spec))
 
 
-def _per_channel(batch: int, chans: int, head: str, inner: str) -> str:
+def _per_channel(batch: int, chans: int, size: int, head: str, inner: str) -> str:
     """Loops over (n, c) around `head` (per channel statements) and `inner` (the loop over
-    the channel's elements, between xp and yp); single-trip loops are left out."""
+    the channel's `size` elements, between xp and yp); single-trip loops are left out."""
     body = f"""{head}
-const float *__restrict xp = x + (n * {chans} + c) * @INNER@;
-float *__restrict yp = y + (n * {chans} + c) * @INNER@;
+const float *__restrict xp = x + (n * {chans} + c) * {size};
+float *__restrict yp = y + (n * {chans} + c) * {size};
 {inner}"""
     return indent(loop("n", 0, batch, loop("c", 0, chans, body, "long", flat=True), "long",
                        flat=True))
@@ -140,8 +140,7 @@ def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
     kw = dict(macs=batch * chans * inner, spec=make_spec("affine", shape=shape, act=act))
     elems = loop("i", 0, inner, f"const float v = xp[i] * sc + sh;\nyp[i] = {act_expr(act, 'v')};",
                  "long", flat=True)
-    code = _per_channel(batch, chans, "const float sc = s[c], sh = t[c];",
-                        elems).replace("@INNER@", str(inner))
+    code = _per_channel(batch, chans, inner, "const float sc = s[c], sh = t[c];", elems)
     if not has_vector_form(act):
         return Lowered(Kernel("affine", params, code, **kw))
     # y = x * sc + sh as one vfmadd (as the portable code contracts it) with sh splatted once
@@ -150,7 +149,7 @@ def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
                    f"v = {vop('vfmadd_vf', L)}(v, sc, shv, vl);{fin}\n{vse(L, 'yp + i', 'v')}",
                    "")
     head = f"const float sc = s[c];\nconst {vt(L)} shv = {vsplat(L, 't[c]', vsetvlmax(L))};"
-    rvv = _per_channel(batch, chans, head, strip).replace("@INNER@", str(inner))
+    rvv = _per_channel(batch, chans, inner, head, strip)
     return Lowered(Kernel("affine", params, guarded(rvv, code), support=header(), **kw))
 
 

@@ -78,8 +78,8 @@ for (long j = j0; j <= j1; ++j) {{
 const {vt(L)} t = {vop('vfadd_vf', L)}(
     {vop('vfmul_vf', L)}(acc, {flt(alpha / size)}, vl), {flt(bias)}, vl);
 {sq}{vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {pw}, vl)")}""")
-    rvv = "    (void)ws;\n" + indent(loop("b", 0, n, loop("ch", 0, c, f"{window}\n{planes}\n{strip}",
-                                                          "long"), "long", flat=True))
+    per_channel = loop("ch", 0, c, f"{window}\n{planes}\n{strip}", "long")
+    rvv = "    (void)ws;\n" + indent(loop("b", 0, n, per_channel, "long", flat=True))
     return Lowered(Kernel("lrn", XY, guarded(rvv, code), workspace=inner, support=header(),
                           spec=spec))
 

@@ -7,7 +7,6 @@ reductions."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, make_spec
