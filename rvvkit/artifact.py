@@ -12,7 +12,6 @@ import hashlib
 import io
 import json
 import os
-import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -20,17 +19,15 @@ from elftools.elf.elffile import ELFFile
 
 from rvvkit.errors import ArtifactError
 
+from . import elf64
+from .elf64 import EHDR as _EHDR, SHDR as _SHDR, strtab as _strtab
+
 FORMAT_VERSION = 1
 MAGIC_KEY = "rvvkit"
 META, CHECK, C_SRC, CU_SRC, WEIGHTS, SHSTRTAB = (
     ".rvvkit.meta", ".rvvkit.check", ".rvvkit.c", ".rvvkit.cu", ".rvvkit.weights", ".shstrtab")
 _UNLISTED = (META, CHECK, SHSTRTAB)  # hashed through .rvvkit.check, not meta["sections"]
 WEIGHTS_ALIGN = 64  # lets a C runner mmap the file and use the weights in place
-
-_EHDR = struct.Struct("<4sBBBBB7sHHIQQQIHHHHHH")
-_SHDR = struct.Struct("<IIQQQQIIQQ")
-_ET_REL, _EM_NONE, _SHT_PROGBITS, _SHT_STRTAB = 1, 0, 1, 3
-
 
 def _sha(data) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -45,14 +42,6 @@ def _byte_view(data) -> memoryview:
     if isinstance(data, np.ndarray):
         data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     return memoryview(data).cast("B").toreadonly()
-
-
-def _strtab(names: List[str]) -> Tuple[bytes, Dict[str, int]]:
-    blob, offsets = b"\0", {}
-    for name in names:
-        offsets[name] = len(blob)
-        blob += name.encode("ascii") + b"\0"
-    return blob, offsets
 
 
 def _check_codegen_keys(meta: dict) -> None:
@@ -71,29 +60,12 @@ def _check_codegen_keys(meta: dict) -> None:
 
 
 def _layout(sections: List[Tuple[str, memoryview, int]]):
-    """(name, name offset, file offset, payload, align) per section, .shstrtab last; and e_shoff."""
-    strtab, name_off = _strtab([n for n, _, _ in sections] + [SHSTRTAB])
-    entries, pos = [], _EHDR.size
-    for name, payload, align in sections + [(SHSTRTAB, memoryview(strtab), 1)]:
-        pos = -(-pos // align) * align
-        entries.append((name, name_off[name], pos, payload, align))
-        pos += len(payload)
-    return entries, -(-pos // 8) * 8
+    """(name, name offset, file offset, payload, align) per section, .shstrtab last; e_shoff."""
+    return elf64.layout(sections, SHSTRTAB)
 
 
 def _emit(write: Callable, entries, shoff: int) -> None:
-    """Writes section by section so that big payloads are never joined in memory."""
-    write(_EHDR.pack(b"\x7fELF", 2, 1, 1, 0, 0, b"\0" * 7, _ET_REL, _EM_NONE, 1, 0, 0, shoff, 0,
-                     _EHDR.size, 0, 0, _SHDR.size, len(entries) + 1, len(entries)))
-    pos = _EHDR.size
-    for _, _, offset, payload, _ in entries:
-        write(b"\0" * (offset - pos))
-        write(payload)
-        pos = offset + len(payload)
-    write(b"\0" * (shoff - pos + _SHDR.size))  # padding, then the null section header
-    for name, name_off, offset, payload, align in entries:
-        kind = _SHT_STRTAB if name == SHSTRTAB else _SHT_PROGBITS
-        write(_SHDR.pack(name_off, kind, 0, 0, offset, len(payload), 0, 0, align, 0))
+    elf64.emit(write, entries, shoff, SHSTRTAB)
 
 
 class _Reader:

@@ -225,6 +225,25 @@ def test_missing_model_file(tmp_path):
     assert proc.returncode == 1 and "absent.onnx" in proc.stderr and "not found" in proc.stderr
 
 
+def test_build_for_one_vlen(model, inputs_npz, tmp_path):
+    """--vlen keeps one RVV micro-kernel variant: a smaller source, recorded in the meta, and
+    (on this host, the portable path) the same outputs."""
+    fitted, generic = tmp_path / "v256.rvv", tmp_path / "any.rvv"
+    assert cli("build", model[1], "--vlen", "256", "-q", "-o", fitted).returncode == 0
+    assert cli("build", model[1], "-q", "-o", generic).returncode == 0
+    a, b = Artifact.load(fitted), Artifact.load(generic)
+    assert a.meta["target_vlen"] == 256 and b.meta["target_vlen"] is None
+    assert len(a.c_source.splitlines()) < len(b.c_source.splitlines())
+    outs = []
+    for art in (fitted, generic):
+        out = tmp_path / (art.stem + ".npz")
+        assert cli("run", art, "--inputs", inputs_npz, "--output", out).returncode == 0
+        with np.load(out) as data:
+            outs.append({k: data[k] for k in data.files})
+    for name in outs[0]:
+        np.testing.assert_array_equal(outs[0][name], outs[1][name])
+
+
 def test_bad_input_shape_option(model, tmp_path):
     proc = cli("build", model[1], "--input-shape", "x:1,3", "-o", tmp_path / "a.rvv")
     assert proc.returncode == 2 and "--input-shape" in proc.stderr
@@ -243,10 +262,11 @@ def test_bad_input_shape_option(model, tmp_path):
     (["bench", "{art}", "--warmup", "-1"], "expected an integer >= 0"),
     (["compare", "{art}", "--input-shape", "x"], "--input-shape"),
     (["doctor", "--on", "host"], "takes a board"),
+    (["build", "{model}", "--vlen", "100"], "VLEN 100"),
 ])
-def test_misused_options_exit_two_in_every_command(artifact, args, message):
+def test_misused_options_exit_two_in_every_command(artifact, model, args, message):
     """Bad usage is exit status 2 whichever command it is, with the reason and no traceback."""
-    proc = cli(*[a.format(art=artifact) for a in args])
+    proc = cli(*[a.format(art=artifact, model=model[1]) for a in args])
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert message in proc.stderr and "usage:" in proc.stderr
     assert "Traceback" not in proc.stderr

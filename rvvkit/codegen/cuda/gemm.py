@@ -39,7 +39,7 @@ def _instantiate(pr: Problem, kernel: Kernel, small_rows_ok: bool) -> CudaKernel
         name, text, launch = skinny(pr)
     else:
         name, text, launch = tiled(pr, choose_tile(pr.p, pr.q))
-    return CudaKernel(f"  {launch}\n", {UNROLL_NAME: UNROLL_TEXT, name: text})
+    return CudaKernel(f"    {launch}\n", {UNROLL_NAME: UNROLL_TEXT, name: text})
 
 
 def _packed(ptr: str, kdim: int, pw: int):
@@ -58,7 +58,7 @@ def _mul(v: str, f: int) -> str:
 def _nothing(kernel: Kernel) -> CudaKernel:
     """An empty output: a launch of 0 blocks is an error on a GPU, so launch nothing."""
     used = " ".join(f"(void){p.name};" for p in kernel.params)
-    return CudaKernel(f"  {used}  /* empty output: nothing to compute */\n")
+    return CudaKernel(f"    {used}  /* empty output: nothing to compute */\n")
 
 
 # ------------------------------------------------------------------------------------ conv
@@ -160,7 +160,7 @@ def _depthwise(spec: dict, kernel: Kernel) -> CudaKernel:
 """
     name, text = named("dwconv", f"{c}x{h}x{w}_{kh}x{kw}", text)
     blocks = n * c * per_plane
-    launch = f"  RVK_LAUNCH({name}, dim3({blocks}), dim3({threads}), ({_args(kernel)}));\n"
+    launch = f"    RVK_LAUNCH({name}, dim3({blocks}), dim3({threads}), ({_args(kernel)}));\n"
     return CudaKernel(launch, {UNROLL_NAME: UNROLL_TEXT, name: text})
 
 

@@ -110,7 +110,7 @@ RVK_API int rvvkit_cuda_emulated(void) {{
 
 def launcher_body(k: Kernel, ck: CudaKernel) -> str:
     """The exported function's body; generators may leave the C kernel's scratch unused."""
-    return ("  (void)ws;\n" if k.workspace else "") + ck.body
+    return ("    (void)ws;\n" if k.workspace else "") + ck.body
 
 
 def _kernel(k: Kernel) -> Tuple[Dict[str, str], str]:

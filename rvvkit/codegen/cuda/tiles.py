@@ -98,7 +98,10 @@ def choose_tile(p: int, q: int) -> Tile:
 
 
 def named(tag: str, shape: str, text: str) -> Tuple[str, str]:
-    """(name, text): `@NAME@` in text replaced by a name carrying the shapes and a text hash."""
+    """(name, text): `@NAME@` in text replaced by a name carrying the shapes and a text hash.
+    The templates here are written two spaces a level, which keeps their deep loop nests
+    readable in Python; the emitted code gets the four spaces of every other generated line."""
+    text = four_spaces(text)
     h = hashlib.sha1(text.encode()).hexdigest()[:10]
     name = f"rvk_cu_{tag}_{shape}_{h}"
     return name, text.replace("@NAME@", name)
@@ -108,6 +111,11 @@ def _blocks(n: int, what: str) -> int:
     if n > MAX_BLOCKS:
         raise ModelError(f"CUDA {what}: {n} thread blocks exceed the grid limit")
     return n
+
+
+def four_spaces(text: str) -> str:
+    """Doubles each line's leading spaces: two-space template levels become four."""
+    return "\n".join(" " * (len(ln) - len(ln.lstrip(" "))) + ln for ln in text.split("\n"))
 
 
 def _ind(text: str, pad: str) -> str:
