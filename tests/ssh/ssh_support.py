@@ -29,6 +29,9 @@ import pytest
 from onnx import helper
 
 from conftest import make_model, rand
+from rvvkit.jit.targets import riscv
+
+RISCV = riscv()
 
 SSHD = "/usr/sbin/sshd"
 KEYGEN = shutil.which("ssh-keygen")
@@ -36,8 +39,8 @@ QEMU = shutil.which("qemu-riscv64")
 CLANG = "clang-16" if shutil.which("clang-16") and shutil.which("ld.lld-16") else None
 RV_GCC = "riscv64-linux-gnu-gcc" if shutil.which("riscv64-linux-gnu-gcc") else None
 RV_COMPILER = CLANG or RV_GCC
-WRAPPER = ("qemu-riscv64 -L /usr/riscv64-linux-gnu "
-           "-cpu rv64,v=true,vlen=256,elen=64,vext_spec=v1.0")
+# The board's wrapper: QEMU with the sysroot and CPU of toolchain/targets/riscv64-linux-gnu.toml.
+WRAPPER = f"qemu-riscv64 -L {RISCV.sysroot} -cpu {RISCV.cpu_string(256)}"
 RTOL, ATOL = 1e-3, 1e-4
 
 needs_sshd = pytest.mark.skipif(
