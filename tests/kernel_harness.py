@@ -10,7 +10,8 @@ exports them as k0, k1, ... and checked against numpy. Three families use it:
 
 Each call gets its inputs with the lowering's weight transforms applied, a NaN-filled output
 and a NaN-filled workspace, so that an unwritten output or a read of unwritten scratch shows.
-The case tables live in tests/kernel_cases.py.
+The case tables, one per kernel family with the subsets each test family runs, live in
+tests/kernel_cases/.
 
 Not a conftest.py: tests/conftest.py is imported by name (`from conftest import ...`)."""
 from __future__ import annotations

@@ -25,6 +25,7 @@ from .ssh_connect import connect, paramiko_module
 log = logging.getLogger("rvvkit.ssh")
 
 KILL_TIMEOUT_S = 5.0
+EOF_GRACE_S = 2.0  # after the exit status, how long to wait for the output's end
 HOUSEKEEPING_TIMEOUT_S = 60.0  # mkdir, rm, probes: quick everywhere, bounded in any case
 _NET_ERRORS = (OSError, EOFError, socket.timeout)  # paramiko.SSHException added lazily
 
@@ -34,6 +35,17 @@ class Result:
     rc: int
     out: str
     err: str
+
+
+def drained(chan, grace: float = EOF_GRACE_S) -> bool:
+    """True once the channel has buffered output to read, or has had its EOF, or `grace`
+    seconds pass after the exit status without either (a server that never sends EOF)."""
+    deadline = time.monotonic() + grace
+    while not (chan.eof_received or chan.recv_ready() or chan.recv_stderr_ready()):
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.005)
+    return chan.eof_received
 
 
 def pid_of(out: bytearray) -> bytes:
@@ -115,8 +127,11 @@ class Board:
                         err += chan.recv_stderr(1 << 16)
                         pause = 0.001
                         continue
-                if chan.exit_status_ready() or not transport.is_active():
-                    # Data that came in just before the status is buffered: take it all.
+                if not transport.is_active() or (chan.exit_status_ready()
+                                                  and (chan.eof_received or drained(chan))):
+                    # sshd may send the exit status before the last output it read from the
+                    # command (seen: a 5-line answer cut to 2): output is complete only at
+                    # the channel's EOF, which `drained` waits for briefly.
                     while chan.recv_ready():
                         out += chan.recv(1 << 16)
                     while chan.recv_stderr_ready():

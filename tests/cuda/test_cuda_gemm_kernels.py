@@ -8,121 +8,23 @@ unit: run on the CPU through the emulator header (runtime_c/rvk_cuda_emu.h, g++)
 with nvcc with warnings as errors. Shapes are odd and small (the emulator runs every thread as
 a fiber on one core) but chosen to reach every template: several row/column tiles, partial
 tiles, k-slices and split-K chunks, every tile shape, grouped/strided/dilated/padded conv and
-batch > 1.
+batch > 1. The cases are the emulator subsets of the shared tables (tests/kernel_cases/).
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from conftest import conv_ref
 from rvvkit.ops.activations import Act
 from rvvkit.codegen.kernels import conv, gemm
+from kernel_cases.conv import CONV_EMU
+from kernel_cases.gemm import GEMM_EMU, MATMUL_EMU
 from kernel_harness import ORDERS, EmuLib, lower, nvcc_compiles
 
-RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
-LEAKY, SIG, TANH = Act("leaky_relu", (0.1,)), Act("sigmoid"), Act("tanh")
+RELU = Act("relu")
 
-
-def rnd(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def act_ref(act, v):
-    return v if act is None else act.apply_numpy(v)
-
-
-# ---------------------------------------------------------------------------------------------
-# cases: (id, lowered, inputs in ONNX layout, expected)
-
-def conv_case(xs, ws, group=1, strides=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), bias=False,
-              residual=False, act=None, seed=0):
-    n, _, h, w = xs
-    m, _, kh, kw = ws
-    ho = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
-    wo = (w + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
-    ys = (n, m, ho, wo)
-    x, wt = rnd(*xs, seed=seed), rnd(*ws, seed=seed + 1)
-    b = rnd(m, seed=seed + 2) if bias else None
-    r = rnd(*ys, seed=seed + 3) if residual else None
-    want = conv_ref(x, wt, b, group, strides, pads, dil)
-    want = act_ref(act, want + (r if residual else 0))
-    low = conv.conv2d(xs, ws, ys, group=group, strides=strides, pads=pads, dilations=dil,
-                      bias=bias, residual=residual, act=act)
-    inputs = [x, wt] + ([b] if bias else []) + ([r] if residual else [])
-    name = f"conv-{xs}-{ws}-g{group}-s{strides}-p{pads}-d{dil}"
-    return name, low, inputs, want
-
-
-def gemm_case(m, n, k, b_const, c_mode=None, alpha=1.0, beta=1.0, act=None, seed=0):
-    a, b = rnd(m, k, seed=seed), rnd(k, n, seed=seed + 1)
-    cshape = {None: None, "scalar": (1,), "row": (m, 1), "col": (n,), "full": (m, n)}[c_mode]
-    c = rnd(*cshape, seed=seed + 2) if cshape else None
-    want = alpha * (a.astype(np.float64) @ b)
-    if c is not None:
-        want = want + beta * c
-    low = gemm.gemm(m, n, k, b_const=b_const, c_mode=c_mode, alpha=alpha, beta=beta, act=act)
-    inputs = [a, b] + ([c] if c is not None else [])
-    return f"gemm-{m}x{n}x{k}-{b_const}-{c_mode}", low, inputs, act_ref(act, want)
-
-
-def matmul_case(a_shape, b_shape, b_const, seed=0):
-    a, b = rnd(*a_shape, seed=seed), rnd(*b_shape, seed=seed + 1)
-    want = np.matmul(a.astype(np.float64), b)
-    low = gemm.matmul(a_shape, b_shape, want.shape, b_const=b_const)
-    return f"matmul-{a_shape}-{b_shape}-{b_const}", low, [a, b], want
-
-
-def cases():
-    return [
-        # implicit-GEMM conv
-        conv_case((2, 4, 7, 9), (6, 2, 3, 3), group=2, strides=(2, 2), pads=(1, 1, 1, 1),
-                  bias=True, residual=True, act=RELU),
-        conv_case((1, 3, 11, 13), (5, 3, 3, 3), pads=(0, 2, 1, 0), dil=(2, 1), bias=True,
-                  act=CLIP, seed=1),
-        conv_case((1, 16, 8, 8), (32, 16, 1, 1), act=LEAKY, seed=2),           # pointwise
-        conv_case((2, 8, 9, 7), (12, 8, 1, 1), strides=(2, 2), bias=True, seed=3),
-        conv_case((1, 20, 9, 9), (70, 20, 3, 3), pads=(1, 1, 1, 1), bias=True, act=SIG,
-                  seed=4),                                        # 5 row tiles, 12 k-slices
-        conv_case((2, 5, 12, 11), (70, 5, 3, 3), pads=(1, 1, 1, 1), residual=True, act=RELU,
-                  seed=13),                                                 # 64x64: 2 x 5
-        conv_case((1, 4, 6, 6), (8, 1, 3, 3), group=4, pads=(1, 1, 1, 1), bias=True,
-                  seed=5),                                        # channel multiplier 2
-        conv_case((3, 2, 10, 11), (3, 2, 5, 3), strides=(1, 2), pads=(2, 1, 2, 1),
-                  residual=True, act=TANH, seed=6),                            # batch 3
-        conv_case((2, 3, 12, 12), (8, 3, 3, 3), pads=(1, 1, 1, 1), bias=True, seed=7),
-        conv_case((1, 32, 3, 3), (130, 32, 3, 3), bias=True, seed=8),          # 128x16
-        conv_case((1, 6, 5, 4), (9, 2, 2, 3), group=3, strides=(3, 1), pads=(1, 0, 2, 2),
-                  dil=(1, 2), bias=True, residual=True, seed=9),
-        # depthwise (direct kernel)
-        conv_case((2, 4, 7, 9), (4, 1, 3, 3), group=4, strides=(2, 2), pads=(1, 1, 1, 1),
-                  bias=True, residual=True, act=SIG, seed=10),
-        conv_case((1, 3, 20, 19), (3, 1, 5, 5), group=3, pads=(3, 0, 1, 4), dil=(2, 1),
-                  act=TANH, seed=11),
-        conv_case((1, 2, 20, 20), (2, 1, 3, 3), group=2, pads=(1, 1, 1, 1), bias=True,
-                  act=RELU, seed=12),                              # 400 positions: 2 blocks
-        # Gemm
-        gemm_case(1, 10, 64, True, "col", act=RELU),                            # split-K
-        gemm_case(33, 10, 64, False, "full", alpha=0.5, beta=2.0, seed=1),
-        gemm_case(5, 300, 40, True, "row", act=SIG, seed=2),
-        gemm_case(70, 130, 37, True, "scalar", alpha=-1.5, act=CLIP, seed=3),
-        gemm_case(9, 3, 200, False, seed=4),
-        gemm_case(2, 4100, 5, False, "col", seed=5),                   # split-K, 32 columns
-        gemm_case(3, 50, 600, True, "full", beta=-0.5, seed=6),        # split-K, 3 k-chunks
-        gemm_case(17, 129, 17, False, "row", act=LEAKY, seed=7),
-        # MatMul
-        matmul_case((2, 3, 5, 7), (7, 4), True),
-        matmul_case((2, 1, 50, 7), (3, 7, 40), False, seed=1),
-        matmul_case((7,), (7,), False, seed=2),
-        matmul_case((6,), (2, 6, 9), False, seed=3),
-        matmul_case((4, 20, 33), (33,), False, seed=4),
-        matmul_case((3, 12, 20), (3, 20, 17), True, seed=5),
-        matmul_case((2, 70, 20), (20, 70), False, seed=6),
-        matmul_case((2, 1, 3, 9), (1, 4, 9, 11), True, seed=7),
-    ]
-
-
-CASES = cases()
+# The shared tables' CUDA subsets (tests/kernel_cases/).
+CASES = CONV_EMU + GEMM_EMU + MATMUL_EMU
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,8 +32,13 @@ CASES = cases()
 
 
 @pytest.fixture(scope="module")
-def lowered():
-    return [(low.kernel, lower(low)) for _, low, _, _ in CASES]
+def lowered_cases():
+    return [c.lower() for c in CASES]
+
+
+@pytest.fixture(scope="module")
+def lowered(lowered_cases):
+    return [(low.kernel, lower(low)) for low in lowered_cases]
 
 
 @pytest.fixture(scope="module")
@@ -140,12 +47,12 @@ def emu(lowered, tmp_path_factory):
 
 
 @pytest.mark.parametrize("order", ORDERS)
-@pytest.mark.parametrize("idx", range(len(CASES)), ids=[c[0] for c in CASES])
-def test_numerics_under_emulator(emu, idx, order):
-    name, low, inputs, want = CASES[idx]
-    got = emu.run(idx, inputs, np.shape(want), low.transforms, order)
+@pytest.mark.parametrize("idx", range(len(CASES)), ids=[c.id for c in CASES])
+def test_numerics_under_emulator(emu, lowered_cases, idx, order):
+    inputs, want = CASES[idx].data()
+    got = emu.run(idx, inputs, np.shape(want), lowered_cases[idx].transforms, order)
     scale = max(1.0, float(np.abs(want).max()))
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale, err_msg=name)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale, err_msg=CASES[idx].id)
 
 
 def test_nvcc_compiles_warning_free(lowered, tmp_path):

@@ -25,14 +25,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import conv_ref
+from kernel_cases.conv import CONV
+from kernel_cases.elementwise import AFFINE, CONCAT, COPY, NARY, TRANSPOSE, UNARY
+from kernel_cases.gemm import GEMM, MATMUL
+from kernel_cases.pool import GLOBAL_POOL, LRN, POOL, SOFTMAX
 from kernel_harness import C_HDR, call_arrays, translation_unit
 
-from rvvkit.ops.activations import Act
-from rvvkit.codegen.kernels import elementwise as ew
-from rvvkit.codegen.kernels import layout, pool
-from rvvkit.codegen.kernels.conv import conv2d
-from rvvkit.codegen.kernels.gemm import gemm, matmul
 from rvvkit.codegen.kernels.gemm_rvv import uk_plan
 from rvvkit.jit.targets import riscv
 
@@ -57,10 +55,6 @@ CPUS["vlen128_ta_ma_ones"] = RISCV.cpu_string(128, tail_ones=True)
 
 GUARD_VALUE = np.float32(-12345.5)
 GUARD = 16        # floats of sentinel between arrays (and 64-byte alignment of each array)
-
-RELU, CLIP = Act("relu"), Act("clip", (-0.5, 0.75))
-LEAKY, LEAKY2 = Act("leaky_relu", (0.1,)), Act("leaky_relu", (1.5,))
-SIGMOID = Act("sigmoid")
 
 
 def _zig_available() -> str:
@@ -149,249 +143,29 @@ def run_qemu(exe: Path, cpu: str, inp: Path, timeout=120) -> np.ndarray:
     return np.fromfile(out, np.float32)
 
 
-# ------------------------------------------------------------------------------- references
-
-def rng_(seed):
-    return np.random.default_rng(seed)
-
-
-def act_ref(act, y):
-    return y if act is None else act.apply_numpy(y)
-
-
 # ------------------------------------------------------------------------------ the families
+# Each family is one program running every case of the shared tables (tests/kernel_cases/).
 
-# (N, C, H, W, M, (kh, kw), group, strides, pads, dilations, bias, residual, act)
-CONV = [
-    (1, 3, 13, 17, 8, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, None),
-    (2, 4, 7, 7, 5, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, True, RELU),
-    (1, 16, 1, 1, 33, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), False, False, CLIP),
-    (1, 6, 17, 13, 4, (5, 3), 2, (2, 3), (2, 0, 1, 1), (1, 1), True, True, None),
-    (1, 5, 11, 9, 7, (3, 3), 1, (1, 1), (2, 2, 2, 2), (2, 2), False, True, LEAKY),
-    (1, 64, 7, 7, 96, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, True, RELU),
-    (1, 32, 14, 14, 64, (1, 1), 1, (2, 2), (0, 0, 0, 0), (1, 1), True, False, None),
-    (1, 3, 30, 30, 16, (7, 7), 1, (2, 2), (3, 3, 3, 3), (1, 1), True, False, RELU),
-    (1, 600, 3, 3, 20, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, None),
-    (1, 7, 13, 17, 11, (3, 3), 1, (3, 3), (0, 1, 2, 0), (1, 1), True, True, CLIP),
-    (2, 8, 9, 9, 16, (3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1), True, False, LEAKY2),
-    (1, 300, 13, 13, 40, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, True, RELU),
-    (1, 64, 7, 7, 130, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True, False, SIGMOID),
-    (1, 32, 28, 28, 48, (3, 3), 1, (2, 2), (1, 1, 1, 1), (1, 1), True, False, RELU),
-    (1, 16, 27, 27, 64, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, RELU),
-    # depthwise
-    (1, 8, 13, 13, 8, (3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1), True, False, RELU),
-    (2, 8, 14, 14, 8, (3, 3), 8, (2, 2), (0, 1, 1, 0), (1, 1), True, True, None),
-    (1, 8, 70, 70, 8, (3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1), False, False, CLIP),
-    (2, 6, 9, 9, 6, (3, 3), 6, (3, 3), (1, 1, 1, 1), (2, 2), True, True, RELU),
-    (1, 3, 1, 1, 3, (3, 3), 3, (1, 1), (1, 1, 1, 1), (1, 1), True, False, None),
-    (1, 4, 17, 11, 4, (5, 5), 4, (2, 1), (2, 2, 2, 2), (1, 1), False, False, LEAKY),
-    (1, 5, 9, 9, 5, (3, 3), 5, (1, 1), (1, 1, 1, 1), (1, 1), True, False, SIGMOID),
-]
-
-
-def _out_hw(h, w, k, st, pd, dl):
-    return ((h + pd[0] + pd[2] - dl[0] * (k[0] - 1) - 1) // st[0] + 1,
-            (w + pd[1] + pd[3] - dl[1] * (k[1] - 1) - 1) // st[1] + 1)
-
-
-def conv_calls(cases, seed0=0):
-    calls = []
-    for i, (n, c, h, w, m, k, g, st, pd, dl, bias, res, act) in enumerate(cases):
-        ho, wo = _out_hw(h, w, k, st, pd, dl)
-        lo = conv2d((n, c, h, w), (m, c // g) + k, (n, m, ho, wo), group=g, strides=st,
-                    pads=pd, dilations=dl, bias=bias, residual=res, act=act)
-        r = rng_(seed0 + i)
-        scale = np.float32(1.0 / math.sqrt(c // g * k[0] * k[1]))   # outputs of order 1
-        x = r.standard_normal((n, c, h, w)).astype(np.float32)
-        wt = (r.standard_normal((m, c // g) + k) * scale).astype(np.float32)
-        b = r.standard_normal(m).astype(np.float32) if bias else None
-        ref = conv_ref(x.astype(np.float64), wt.astype(np.float64), b, g, st, pd, dl)
-        ins = [x, wt] + ([b] if bias else [])
-        if res:
-            rr = r.standard_normal(ref.shape).astype(np.float32)
-            ref = ref + rr
-            ins.append(rr)
-        ref = act_ref(act, ref)
-        calls.append((lo, ins, ref.shape, ref))
-    return calls
-
-
-GEMM = [(m, n, k, bc, cm, al, be, act)
-        for (m, n, k) in [(1, 7, 5), (5, 13, 17), (1, 300, 700), (64, 3, 100), (33, 1, 9),
-                          (7, 65, 1), (100, 100, 800), (14, 129, 40), (3, 200, 64)]
-        for bc in (False, True)
-        for cm, al, be, act in [(None, 1.0, 1.0, None), ("scalar", 0.5, 2.0, RELU),
-                                ("row", 1.0, -1.0, LEAKY), ("col", 1.0, 1.0, CLIP),
-                                ("full", -0.25, 0.5, None)]]
-MATMUL = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 6)), ((4,), (4, 5)),
-          ((2, 3, 4), (2, 4, 2)), ((1, 5, 7), (3, 7, 33)), ((2, 3, 1, 40), (1, 40, 70))]
-
-
-def gemm_calls():
-    calls = []
-    for i, (m, n, k, bc, cm, al, be, act) in enumerate(GEMM):
-        lo = gemm(m, n, k, b_const=bc, c_mode=cm, alpha=al, beta=be, act=act)
-        r = rng_(i)
-        a = r.standard_normal((m, k)).astype(np.float32)
-        b = (r.standard_normal((k, n)) / math.sqrt(k)).astype(np.float32)
-        ref = al * (a.astype(np.float64) @ b)
-        ins = [a, b]
-        if cm:
-            shape = {"scalar": (1,), "row": (m, 1), "col": (n,), "full": (m, n)}[cm]
-            c = r.standard_normal(shape).astype(np.float32)
-            ref = ref + be * c
-            ins.append(c)
-        calls.append((lo, ins, (m, n), act_ref(act, ref)))
-    for i, (sa, sb) in enumerate(MATMUL):
-        for bc in (False, True):
-            r = rng_(100 + i)
-            a = r.standard_normal(sa).astype(np.float32)
-            b = r.standard_normal(sb).astype(np.float32)
-            ref = np.matmul(a.astype(np.float64), b)
-            calls.append((matmul(sa, sb, ref.shape, b_const=bc), [a, b], ref.shape, ref))
-    return calls
-
-
-def elementwise_calls():
-    calls = []
-    cases = [("Add", [(2, 3, 5, 7), (3, 1, 1)], RELU), ("Sub", [(1,), (4, 37)], None),
-             ("Div", [(4, 37), (1,)], None), ("Div", [(1,), (2, 67)], CLIP),
-             ("Mul", [(3, 1, 5), (1, 4, 1)], LEAKY), ("Sum", [(2, 50), (2, 50), (1, 50)], None),
-             ("Sub", [(6, 129), (6, 129)], LEAKY2), ("Add", [(5, 1), (5, 300)], SIGMOID),
-             ("Mul", [(1000,), (1000,)], None), ("Add", [(1, 1), (1, 1)], RELU)]
-    ops = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
-           "Sum": np.add}
-    for i, (op, shapes, act) in enumerate(cases):
-        r = rng_(200 + i)
-        xs = [(r.random(s) + 0.5 if op == "Div" else r.standard_normal(s)).astype(np.float32)
-              for s in shapes]
-        ref = xs[0].astype(np.float64)
-        for x in xs[1:]:
-            ref = ops[op](ref, x)
-        calls.append((ew.nary(op, shapes, ref.shape, act), xs, ref.shape, act_ref(act, ref)))
-    for i, (act, shape) in enumerate([(RELU, (3, 77)), (CLIP, (1000,)), (LEAKY, (5, 7)),
-                                      (LEAKY2, (65,)), (Act("tanh"), (33,)), (SIGMOID, (9, 9)),
-                                      (Act("clip", (0.0, float("inf"))), (100,))]):
-        x = rng_(300 + i).standard_normal(shape).astype(np.float32)
-        calls.append((ew.unary(act, shape), [x], shape, act_ref(act, x.astype(np.float64))))
-    for i, (shape, perm) in enumerate([((1, 4, 6, 7, 7), (0, 2, 1, 3, 4)), ((2, 3, 5), (0, 2, 1)),
-                                       ((3, 70), (1, 0)), ((2, 3, 4, 5), (0, 2, 3, 1)),
-                                       ((5, 1, 7), (1, 0, 2))]):
-        x = rng_(450 + i).standard_normal(shape).astype(np.float32)
-        ref = np.transpose(x, perm)
-        calls.append((layout.transpose(shape, perm), [x], ref.shape, ref))
-    for i, shapes in enumerate([[(2, 3, 5), (2, 4, 5)], [(1, 7), (1, 70), (1, 1)]]):
-        xs = [rng_(470 + i).standard_normal(s).astype(np.float32) for s in shapes]
-        ref = np.concatenate(xs, axis=1)
-        calls.append((layout.concat(shapes, 1), xs, ref.shape, ref))
-    x = rng_(480).standard_normal(333).astype(np.float32)
-    calls.append((ew.copy(333), [x], (333,), x))
-    for i, (shape, act) in enumerate([((2, 5, 7, 9), RELU), ((1, 16, 1), None),
-                                      ((1, 3, 33, 33), CLIP), ((2, 4, 5), SIGMOID)]):
-        r = rng_(400 + i)
-        x = r.standard_normal(shape).astype(np.float32)
-        s = r.standard_normal(shape[1]).astype(np.float32)
-        t = r.standard_normal(shape[1]).astype(np.float32)
-        bs = (1, shape[1]) + (1,) * (len(shape) - 2)
-        ref = x.astype(np.float64) * s.reshape(bs) + t.reshape(bs)
-        calls.append((ew.channel_affine(shape, act), [x, s, t], shape, act_ref(act, ref)))
-    return calls
-
-
-def pool_ref(kind, x, k, st, pd, dl, cip):
-    n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (pt, pl, pb, pr), (dh, dw) = k, st, pd, dl
-    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    wo = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    y = np.zeros((n, c, ho, wo))
-    for oh in range(ho):
-        for ow in range(wo):
-            h0, w0 = oh * sh - pt, ow * sw - pl
-            vals, cnt = [], 0
-            for i in range(kh):
-                for j in range(kw):
-                    hh, ww = h0 + i * dh, w0 + j * dw
-                    if 0 <= hh < h and 0 <= ww < w:
-                        vals.append(x[:, :, hh, ww])
-            vals = np.stack(vals)
-            if kind == "max":
-                y[:, :, oh, ow] = vals.max(0)
-            elif cip:
-                he = min(h0 + kh, h + pb) - h0
-                we = min(w0 + kw, w + pr) - w0
-                y[:, :, oh, ow] = vals.sum(0) / (he * we)
-            else:
-                y[:, :, oh, ow] = vals.sum(0) / len(vals)
-    return y
-
-
-POOL = [("max", (1, 3, 13, 17), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False),
-        ("max", (2, 2, 111, 111), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False),
-        ("max", (1, 4, 9, 10), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
-        ("max", (1, 3, 12, 11), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),
-        ("max", (1, 2, 14, 70), (3, 2), (1, 3), (1, 0, 2, 1), (2, 1), False),
-        ("avg", (1, 3, 13, 17), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),
-        ("avg", (1, 3, 13, 17), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True),
-        ("avg", (2, 3, 20, 33), (5, 3), (2, 2), (2, 1, 2, 1), (1, 1), True),
-        ("avg", (1, 2, 8, 8), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
-        ("avg", (1, 2, 7, 40), (3, 3), (3, 2), (0, 2, 1, 0), (1, 1), False),
-        ("max", (1, 2, 3, 3), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), False)]
-
-
-def pool_calls():
-    calls = []
-    for i, (kind, shape, k, st, pd, dl, cip) in enumerate(POOL):
-        x = rng_(500 + i).standard_normal(shape).astype(np.float32)
-        ref = pool_ref(kind, x.astype(np.float64), k, st, pd, dl, cip)
-        lo = pool.pool2d(kind, shape, ref.shape, k, st, pd, dl, cip)
-        calls.append((lo, [x], ref.shape, ref))
-    for i, (kind, shape) in enumerate([("avg", (2, 5, 13, 13)), ("max", (1, 7, 7, 7)),
-                                       ("avg", (1, 3, 1, 1)), ("max", (1, 2, 33, 65)),
-                                       ("avg", (1, 1000, 1, 3))]):
-        x = rng_(600 + i).standard_normal(shape).astype(np.float32)
-        red = x.astype(np.float64).reshape(shape[0] * shape[1], -1)
-        ref = (red.mean(1) if kind == "avg" else red.max(1)).reshape(shape[:2] + (1, 1))
-        calls.append((pool.global_pool(kind, shape), [x], ref.shape, ref))
-    for i, (shape, size, alpha, beta, bias) in enumerate([
-            ((1, 16, 13, 13), 5, 1e-4, 0.75, 1.0), ((2, 7, 3, 45), 3, 0.5, 0.75, 2.0),
-            ((1, 6, 5, 5), 4, 0.1, 0.5, 1.5), ((1, 5, 70), 5, 0.2, 1.0, 1.0),
-            ((1, 4, 3, 3), 3, 0.3, 0.6, 1.0)]):
-        x = rng_(650 + i).standard_normal(shape).astype(np.float32)
-        xd = x.astype(np.float64)
-        lo_, hi_ = (size - 1) // 2, size - 1 - (size - 1) // 2
-        sq = np.zeros_like(xd)
-        for ch in range(shape[1]):
-            sq[:, ch] = (xd[:, max(0, ch - lo_):min(shape[1] - 1, ch + hi_) + 1] ** 2).sum(1)
-        ref = xd * (bias + alpha / size * sq) ** -beta
-        calls.append((pool.lrn(shape, size, alpha, beta, bias), [x], shape, ref))
-    for i, (shape, axis, coerce, log) in enumerate([((2, 1000), 1, False, False),
-                                                    ((3, 7), 1, False, True),
-                                                    ((2, 3, 4, 5), 1, False, False),
-                                                    ((2, 3, 33), 1, True, False),
-                                                    ((1, 1), 1, False, True),
-                                                    ((4, 257), -1 + 2, False, True)]):
-        x = (3 * rng_(700 + i).standard_normal(shape)).astype(np.float64)
-        outer = math.prod(shape[:axis])
-        xr = x.reshape(outer, -1) if coerce else x
-        ax = 1 if coerce else axis
-        e = np.exp(xr - xr.max(ax, keepdims=True))
-        ref = (np.log(e / e.sum(ax, keepdims=True)) if log else e / e.sum(ax, keepdims=True))
-        calls.append((pool.softmax(shape, axis, coerce, log), [x.astype(np.float32)], shape,
-                      ref.reshape(shape)))
-    return calls
+def calls(cases):
+    """(Lowered, inputs, output shape, reference) of each case."""
+    out = []
+    for case in cases:
+        inputs, ref = case.data()
+        out.append((case.lower(), inputs, ref.shape, ref))
+    return out
 
 
 FAMILIES = {
-    "conv": lambda: conv_calls(CONV),
-    "gemm": gemm_calls,
-    "elementwise": elementwise_calls,
-    "pool": pool_calls,
+    "conv": CONV,
+    "gemm": GEMM + MATMUL,
+    "elementwise": NARY + UNARY + TRANSPOSE + CONCAT + COPY + AFFINE,
+    "pool": POOL + GLOBAL_POOL + LRN + SOFTMAX,
 }
 
 
 @functools.lru_cache(maxsize=None)
 def _family(name):
-    return Family(name, FAMILIES[name]())
+    return Family(name, calls(FAMILIES[name]))
 
 
 @pytest.fixture(scope="module")
