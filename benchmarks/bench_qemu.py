@@ -20,7 +20,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rvvkit  # noqa: E402
-from rvvkit.bench import qemu_counts  # noqa: E402
 from rvvkit.report import table  # noqa: E402
 from rvvkit.runtime.qemu import QemuSession  # noqa: E402
 from rvvkit.zoo import light_model, sample_inputs  # noqa: E402
@@ -40,7 +39,7 @@ def measure(name: str, vlens, builds, log) -> list:
             for vlen in (vlens if compiler != BUILDS["scalar (gcc 12)"] else vlens[:1]):
                 t0 = time.perf_counter()
                 with QemuSession(path, compiler=compiler, vlen=vlen) as sess:
-                    c = qemu_counts(sess, feeds)
+                    c = sess.instruction_counts(feeds)
                     macs = int(sess.artifact.meta["macs"])
                 rows.append({"model": name, "build": label, "compiler": compiler, "vlen": vlen,
                              "dynamic_instructions": c["insns"],

@@ -16,12 +16,6 @@ def random_feeds(sess: Session, seed: int = 0) -> Dict[str, np.ndarray]:
     return {n: rng.standard_normal(s).astype(np.float32) for n, s in sess.inputs}
 
 
-def qemu_counts(sess, feeds: Mapping[str, np.ndarray], inferences: int = 1) -> Dict[str, int]:
-    """Per-inference dynamic instruction counts of a QEMU session:
-    QemuSession.instruction_counts (kept under this name for scripts that use it)."""
-    return sess.instruction_counts(feeds, inferences)
-
-
 def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
           repeat: int = 10, warmup: int = 2, count: bool = True) -> Dict:
     """One row of `rvvkit bench`: latency, MACs, and (qemu) instruction counts."""

@@ -130,9 +130,9 @@ class QemuSession(RunnerSession):
 
     # -- what RunnerSession asks of an executor ---------------------------------------------
 
-    def qemu_prefix(self, extra_qemu_args: Sequence[str] = ()) -> List[str]:
+    def qemu_prefix(self, extra_args: Sequence[str] = ()) -> List[str]:
         return [self.qemu, "-L", self.sysroot, "-cpu", cpu_string(self.vlen, self.tail_ones),
-                *map(str, extra_qemu_args)]
+                *map(str, extra_args)]
 
     def command(self, runner_argv: List[str], extra_args: Sequence[str]) -> List[str]:
         return self.qemu_prefix(extra_args) + runner_argv

@@ -7,7 +7,6 @@ import sys
 import pytest
 
 import rvvkit
-from rvvkit.bench import qemu_counts
 from rvvkit.runtime.qemu import QemuSession
 from qemu_support import CLANG, GCC_CXX, needs_both_compilers, needs_qemu, small_model
 
@@ -24,7 +23,7 @@ def artifact_path(tmp_path_factory):
 def _counts(path, compiler, vlen):
     with QemuSession(path, compiler=compiler, vlen=vlen) as sess:
         feeds = {n: __import__("numpy").ones(s, "float32") for n, s in sess.inputs}
-        return qemu_counts(sess, feeds), int(sess.artifact.meta["macs"])
+        return sess.instruction_counts(feeds), int(sess.artifact.meta["macs"])
 
 
 @needs_both_compilers
