@@ -11,15 +11,10 @@ import numpy as np
 from .runtime.session import Session
 
 
-def random_feeds(sess: Session, seed: int = 0) -> Dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(s).astype(np.float32) for n, s in sess.inputs}
-
-
 def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
           repeat: int = 10, warmup: int = 2, count: bool = True) -> Dict:
     """One row of `rvvkit bench`: latency, MACs, and (qemu) instruction counts."""
-    feeds = feeds if feeds is not None else random_feeds(sess)
+    feeds = feeds if feeds is not None else sess.random_feeds()
     meta = sess.artifact.meta
     desc = sess.describe()
     row: Dict = {"model": meta.get("model"), "executor": desc["path"],

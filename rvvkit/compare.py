@@ -146,12 +146,6 @@ def _host_reference(art: Artifact, feeds, kwargs: Dict, repeat: int, warmup: int
                      "reference; pass the model (--model) for an independent one")
 
 
-def _default_inputs(art: Artifact, seed: int) -> Dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {i["name"]: rng.standard_normal(i["shape"]).astype(np.float32)
-            for i in art.meta["inputs"]}
-
-
 def compare(model_or_artifact, paths: Union[str, Sequence[str]], *,
             vlens: Optional[Sequence[int]] = None,
             inputs: Optional[Mapping[str, np.ndarray]] = None, seed: int = 0,
@@ -188,8 +182,9 @@ def compare(model_or_artifact, paths: Union[str, Sequence[str]], *,
         art = build_model(model_or_artifact, input_shapes=input_shapes, progress=say)
         ref_model = model_or_artifact
     from .runtime.session import Session
-    feeds = dict(inputs) if inputs is not None else _default_inputs(art, seed)
-    Session(art).validate(feeds)  # wrong names or shapes: one clear error, not one per path
+    plain = Session(art)
+    feeds = dict(inputs) if inputs is not None else plain.random_feeds(seed)
+    plain.validate(feeds)  # wrong names or shapes: one clear error, not one per path
     out_names = [o["name"] for o in art.meta["outputs"]]
     if reference == "host" or (ref_model is None and reference == "auto"):
         say("reference: rvvkit host")

@@ -192,5 +192,14 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("executor", executor_params())
 
 
+def bn_params(c, seed=3):
+    """BatchNormalization parameters for `c` channels: scale s, bias bb, mean, var > 0."""
+    rng = np.random.default_rng(seed)
+    return {"s": rng.standard_normal(c).astype(np.float32),
+            "bb": rng.standard_normal(c).astype(np.float32),
+            "mean": rng.standard_normal(c).astype(np.float32),
+            "var": (0.5 + rng.random(c)).astype(np.float32)}
+
+
 __all__ = ["make_model", "rand", "conv_ref", "expose_logits", "run_both", "run_ort", "run_rvvkit",
-           "run_rvvkit_all", "assert_matches", "HOST", "onnx_inputs", "RTOL", "ATOL"]
+           "run_rvvkit_all", "assert_matches", "HOST", "onnx_inputs", "RTOL", "ATOL", "bn_params"]

@@ -116,9 +116,8 @@ def load_inputs(args, sess) -> Dict[str, np.ndarray]:
     """--inputs, else seeded random normal inputs of the session's shapes."""
     if args.inputs:
         return load_npz(args.inputs)
-    rng = np.random.default_rng(args.seed)
     progress(f"no --inputs given: using random normal inputs (seed {args.seed})")
-    return {n: rng.standard_normal(s).astype(np.float32) for n, s in sess.inputs}
+    return sess.random_feeds(args.seed)
 
 
 def save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:

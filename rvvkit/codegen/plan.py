@@ -23,7 +23,7 @@ class Arg:
     index: int = 0   # graph input/output index
     offset: int = 0  # floats into weights or arena
     weight: str = ""  # weights: key of the entry (initializer name, `name@node` if transformed)
-    symbol: str = ""  # weights: the C constant holding `offset` (see Plan.weight_symbols)
+    symbol: str = ""  # weights: the C constant holding `offset` (an initializer name, C-safe)
 
     def c(self) -> str:
         if self.kind == "weights":
@@ -64,8 +64,6 @@ class Plan:
     inputs: List[Tuple[str, Tuple[int, ...]]]
     outputs: List[Tuple[str, Tuple[int, ...]]]
     weight_index: Dict[str, Tuple[int, int]] = field(default_factory=dict)
-    # weights key -> C identifier of its offset constant (initializer names, made C-safe)
-    weight_symbols: Dict[str, str] = field(default_factory=dict)
 
     @property
     def macs(self) -> int:
@@ -181,7 +179,7 @@ def _build_plan(g: Graph) -> Plan:
     steps, arena, bound = _assign(g, raw_steps, weights, views, symbols)
     return Plan(g.name, list(kernels.values()), steps, weights.blob(), arena, bound,
                 [(i, g.t(i).shape) for i in g.inputs], [(o, g.t(o).shape) for o in g.outputs],
-                weights.index, symbols)
+                weights.index)
 
 
 def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
@@ -222,7 +220,7 @@ def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, st
     for s, (kname, k, names, node) in enumerate(raw_steps):
         ws = Arg("arena", offset=offsets[f"\0ws{s}"]) if k.workspace else None
         steps.append(Step(kname, node.name, node.op, [arg(nm) for nm in names], ws, k.macs,
-                          [tuple(f) for f in getattr(node, "fused", [])]))
+                          [tuple(f) for f in node.fused]))
     return steps, max(total, ALIGN), lower_bound(intervals)
 
 

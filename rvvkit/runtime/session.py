@@ -58,6 +58,11 @@ class Session:
     def output_names(self) -> List[str]:
         return [n for n, _ in self.outputs]
 
+    def random_feeds(self, seed: int = 0) -> Dict[str, np.ndarray]:
+        """Seeded standard-normal float32 inputs of the model's names and shapes."""
+        rng = np.random.default_rng(seed)
+        return {n: rng.standard_normal(s).astype(np.float32) for n, s in self.inputs}
+
     def validate(self, feeds: Mapping[str, np.ndarray]) -> List[np.ndarray]:
         """Inputs in graph order as C-contiguous float32, or InputError saying what is wrong."""
         if not isinstance(feeds, Mapping):

@@ -29,14 +29,6 @@ def plan_ops(art):
     return [s["op"] for s in art.meta["plan"]]
 
 
-def bn_params(c, seed=3):
-    rng = np.random.default_rng(seed)
-    return {"s": rng.standard_normal(c).astype(np.float32),
-            "bb": rng.standard_normal(c).astype(np.float32),
-            "mean": rng.standard_normal(c).astype(np.float32),
-            "var": (0.5 + rng.random(c)).astype(np.float32)}
-
-
 def conv_inits(cin=3, cout=4, seed=1):
     return {"w": rand(cout, cin, 3, 3, seed=seed), "b": rand(cout, seed=seed + 1)}
 

@@ -8,8 +8,8 @@ import pytest
 from onnx import helper
 
 import rvvkit
-from conftest import assert_matches, make_model, rand
-from ops_support import bn_params, check_single, plan_ops
+from conftest import assert_matches, bn_params, make_model, rand
+from ops_support import check_single, plan_ops
 
 node = helper.make_node
 

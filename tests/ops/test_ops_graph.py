@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import rvvkit
-from conftest import assert_matches, make_model, rand
-from ops_support import bn_params, conv_inits, fused, plan_ops
+from conftest import assert_matches, bn_params, make_model, rand
+from ops_support import conv_inits, fused, plan_ops
 
 node = helper.make_node
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from conftest import assert_matches, make_model, rand
+from conftest import assert_matches, bn_params, make_model, rand
 from rvvkit.frontend.onnx import from_onnx
 from rvvkit.ops.elementwise import CHANNEL_AFFINE
 from rvvkit.passes import optimize
@@ -20,14 +20,6 @@ def ops(g):
 
 def optimized(m, level=2):
     return optimize(from_onnx(m), level)
-
-
-def bn_params(c, seed=3):
-    rng = np.random.default_rng(seed)
-    return {"s": rng.standard_normal(c).astype(np.float32),
-            "bb": rng.standard_normal(c).astype(np.float32),
-            "mean": rng.standard_normal(c).astype(np.float32),
-            "var": (0.5 + rng.random(c)).astype(np.float32)}
 
 
 def conv_bn_model(act=None, bias=True):
