@@ -45,7 +45,8 @@
 #define WEIGHTS_SECTION ".rvvkit.weights"
 #define MAX_IO 256
 
-enum { EXIT_USAGE = 2, EXIT_ARTIFACT = 3, EXIT_INPUTS = 4, EXIT_KERNELS = 5, EXIT_RUNTIME = 6 };
+enum { EXIT_USAGE = 2, EXIT_ARTIFACT = 3, EXIT_INPUTS = 4, EXIT_KERNELS = 5, EXIT_RUNTIME = 6,
+       EXIT_DATA = 7 };
 
 static void die(int code, const char *fmt, ...) {
     va_list ap;
@@ -193,6 +194,14 @@ static void write_timings(const struct args *a, int nsteps, const double *secs, 
         die(EXIT_RUNTIME, "cannot write %s: %s", a->timings, strerror(errno));
 }
 
+/* A run's status (rvvkit_abi.h): 1 + the step whose kernel found its data out of range. */
+static void check_run(int rc, long run) {
+    if (rc > 0)
+        die(EXIT_DATA, "step %d: an index in its run-time data is out of range (run %ld); "
+            "nothing outside the tensor was read", rc - 1, run);
+    if (rc != 0) die(EXIT_RUNTIME, "the plan reported error %d (run %ld)", rc, run);
+}
+
 int main(int argc, char **argv) {
     const double t_start = now();
     struct args a = parse_args(argc, argv);
@@ -205,7 +214,8 @@ int main(int argc, char **argv) {
     if (!lib) die(EXIT_KERNELS, "cannot load kernels %s: %s", a.kernels, dlerror());
     rvvkit_count_fn abi, num_steps, num_in, num_out;
     rvvkit_floats_fn arena_floats, weights_floats;
-    rvvkit_io_floats_fn in_floats, out_floats;
+    rvvkit_io_elems_fn in_elems, out_elems;
+    rvvkit_io_dtype_fn in_dtype, out_dtype;
     rvvkit_run_timed_fn run_timed;
     SYM(lib, a.kernels, "rvvkit_abi_version", abi);
     if (abi() != RVVKIT_ABI_VERSION)
@@ -217,8 +227,10 @@ int main(int argc, char **argv) {
     SYM(lib, a.kernels, "rvvkit_num_outputs", num_out);
     SYM(lib, a.kernels, "rvvkit_arena_floats", arena_floats);
     SYM(lib, a.kernels, "rvvkit_weights_floats", weights_floats);
-    SYM(lib, a.kernels, "rvvkit_input_floats", in_floats);
-    SYM(lib, a.kernels, "rvvkit_output_floats", out_floats);
+    SYM(lib, a.kernels, "rvvkit_input_elems", in_elems);
+    SYM(lib, a.kernels, "rvvkit_output_elems", out_elems);
+    SYM(lib, a.kernels, "rvvkit_input_dtype", in_dtype);
+    SYM(lib, a.kernels, "rvvkit_output_dtype", out_dtype);
     SYM(lib, a.kernels, "rvvkit_run_timed", run_timed);
     const int nin = num_in(), nout = num_out(), nsteps = num_steps();
     if (nin < 0 || nin > MAX_IO || nout < 0 || nout > MAX_IO || nsteps < 0)
@@ -230,28 +242,30 @@ int main(int argc, char **argv) {
     if (a.ninputs != nin)
         die(EXIT_INPUTS, "the model takes %d input(s) but %d .npy file(s) were given "
             "(--inputs, in graph input order)", nin, a.ninputs);
-    const float *ins[MAX_IO + 1] = {NULL};
-    float *outs[MAX_IO + 1] = {NULL};
+    const void *ins[MAX_IO + 1] = {NULL};
+    void *outs[MAX_IO + 1] = {NULL};
     for (int i = 0; i < nin; ++i) {
-        float *buf = NULL;
-        if (rvk_npy_read(a.inputs[i], in_floats(i), &buf, err, sizeof err) != 0)
+        void *buf = NULL;
+        if (rvk_npy_read(a.inputs[i], in_elems(i), in_dtype(i), &buf, err, sizeof err) != 0)
             die(EXIT_INPUTS, "%s", err);
         ins[i] = buf;
     }
-    for (int i = 0; i < nout; ++i)
-        outs[i] = (float *)xalloc64((size_t)out_floats(i) * sizeof(float), "outputs");
+    for (int i = 0; i < nout; ++i) {
+        const rvk_npy_type *type = rvk_npy_type_of(out_dtype(i));
+        if (!type) die(EXIT_KERNELS, "%s declares output %d of unknown type %d", a.kernels, i,
+                       out_dtype(i));
+        outs[i] = xalloc64((size_t)out_elems(i) * type->size, "outputs");
+    }
     float *arena = (float *)xalloc64((size_t)arena_floats() * sizeof(float), "the arena");
     double *secs = (double *)calloc(nsteps > 0 ? (size_t)nsteps : 1, sizeof(double));
     if (!secs) die(EXIT_RUNTIME, "out of memory");
     const double t_loaded = now();
 
     for (long r = 0; r < a.warmup; ++r)
-        if (run_timed(weights, arena, ins, outs, NULL) != 0)
-            die(EXIT_RUNTIME, "the plan reported an error (warm-up run %ld)", r);
+        check_run(run_timed(weights, arena, ins, outs, NULL), r);
     const double t_warm = now();
     for (long r = 0; r < a.repeat; ++r)
-        if (run_timed(weights, arena, ins, outs, a.untimed ? NULL : secs) != 0)
-            die(EXIT_RUNTIME, "the plan reported an error (run %ld)", r);
+        check_run(run_timed(weights, arena, ins, outs, a.untimed ? NULL : secs), r);
     const double t_done = now();
 
     if (a.repeat > 0) {
@@ -259,7 +273,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nout; ++i) {
             if (snprintf(path, sizeof path, "%s/out%d.npy", a.outdir, i) >= (int)sizeof path)
                 die(EXIT_RUNTIME, "--outdir path too long");
-            if (rvk_npy_write(path, outs[i], out_floats(i), err, sizeof err) != 0)
+            if (rvk_npy_write(path, outs[i], out_elems(i), out_dtype(i), err, sizeof err) != 0)
                 die(EXIT_RUNTIME, "%s", err);
         }
     }

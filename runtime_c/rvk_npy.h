@@ -1,5 +1,7 @@
-/* Reading and writing float32 .npy files (NumPy's format, versions 1.0, 2.0 and 3.0) for the
- * rvvkit runner. Only what the runner exchanges: little-endian float32 ('<f4'), C order.
+/* Reading and writing .npy files (NumPy's format, versions 1.0, 2.0 and 3.0) for the rvvkit
+ * runner. Only what the runner exchanges: C order, and the element types of the plan ABI
+ * (ONNX codes, rvvkit_abi.h): float32 '<f4', int64 '<i8', int32 '<i4', int8 '|i1', uint8
+ * '|u1', bool '|b1' (little-endian; the targets are).
  *
  * Reading accepts any shape whose element count is what the kernels expect (the kernels know
  * sizes, not shapes); writing produces a 1-D array, which the caller reshapes from the
@@ -14,6 +16,26 @@
 #include <string.h>
 
 #define RVK_NPY_MAX_HEADER 65536u
+
+/* An element type: its ONNX code, .npy descriptor (quoted as in a header), size, name. */
+typedef struct {
+    int onnx;
+    const char *descr;
+    size_t size;
+    const char *name;
+} rvk_npy_type;
+
+static const rvk_npy_type rvk_npy_types[] = {
+    {1, "'<f4'", 4, "float32"}, {7, "'<i8'", 8, "int64"}, {6, "'<i4'", 4, "int32"},
+    {3, "'|i1'", 1, "int8"},    {2, "'|u1'", 1, "uint8"}, {9, "'|b1'", 1, "bool"},
+};
+
+/* The type of ONNX code `onnx`, or NULL. */
+static const rvk_npy_type *rvk_npy_type_of(int onnx) {
+    for (size_t i = 0; i < sizeof rvk_npy_types / sizeof rvk_npy_types[0]; ++i)
+        if (rvk_npy_types[i].onnx == onnx) return &rvk_npy_types[i];
+    return NULL;
+}
 
 /* The text after `'key':` in a header dict, or NULL. */
 static const char *rvk_npy_value(const char *hdr, const char *key) {
@@ -46,12 +68,18 @@ static long long rvk_npy_count(const char *p) {
     }
 }
 
-/* Reads `path` into a new 64-byte aligned buffer of exactly `expect` floats (*out, free()
- * it). Returns 0, or -1 with a message in err. */
-static int rvk_npy_read(const char *path, long long expect, float **out, char *err, size_t cap) {
+/* Reads `path` into a new 64-byte aligned buffer of exactly `expect` elements of the type
+ * with ONNX code `onnx` (*out, free() it). Returns 0, or -1 with a message in err. */
+static int rvk_npy_read(const char *path, long long expect, int onnx, void **out, char *err,
+                        size_t cap) {
     unsigned char pre[12];
     char *hdr = NULL;
-    float *buf = NULL;
+    void *buf = NULL;
+    const rvk_npy_type *type = rvk_npy_type_of(onnx);
+    if (!type) {
+        snprintf(err, cap, "input %s: the model declares an unknown element type %d", path, onnx);
+        return -1;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, cap, "cannot open input %s: %s", path, strerror(errno));
@@ -92,9 +120,10 @@ static int rvk_npy_read(const char *path, long long expect, float **out, char *e
             snprintf(err, cap, "input %s: .npy header lacks descr/fortran_order/shape", path);
             goto fail;
         }
-        if (strncmp(descr, "'<f4'", 5) != 0) {
-            snprintf(err, cap, "input %s: dtype %.8s is not float32 '<f4' (save it with "
-                     "numpy.save(path, array.astype(numpy.float32)))", path, descr);
+        if (strncmp(descr, type->descr, 5) != 0) {
+            snprintf(err, cap, "input %s: dtype %.8s is not %s %s (save it with "
+                     "numpy.save(path, array.astype(numpy.%s)))", path, descr, type->name,
+                     type->descr, type->name);
             goto fail;
         }
         if (strncmp(order, "False", 5) != 0) {
@@ -107,19 +136,19 @@ static int rvk_npy_read(const char *path, long long expect, float **out, char *e
             goto fail;
         }
         if (count != expect) {
-            snprintf(err, cap, "input %s holds %lld float32 values but the model expects %lld",
-                     path, count, expect);
+            snprintf(err, cap, "input %s holds %lld %s values but the model expects %lld",
+                     path, count, type->name, expect);
             goto fail;
         }
     }
     {
         void *mem = NULL;
-        size_t bytes = (size_t)expect * sizeof(float);
+        size_t bytes = (size_t)expect * type->size;
         if (posix_memalign(&mem, 64, bytes ? bytes : 64) != 0) {
             snprintf(err, cap, "input %s: out of memory (%zu bytes)", path, bytes);
             goto fail;
         }
-        buf = (float *)mem;
+        buf = mem;
         if (fread(buf, 1, bytes, f) != bytes) {
             snprintf(err, cap, "input %s: truncated data (expected %zu bytes after the header)",
                      path, bytes);
@@ -137,12 +166,20 @@ fail:
     return -1;
 }
 
-/* Writes n floats as a 1-D '<f4' .npy (version 1.0) to `path`: to a temporary name first,
- * then renamed, so a reader never sees a partial file. Returns 0, or -1 with err. */
-static int rvk_npy_write(const char *path, const float *data, long long n, char *err, size_t cap) {
+/* Writes n elements of ONNX type `onnx` as a 1-D .npy (version 1.0) to `path`: to a temporary
+ * name first, then renamed, so a reader never sees a partial file. Returns 0, or -1 with err. */
+static int rvk_npy_write(const char *path, const void *data, long long n, int onnx, char *err,
+                         size_t cap) {
     char hdr[128], tmp[4096];
+    const rvk_npy_type *type = rvk_npy_type_of(onnx);
+    if (!type) {
+        snprintf(err, cap, "output %s: the model declares an unknown element type %d", path,
+                 onnx);
+        return -1;
+    }
     int len = snprintf(hdr, sizeof hdr,
-                       "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld,), }", n);
+                       "{'descr': %s, 'fortran_order': False, 'shape': (%lld,), }", type->descr,
+                       n);
     /* NumPy pads the header with spaces so that the data starts 64-byte aligned. */
     int total = (10 + len + 1 + 63) / 64 * 64;
     memset(hdr + len, ' ', (size_t)(total - 10 - len - 1));
@@ -159,7 +196,7 @@ static int rvk_npy_write(const char *path, const float *data, long long n, char 
         snprintf(err, cap, "cannot write %s: %s", tmp, strerror(errno));
         return -1;
     }
-    size_t bytes = (size_t)n * sizeof(float);
+    size_t bytes = (size_t)n * type->size;
     int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)(total - 10), f) ==
              (size_t)(total - 10) && fwrite(data, 1, bytes, f) == bytes;
     ok = (fclose(f) == 0) && ok;

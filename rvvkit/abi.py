@@ -26,6 +26,15 @@ def _version() -> int:
 
 
 ABI_VERSION = _version()
+STATUS_DATA = int(re.search(r"^#define RVVKIT_STATUS_DATA (\d+)", header_text(), re.M).group(1))
+
+
+def failed_step(rc: int, cuda: bool = False):
+    """The index of the step that found its data out of range, from a run's return code, or
+    None when `rc` means something else (0, a CUDA error)."""
+    if cuda:
+        return rc - STATUS_DATA if rc >= STATUS_DATA else None
+    return rc - 1 if rc > 0 else None
 
 
 @functools.lru_cache(maxsize=1)

@@ -53,7 +53,7 @@ def _cuda_source(plan: Plan, meta: Dict, say: Callable[[str], None]) -> Optional
 
 
 def _io(items):
-    return [{"name": n, "shape": list(s), "dtype": "float32"} for n, s in items]
+    return [{"name": n, "shape": list(s), "dtype": dt} for n, s, dt in items]
 
 
 def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,

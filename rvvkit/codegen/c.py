@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Tuple
 
-from .. import __version__, abi
+from .. import __version__, abi, dtypes
 from .kernel import Kernel
 from .plan import Plan
 
@@ -26,8 +26,11 @@ PRELUDE = """\
 #endif
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
+
+typedef uint8_t rvk_bool;   /* ONNX bool tensors: one byte, 0 or 1 */
 
 #if defined(__GNUC__)
 #define RVK_VISIBLE __attribute__((visibility("default")))
@@ -55,15 +58,21 @@ RVK_API long rvvkit_arena_floats(void) {{ return {arena}L; }}
 RVK_API long rvvkit_weights_floats(void) {{ return {nweights}L; }}
 RVK_API int rvvkit_num_inputs(void) {{ return {ninputs}; }}
 RVK_API int rvvkit_num_outputs(void) {{ return {noutputs}; }}
-static const long rvk_input_floats[] = {{ {in_sizes} }};
-static const long rvk_output_floats[] = {{ {out_sizes} }};
-/* Element counts of input/output i (-1 when out of range): lets a runner check its files. */
-RVK_API long rvvkit_input_floats(int i) {{ return i >= 0 && i < {ninputs} ? rvk_input_floats[i] : -1L; }}
-RVK_API long rvvkit_output_floats(int i) {{ return i >= 0 && i < {noutputs} ? rvk_output_floats[i] : -1L; }}
+static const long rvk_input_elems[] = {{ {in_sizes} }};
+static const long rvk_output_elems[] = {{ {out_sizes} }};
+static const int rvk_input_dtypes[] = {{ {in_dtypes} }};
+static const int rvk_output_dtypes[] = {{ {out_dtypes} }};
+/* Element counts and ONNX dtype codes of input/output i (-1 when out of range): lets a runner
+ * size and check its files. */
+RVK_API long rvvkit_input_elems(int i) {{ return i >= 0 && i < {ninputs} ? rvk_input_elems[i] : -1L; }}
+RVK_API long rvvkit_output_elems(int i) {{ return i >= 0 && i < {noutputs} ? rvk_output_elems[i] : -1L; }}
+RVK_API int rvvkit_input_dtype(int i) {{ return i >= 0 && i < {ninputs} ? rvk_input_dtypes[i] : -1; }}
+RVK_API int rvvkit_output_dtype(int i) {{ return i >= 0 && i < {noutputs} ? rvk_output_dtypes[i] : -1; }}
 
-/* Runs step `i` of the plan; returns -1 when i is out of range. */
+/* Runs step `i` of the plan; returns 0, 1 when its kernel found run-time data out of range
+ * (an index), or -1 when i is out of range. */
 RVK_API int rvvkit_step(int i, const float *__restrict w, float *__restrict a,
-                        const float *const *in, float *const *out) {{
+                        const void *const *in, void *const *out) {{
     (void)w; (void)a; (void)in; (void)out;
     switch (i) {{
 {cases}
@@ -81,19 +90,22 @@ static double rvk_now(void) {{
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }}
 
-/* Runs the whole plan; when `seconds` is not NULL, adds each step's wall time to seconds[i]. */
+/* Runs the whole plan; when `seconds` is not NULL, adds each step's wall time to seconds[i].
+ * Returns 0, or 1 + the index of the step whose kernel found its data out of range (the
+ * steps after it do not run). */
 RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
-                             const float *const *in, float *const *out, double *seconds) {{
+                             const void *const *in, void *const *out, double *seconds) {{
     for (int i = 0; i < {nsteps}; ++i) {{
         const double t0 = seconds ? rvk_now() : 0.0;
-        rvvkit_step(i, w, a, in, out);
+        const int rc = rvvkit_step(i, w, a, in, out);
         if (seconds) seconds[i] += rvk_now() - t0;
+        if (rc != 0) return i + 1;
     }}
     return 0;
 }}
 
 RVK_API int rvvkit_run(const float *__restrict w, float *__restrict a,
-                       const float *const *in, float *const *out) {{
+                       const void *const *in, void *const *out) {{
     return rvvkit_run_timed(w, a, in, out, NULL);
 }}
 """
@@ -130,12 +142,16 @@ def render(plan: Plan, dialect: Dialect = C) -> str:
     cases = []
     for i, s in enumerate(plan.steps):
         args = [a.c() for a in s.args] + ([s.workspace.c()] if s.workspace else [])
-        cases.append(f"    /* {_safe(s.describe())} */\n"
-                     f"    case {i}: {s.kernel}({', '.join(args)}); break;")
+        call = f"{s.kernel}({', '.join(args)})"
+        if s.status:
+            call = f"if ({call} != 0) return 1"
+        cases.append(f"    /* {_safe(s.describe())} */\n    case {i}: {call}; break;")
     facts = dict(abi=ABI_VERSION, nsteps=len(plan.steps), arena=plan.arena_floats,
                  nweights=plan.weights.size, ninputs=len(plan.inputs),
                  noutputs=len(plan.outputs), cases="\n".join(cases),
-                 in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs))
+                 in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs),
+                 in_dtypes=_codes(plan.inputs), out_dtypes=_codes(plan.outputs),
+                 checks=", ".join([str(int(s.status)) for s in plan.steps] + ["0"]))
     for template in (ENTRY, dialect.run, dialect.extra):
         if template:
             parts.append(template.format(**facts))
@@ -146,12 +162,12 @@ def _weight_table(plan: Plan) -> str:
     """Named offsets into the weights blob `w`, one per entry the steps use, so that a step
     reads `w + W_conv1_weight` rather than a bare number."""
     used = {a.weight: a.symbol for s in plan.steps for a in s.args if a.kind == "weights"}
-    rows = ["/* Offsets in floats of the weights in `w`, named after their initializers"
+    rows = ["/* Offsets in 4-byte words of the weights in `w`, named after their initializers"
             " (packed: stored in the layout its kernel reads). */"]
     for key in sorted(used, key=lambda k: plan.weight_index[k][0]):
         off, size = plan.weight_index[key]
         name, _, node = key.partition("@")
-        what = f"{size} floats" + (f", packed for {node}" if node else "")
+        what = f"{size} words" + (f", packed for {node}" if node else "")
         rows.append(f"static const size_t {used[key]} = {off};  /* {_safe(name)}: {_safe(what)} */")
     return "\n".join(rows) + "\n" if used else ""
 
@@ -159,7 +175,11 @@ def _weight_table(plan: Plan) -> str:
 def _sizes(items) -> str:
     # A zero-length array is not valid C++; a model always has at least one output, and the
     # trailing 0 keeps an input-less model's array legal.
-    return ", ".join([f"{math.prod(shape)}L" for _, shape in items] + ["0L"])
+    return ", ".join([f"{math.prod(shape)}L" for _, shape, _ in items] + ["0L"])
+
+
+def _codes(items) -> str:
+    return ", ".join([str(dtypes.TABLE[dt].onnx) for _, _, dt in items] + ["0"])
 
 
 def _safe(text: str) -> str:

@@ -11,15 +11,23 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
+from .. import dtypes
+
 
 @dataclass(frozen=True)
 class Param:
-    """One float-pointer parameter. `const` params are read-only inputs, others outputs."""
+    """One pointer parameter. `const` params are read-only inputs, others outputs; `dtype` is
+    the element type's name in rvvkit.dtypes (float32 unless the kernel computes on others)."""
     name: str
     const: bool = True
+    dtype: str = "float32"
+
+    @property
+    def ctype(self) -> str:
+        return dtypes.TABLE[self.dtype].ctype
 
     def decl(self) -> str:
-        q = "const float *__restrict " if self.const else "float *__restrict "
+        q = f"const {self.ctype} *__restrict " if self.const else f"{self.ctype} *__restrict "
         return q + self.name
 
 
@@ -36,6 +44,8 @@ class Kernel:
     support:   complete C definitions (static helpers) the body calls, keyed by a unique name;
                the emitter writes each key once per translation unit.
     macs:      multiply-accumulates performed (for reports and MACs/instruction figures).
+    status:    the kernel checks its run-time data (indices) and returns int: 0, or non-zero
+               when the data is out of range (the step then fails and names its node).
     spec:      what the kernel computes, independent of the C body: {"op": ..., shapes and
                attributes, layouts of transformed weights}, built by `make_spec` with exactly
                the keys SPEC_KEYS declares for the kind. Other dialects (CUDA) generate their
@@ -48,16 +58,18 @@ class Kernel:
     support: Dict[str, str] = field(default_factory=dict)
     macs: int = 0
     spec: Dict[str, Any] = field(default_factory=dict)
+    status: bool = False
 
     def signature(self, name: str) -> str:
         ps = [p.decl() for p in self.params]
         if self.workspace:
             ps.append("float *__restrict ws")
-        return f"RVK_API void {name}({', '.join(ps) or 'void'})"
+        ret = "int" if self.status else "void"
+        return f"RVK_API {ret} {name}({', '.join(ps) or 'void'})"
 
     def key(self) -> Tuple:
         """Identity for de-duplication: two kernels with the same key are the same function."""
-        return (tuple(self.params), self.body, self.workspace)
+        return (tuple(self.params), self.body, self.workspace, self.status)
 
 
 # A lowering may ask for a constant input to be stored transformed (for example a weight matrix
@@ -84,7 +96,7 @@ SPEC_KEYS: Dict[str, Tuple[str, ...]] = {
     "nary": ("operator", "in_shapes", "out_shape", "act"),
     "unary": ("act", "shape"),
     "affine": ("shape", "act"),
-    "copy": ("n_floats",),
+    "copy": ("n_elems", "dtype"),
     "transpose": ("in_shape", "perm"),
     "concat": ("in_shapes", "axis"),
     "pool": ("kind", "x_shape", "y_shape", "kernel", "strides", "pads", "dilations",
@@ -93,6 +105,14 @@ SPEC_KEYS: Dict[str, Tuple[str, ...]] = {
     "lrn": ("x_shape", "size", "alpha", "beta", "bias"),
     "softmax": ("shape", "axis", "coerce", "log"),
 }
+
+
+def declare_spec(kind: str, keys: Tuple[str, ...]) -> None:
+    """Declare the spec keys of a kernel kind defined outside this file (each family module
+    declares its own kinds at import)."""
+    if SPEC_KEYS.get(kind, keys) != keys:
+        raise ValueError(f"kernel kind {kind!r} declared twice with different keys")
+    SPEC_KEYS[kind] = tuple(keys)
 
 
 def _plain(v: Any) -> Any:

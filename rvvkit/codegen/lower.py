@@ -116,7 +116,8 @@ def _concat(n: Node, g: Graph) -> Lowered:
 # Aliases (Reshape & co.) need a kernel only when the alias must own its output buffer.
 @lowering(*ALIAS_OPS)
 def _copy(n: Node, g: Graph) -> Lowered:
-    return ew.copy(g.t(n.outputs[0]).size)
+    t = g.t(n.outputs[0])
+    return ew.copy(t.size, t.dtype.name)
 
 
 def kernel_inputs(n: Node) -> List[str]:
@@ -133,7 +134,7 @@ def is_alias(n: Node, g: Graph) -> bool:
 
 def check_lowerable(g: Graph) -> None:
     """Fail with every node that cannot run: unknown op, fold-only op left with a run-time
-    input, or a non-float tensor reaching a kernel."""
+    input, or a tensor of a dtype its kernel does not take."""
     bad: List = []
     details: List[str] = []
     for n in g.nodes:
@@ -142,11 +143,11 @@ def check_lowerable(g: Graph) -> None:
             bad.append((n.op, n.name))
             details.append(f"  {n.name}: {n.op} is supported only on build-time constants")
             continue
-        for name in kernel_inputs(n) + n.outputs[:1]:
-            if g.t(name).dtype != np.float32:
+        for name in kernel_inputs(n) + [o for o in n.outputs if o]:
+            if not op.takes(g.t(name).dtype):
                 bad.append((n.op, n.name))
                 details.append(f"  {n.name}: tensor {name!r} has dtype {g.t(name).dtype}; "
-                               "kernels compute in float32")
+                               f"{n.op} computes on {', '.join(op.dtypes)}")
                 break
     if bad:
         raise UnsupportedOperator(bad, "\n".join(details))

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import ModelError
 from ..ir import Graph
 from .memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
@@ -21,18 +22,28 @@ from .lower import check_lowerable, is_alias, kernel_inputs, lower
 class Arg:
     kind: str        # "input" | "output" | "weights" | "arena"
     index: int = 0   # graph input/output index
-    offset: int = 0  # floats into weights or arena
+    offset: int = 0  # 4-byte words into weights or arena
     weight: str = ""  # weights: key of the entry (initializer name, `name@node` if transformed)
     symbol: str = ""  # weights: the C constant holding `offset` (an initializer name, C-safe)
+    dtype: str = "float32"  # element type of the kernel parameter it binds to
 
     def c(self) -> str:
-        if self.kind == "weights":
-            return f"w + {self.symbol or self.offset}"
-        return {"input": f"in[{self.index}]", "output": f"out[{self.index}]",
-                "arena": f"a + {self.offset}"}[self.kind]
+        """The C expression passed for it: graph I/O arrive as void pointers, and typed
+        tensors in the float-word weights/arena buffers are reached through a cast."""
+        ct = dtypes.TABLE[self.dtype].ctype
+        if self.kind == "input":
+            return f"(const {ct} *)in[{self.index}]"
+        if self.kind == "output":
+            return f"({ct} *)out[{self.index}]"
+        base = f"w + {self.symbol or self.offset}" if self.kind == "weights" \
+            else f"a + {self.offset}"
+        if self.dtype == "float32":
+            return base
+        return f"(const {ct} *)({base})" if self.kind == "weights" else f"({ct} *)({base})"
 
     def to_json(self) -> Dict:
-        out = {"kind": self.kind, "index": self.index, "offset": self.offset}
+        out = {"kind": self.kind, "index": self.index, "offset": self.offset,
+               "dtype": self.dtype}
         if self.kind == "weights":
             out["name"] = self.weight
         return out
@@ -47,6 +58,7 @@ class Step:
     workspace: Optional[Arg] = None
     macs: int = 0
     fused: List[Tuple[str, str]] = field(default_factory=list)  # (op, name) folded into it
+    status: bool = False   # its kernel returns a status (checks run-time indices)
 
     def describe(self) -> str:
         """"Conv conv2 + Add add1 + LeakyRelu lrelu1": the node and every node fused into it."""
@@ -61,8 +73,8 @@ class Plan:
     weights: np.ndarray
     arena_floats: int
     lower_bound_floats: int
-    inputs: List[Tuple[str, Tuple[int, ...]]]
-    outputs: List[Tuple[str, Tuple[int, ...]]]
+    inputs: List[Tuple[str, Tuple[int, ...], str]]    # (name, shape, dtype name)
+    outputs: List[Tuple[str, Tuple[int, ...], str]]
     weight_index: Dict[str, Tuple[int, int]] = field(default_factory=dict)
 
     @property
@@ -71,7 +83,8 @@ class Plan:
 
 
 class _Weights:
-    """Collects constant arrays into one float32 blob, each entry 64-byte aligned."""
+    """Collects constant arrays into one blob of 4-byte words, each entry 64-byte aligned;
+    float32 entries are stored as float32, others as their raw bytes (dtypes.as_words)."""
 
     def __init__(self):
         self.chunks: List[np.ndarray] = []
@@ -81,7 +94,10 @@ class _Weights:
     def add(self, key: str, data: np.ndarray) -> int:
         if key in self.index:
             return self.index[key][0]
-        data = np.ascontiguousarray(data, dtype=np.float32).reshape(-1)
+        data = np.asarray(data)
+        if data.dtype == np.float64 or not dtypes.supported(data.dtype):
+            data = data.astype(np.float32)
+        data = dtypes.as_words(data)
         off = self.size
         self.chunks.append(data)
         pad = align(data.size) - data.size
@@ -120,8 +136,8 @@ def _concat_views(g: Graph) -> Dict[str, Tuple[str, int]]:
     producers = g.producers()
     views: Dict[str, Tuple[str, int]] = {}
     for n in g.nodes:
-        if n.op != "Concat" or n.outputs[0] in g.outputs:
-            continue
+        if n.op != "Concat" or n.outputs[0] in g.outputs or g.t(n.outputs[0]).dtype != np.float32:
+            continue  # (offsets are in 4-byte words: float32 slices only)
         axis = n.attrs["axis"]
         if math.prod(g.t(n.outputs[0]).shape[:axis]) != 1 or len(set(n.inputs)) != len(n.inputs):
             continue
@@ -177,9 +193,10 @@ def _build_plan(g: Graph) -> Plan:
     symbols = unique_idents({k: k.split("@")[0] + ("_packed" if "@" in k else "")
                              for k in weights.index}, "W_")
     steps, arena, bound = _assign(g, raw_steps, weights, views, symbols)
+    def io(name):
+        return (name, g.t(name).shape, g.t(name).dtype.name)
     return Plan(g.name, list(kernels.values()), steps, weights.blob(), arena, bound,
-                [(i, g.t(i).shape) for i in g.inputs], [(o, g.t(o).shape) for o in g.outputs],
-                weights.index)
+                [io(i) for i in g.inputs], [io(o) for o in g.outputs], weights.index)
 
 
 def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
@@ -199,30 +216,33 @@ def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, st
             owner = _resolve(name, views)[0]
             first.setdefault(owner, s)
             last[owner] = s
-    intervals = [Interval(nm, g.t(nm).size, first[nm], last[nm]) for nm in first
+    intervals = [Interval(nm, dtypes.words(g.t(nm).size, g.t(nm).dtype), first[nm], last[nm])
+                 for nm in first
                  if not nm.startswith("\0w:") and nm not in g.inputs and nm not in g.outputs]
     intervals += [Interval(f"\0ws{s}", k.workspace, s, s)
                   for s, (_, k, _, _) in enumerate(raw_steps) if k.workspace]
     offsets, total = plan_arena(intervals)
 
-    def arg(name: str) -> Arg:
+    def arg(name: str, dtype: str) -> Arg:
         if name.startswith("\0w:"):
             key = name[3:]
-            return Arg("weights", offset=weights.index[key][0], weight=key, symbol=symbols[key])
+            return Arg("weights", offset=weights.index[key][0], weight=key, symbol=symbols[key],
+                       dtype=dtype)
         owner, sub = _resolve(name, views)
         if owner in g.inputs:
-            return Arg("input", index=g.inputs.index(owner))
+            return Arg("input", index=g.inputs.index(owner), dtype=dtype)
         if owner in g.outputs:
-            return Arg("output", index=g.outputs.index(owner))
-        return Arg("arena", offset=offsets[owner] + sub)
+            return Arg("output", index=g.outputs.index(owner), dtype=dtype)
+        return Arg("arena", offset=offsets[owner] + sub, dtype=dtype)
 
     steps = []
     for s, (kname, k, names, node) in enumerate(raw_steps):
         ws = Arg("arena", offset=offsets[f"\0ws{s}"]) if k.workspace else None
-        steps.append(Step(kname, node.name, node.op, [arg(nm) for nm in names], ws, k.macs,
-                          [tuple(f) for f in node.fused]))
+        args = [arg(nm, p.dtype) for nm, p in zip(names, k.params)]
+        steps.append(Step(kname, node.name, node.op, args, ws, k.macs,
+                          [tuple(f) for f in node.fused], k.status))
     return steps, max(total, ALIGN), lower_bound(intervals)
 
 
-def tensor_bytes(shape) -> int:
-    return 4 * math.prod(shape)
+def tensor_bytes(shape, dtype="float32") -> int:
+    return dtypes.of(dtype).size * math.prod(shape)

@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import ModelError, UnsupportedOperator
 from ..ir import Graph, Node, Tensor
 from ..ops import REGISTRY
@@ -116,9 +117,9 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
         if vi.name in g.tensors:
             continue  # pre-IR-4 models list initializers as inputs too
         dtype = _elem_dtype(vi)
-        if dtype != np.float32:
-            raise ModelError(f"input {vi.name!r} has dtype {dtype}; rvvkit supports float32 "
-                             "inputs")
+        if not dtypes.supported(dtype):
+            raise ModelError(f"input {vi.name!r} has dtype {dtype}; rvvkit supports "
+                             f"{', '.join(dtypes.NAMES)} inputs")
         g.add_tensor(Tensor(vi.name, _input_shape(vi, overrides), dtype))
         g.inputs.append(vi.name)
     unknown = set(overrides) - set(g.inputs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import F32, bad, broadcast_shapes, const_input, in_shape, register, same_as_input
+from .registry import ANY, F32, bad, broadcast_shapes, const_input, in_shape, register, same_as_input
 
 BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
 
@@ -36,14 +36,14 @@ def _sum(node, g):
     return [(broadcast_shapes(node, shapes), g.t(node.inputs[0]).dtype)]
 
 
-register("Identity", lambda node, xs: [xs[0]])(same_as_input)
+register("Identity", lambda node, xs: [xs[0]], dtypes=ANY)(same_as_input)
 
 
 def _dropout_eval(node, xs):
     return [xs[0], np.ones(xs[0].shape, np.bool_)][:len(node.outputs)]
 
 
-@register("Dropout", _dropout_eval)
+@register("Dropout", _dropout_eval, dtypes=ANY)
 def _dropout(node, g):
     # Inference only: Dropout is the identity and its optional mask is all true.
     training = const_input(node, g, 2, "training_mode")

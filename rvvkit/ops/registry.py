@@ -37,7 +37,13 @@ class OpDef:
     act_epilogue: bool = False
     # why no kernel is ever needed (folded at build time, rewritten by a pass); "" = lowered
     without_kernel: str = ""
+    # element types (rvvkit.dtypes names) its kernel takes on every tensor bound to it; ops
+    # whose kernel is specialised per dtype list them all ("any": every dtype in the table)
+    dtypes: Tuple[str, ...] = ("float32",)
     lower: Optional[LowerFn] = None   # set by rvvkit.codegen.lower
+
+    def takes(self, dtype) -> bool:
+        return "any" in self.dtypes or np.dtype(dtype).name in self.dtypes
 
     @property
     def domain(self) -> str:
@@ -51,12 +57,15 @@ class OpDef:
 REGISTRY: Dict[str, OpDef] = {}
 F32 = np.dtype(np.float32)
 FOLD_ONLY = "supported only on build-time constants"
+ANY = ("any",)   # OpDef.dtypes of ops whose kernel is specialised on any dtype
 
 
 def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = False, *,
-             act_epilogue: bool = False, without_kernel: str = ""):
+             act_epilogue: bool = False, without_kernel: str = "",
+             dtypes: Tuple[str, ...] = ("float32",)):
     def deco(infer: InferFn) -> InferFn:
-        REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, act_epilogue, without_kernel)
+        REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, act_epilogue, without_kernel,
+                             tuple(dtypes))
         return infer
     return deco
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import FOLD_ONLY, bad, const_input, in_shape, norm_axis, opt_input, register
+from .registry import ANY, FOLD_ONLY, bad, const_input, in_shape, norm_axis, opt_input, register
 
 ALIAS_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 
@@ -34,14 +34,14 @@ def _reshape_eval(node, xs):
     return [xs[0].reshape(node.attrs["_out_shape"])]
 
 
-@register("Reshape", _reshape_eval)
+@register("Reshape", _reshape_eval, dtypes=ANY)
 def _reshape(node, g):
     out = _reshape_target(node, g)
     node.attrs["_out_shape"] = out
     return [(out, g.t(node.inputs[0]).dtype)]
 
 
-@register("Flatten", _reshape_eval)
+@register("Flatten", _reshape_eval, dtypes=ANY)
 def _flatten(node, g):
     x = in_shape(node, g, 0)
     axis = int(node.attrs.get("axis", 1))
@@ -62,7 +62,7 @@ def _axes(node, g, rank_for_norm):
     return sorted(norm_axis(node, a, rank_for_norm) for a in axes)
 
 
-@register("Unsqueeze", _reshape_eval)
+@register("Unsqueeze", _reshape_eval, dtypes=ANY)
 def _unsqueeze(node, g):
     x = list(in_shape(node, g, 0))
     if "axes" in node.attrs:  # opset < 13
@@ -75,7 +75,7 @@ def _unsqueeze(node, g):
     return [(tuple(x), g.t(node.inputs[0]).dtype)]
 
 
-@register("Squeeze", _reshape_eval)
+@register("Squeeze", _reshape_eval, dtypes=ANY)
 def _squeeze(node, g):
     x = in_shape(node, g, 0)
     axes = _axes(node, g, len(x)) if ("axes" in node.attrs or opt_input(node, 1)) else \

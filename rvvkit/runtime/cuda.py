@@ -12,6 +12,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from ..artifact import Artifact
+from .. import abi
 from ..abi import check_version
 from ..errors import ArtifactError, CompilerNotFound, ExecutionError, ExecutorUnavailable
 from ..jit import (compile_cu, compile_cu_emulated, evict, nvcc_flags, nvcc_version,
@@ -148,14 +149,14 @@ class CudaSession(Session):
             return "CUDA device"
         return self.ffi.string(buf).decode("utf-8", "replace")
 
-    def _alloc(self, n_floats: int, what: str):
-        nbytes = 4 * max(int(n_floats), 1)  # a zero-byte allocation may come back NULL
+    def _alloc(self, n_floats: int, what: str, elem: int = 4, ctype: str = "float *"):
+        nbytes = elem * max(int(n_floats), 1)  # a zero-byte allocation may come back NULL
         ptr = self.lib.rvvkit_cuda_alloc(nbytes)
         if ptr == self.ffi.NULL:
             raise ExecutionError(f"cannot allocate {nbytes} bytes of device memory for {what} "
                                  f"on {self.device_name}")
         self._buffers.append(ptr)
-        return self.ffi.cast("float *", ptr)
+        return self.ffi.cast(ctype, ptr)
 
     def _allocate(self) -> None:
         weights = np.ascontiguousarray(self.artifact.weights_array(), dtype=np.float32)
@@ -163,14 +164,19 @@ class CudaSession(Session):
         if weights.size:
             self._upload(self._w, weights, "weights upload")
         self._a = self._alloc(self.artifact.meta["memory"]["arena_floats"], "the arena")
-        self._in = [self._alloc(int(np.prod(s)), f"input {n!r}") for n, s in self.inputs]
-        self._out = [self._alloc(int(np.prod(s)), f"output {n!r}") for n, s in self.outputs]
-        self._in_ptrs = self.ffi.new("const float *[]", self._in or [self.ffi.NULL])
-        self._out_ptrs = self.ffi.new("float *[]", self._out or [self.ffi.NULL])
+        self._in = [self._alloc(int(np.prod(s)), f"input {n!r}", self.dtypes[n].itemsize,
+                                "const void *") for n, s in self.inputs]
+        self._out = [self._alloc(int(np.prod(s)), f"output {n!r}", self.dtypes[n].itemsize,
+                                 "void *") for n, s in self.outputs]
+        self._in_ptrs = self.ffi.new("const void *[]", self._in or [self.ffi.NULL])
+        self._out_ptrs = self.ffi.new("void *[]", self._out or [self.ffi.NULL])
 
     # -- transfers and errors ---------------------------------------------------------------
 
     def _check(self, rc: int, what: str) -> None:
+        step = abi.failed_step(rc, cuda=True)
+        if step is not None:
+            raise self.step_error(step)
         if rc != 0:
             text = self.ffi.string(self.lib.rvvkit_cuda_error_string(rc)).decode("utf-8",
                                                                                   "replace")
@@ -188,7 +194,7 @@ class CudaSession(Session):
     def _download_outputs(self) -> Dict[str, np.ndarray]:
         result = {}
         for (name, shape), dev in zip(self.outputs, self._out):
-            host = np.empty(shape, np.float32)
+            host = np.empty(shape, self.dtypes[name])
             self._check(self.lib.rvvkit_cuda_download(self.ffi.from_buffer(host), dev,
                                                       host.nbytes),
                         f"download of output {name!r}")

@@ -57,18 +57,20 @@ class HostSession(Session):
 
     def _pointers(self, feeds):
         ins = self.validate(feeds)
-        outs = [np.empty(shape, np.float32) for _, shape in self.outputs]
-        in_ptrs = self.ffi.new("const float *[]", [self.ffi.cast("const float *", a.ctypes.data)
-                                                    for a in ins] or [self.ffi.NULL])
-        out_ptrs = self.ffi.new("float *[]", [self.ffi.cast("float *", a.ctypes.data)
-                                              for a in outs] or [self.ffi.NULL])
+        outs = self.output_buffers()
+        in_ptrs = self.ffi.new("const void *[]", [self.ffi.cast("const void *", a.ctypes.data)
+                                                   for a in ins] or [self.ffi.NULL])
+        out_ptrs = self.ffi.new("void *[]", [self.ffi.cast("void *", a.ctypes.data)
+                                             for a in outs] or [self.ffi.NULL])
         return ins, outs, in_ptrs, out_ptrs
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         ins, outs, in_ptrs, out_ptrs = self._pointers(feeds)
         rc = self.lib.rvvkit_run(self._w, self._a, in_ptrs, out_ptrs)
         if rc != 0:
-            raise ExecutionError(f"rvvkit_run returned {rc}")
+            step = abi.failed_step(rc)
+            raise self.step_error(step) if step is not None else \
+                ExecutionError(f"rvvkit_run returned {rc}")
         return dict(zip(self.output_names, outs))
 
     def run_prepared(self, prepared) -> None:

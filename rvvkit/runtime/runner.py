@@ -18,7 +18,8 @@ from ..resources import runtime_c_file
 RUNNER_NAME = "rvvkit_runner"
 # Exit codes of the runner, as documented at the top of runner.c.
 EXIT_CODES = {0: "ok", 2: "usage error", 3: "bad artifact", 4: "bad inputs",
-              5: "kernel load failure", 6: "runtime failure"}
+              5: "kernel load failure", 6: "runtime failure", 7: "data out of range"}
+DATA_EXIT = 7   # a step's kernel found an index out of range (its step is on stderr)
 LINK_FLAGS = ("-ldl",)  # dlopen lives in libdl before glibc 2.34 (older boards)
 
 _LOCAL_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.-]+\.h)"[ \t]*$', re.MULTILINE)

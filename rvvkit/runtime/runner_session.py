@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import signal
 import subprocess
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -19,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import ExecutionError
-from .runner import describe_exit
+from .runner import DATA_EXIT, describe_exit
 from .session import Session
 from .transport import Command, RawRun
 
@@ -112,6 +113,10 @@ class RunnerSession(Session):
             run = self.transport.execute(cmd, rundir, limit)
         except subprocess.TimeoutExpired:
             raise ExecutionError(self.timeout_message(limit, cmd)) from None
+        if check and run.returncode == DATA_EXIT:
+            m = re.search(r"step (\d+): an index", run.stderr)
+            if m:
+                raise self.step_error(int(m.group(1)))
         if check and run.returncode != 0:
             tail = run.stderr.strip()[-STDERR_TAIL:] or "<empty>"
             raise ExecutionError(
@@ -129,10 +134,11 @@ class RunnerSession(Session):
             except (OSError, ValueError) as exc:
                 raise ExecutionError(f"{self.runner_where} wrote no readable output {i} "
                                      f"({name!r}): {exc}") from None
-            if arr.dtype != np.float32 or arr.size != int(np.prod(shape)):
+            want = self.dtypes[name]
+            if arr.dtype != want or arr.size != int(np.prod(shape)):
                 raise ExecutionError(f"output {i} ({name!r}) from {self.runner_where} has "
                                      f"{arr.size} {arr.dtype} values, expected "
-                                     f"{int(np.prod(shape))} float32")
+                                     f"{int(np.prod(shape))} {want}")
             outs[name] = arr.reshape(shape)
         return outs
 

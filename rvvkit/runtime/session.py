@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..artifact import Artifact
-from ..errors import InputError
+from ..errors import ExecutionError, InputError
 
 
 def as_artifact(artifact: Union[str, os.PathLike, Artifact]) -> Artifact:
@@ -29,6 +29,18 @@ def aligned_empty(n_floats: int, align_bytes: int = 64) -> np.ndarray:
     raw = np.empty(n_floats + align_bytes // 4, dtype=np.float32)
     skip = (-raw.ctypes.data % align_bytes) // 4
     return raw[skip:skip + n_floats]
+
+
+def random_feeds(inputs, dtypes_by_name, seed: int = 0) -> Dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, shape in inputs:
+        dt = np.dtype(dtypes_by_name.get(name, np.float32))
+        if dt == np.float32:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+        else:
+            feeds[name] = rng.integers(0, 2, size=shape).astype(dt)
+    return feeds
 
 
 def latency_summary(seconds: Sequence[float]) -> Dict:
@@ -48,6 +60,9 @@ class Session:
         meta = self.artifact.meta
         self.inputs = [(i["name"], tuple(i["shape"])) for i in meta["inputs"]]
         self.outputs = [(o["name"], tuple(o["shape"])) for o in meta["outputs"]]
+        # element types by name (artifacts before typed I/O carry float32 throughout)
+        self.dtypes = {t["name"]: np.dtype(t.get("dtype", "float32"))
+                       for t in meta["inputs"] + meta["outputs"]}
         self.steps: List[Dict] = meta["plan"]
 
     @property
@@ -59,9 +74,21 @@ class Session:
         return [n for n, _ in self.outputs]
 
     def random_feeds(self, seed: int = 0) -> Dict[str, np.ndarray]:
-        """Seeded standard-normal float32 inputs of the model's names and shapes."""
-        rng = np.random.default_rng(seed)
-        return {n: rng.standard_normal(s).astype(np.float32) for n, s in self.inputs}
+        """Seeded inputs of the model's names, shapes and dtypes: standard-normal floats;
+        0/1 for integers and bools, valid both as token ids and as attention masks."""
+        return random_feeds(self.inputs, self.dtypes, seed)
+
+    def output_buffers(self) -> List[np.ndarray]:
+        return [np.empty(shape, self.dtypes[name]) for name, shape in self.outputs]
+
+    def step_error(self, step: int) -> ExecutionError:
+        """The error of a run stopped by step `step`'s check of its data (an index)."""
+        where = f"step {step}"
+        if 0 <= step < len(self.steps):
+            s = self.steps[step]
+            where = f"step {step} ({s['op']} node {s['node']!r})"
+        return ExecutionError(f"{where}: an index in its run-time data is out of range; "
+                              "nothing outside the tensor was read")
 
     def validate(self, feeds: Mapping[str, np.ndarray]) -> List[np.ndarray]:
         """Inputs in graph order as C-contiguous float32, or InputError saying what is wrong."""
@@ -81,9 +108,10 @@ class Session:
         out = []
         for name, shape in self.inputs:
             arr = np.asarray(feeds[name])
-            if arr.dtype != np.float32:
-                raise InputError(f"input {name!r} has dtype {arr.dtype}, expected float32 "
-                                 "(convert with .astype(numpy.float32))")
+            want = self.dtypes[name]
+            if arr.dtype != want:
+                raise InputError(f"input {name!r} has dtype {arr.dtype}, expected {want} "
+                                 f"(convert with .astype(numpy.{want}))")
             if tuple(arr.shape) != shape:
                 raise InputError(f"input {name!r} has shape {list(arr.shape)}, expected "
                                  f"{list(shape)}")

@@ -85,17 +85,20 @@ RVK_API long rvvkit_arena_floats(void) { return ${arena}L; }
 RVK_API long rvvkit_weights_floats(void) { return ${weights}L; }
 RVK_API int rvvkit_num_inputs(void) { return 1; }
 RVK_API int rvvkit_num_outputs(void) { return 1; }
-RVK_API long rvvkit_input_floats(int i) { return i == 0 ? ${n}L : -1L; }
-RVK_API long rvvkit_output_floats(int i) { return i == 0 ? ${n}L : -1L; }
-RVK_API int rvvkit_step(int i, const float *w, float *a, const float *const *in,
-                        float *const *out) {
+RVK_API long rvvkit_input_elems(int i) { return i == 0 ? ${n}L : -1L; }
+RVK_API long rvvkit_output_elems(int i) { return i == 0 ? ${n}L : -1L; }
+RVK_API int rvvkit_input_dtype(int i) { return i == 0 ? 1 : -1; }
+RVK_API int rvvkit_output_dtype(int i) { return i == 0 ? 1 : -1; }
+RVK_API int rvvkit_step(int i, const float *w, float *a, const void *const *in,
+                        void *const *out) {
     (void)w; (void)a;
     if (i != 0) return -1;
-    RVK_LAUNCH(hand_relu, dim3(($n + 127) / 128), dim3(128), (in[0], out[0], $n));
+    RVK_LAUNCH(hand_relu, dim3(($n + 127) / 128), dim3(128),
+               ((const float *)in[0], (float *)out[0], $n));
     return 0;
 }
-RVK_API int rvvkit_run_timed(const float *w, float *a, const float *const *in,
-                             float *const *out, double *seconds) {
+RVK_API int rvvkit_run_timed(const float *w, float *a, const void *const *in,
+                             void *const *out, double *seconds) {
     rvvkit_step(0, w, a, in, out);
     int err = (int)cudaGetLastError();
     const int sync = (int)cudaDeviceSynchronize();
@@ -103,7 +106,7 @@ RVK_API int rvvkit_run_timed(const float *w, float *a, const float *const *in,
     if (seconds) seconds[0] += 1e-3;
     return err ? err : $run_rc;
 }
-RVK_API int rvvkit_run(const float *w, float *a, const float *const *in, float *const *out) {
+RVK_API int rvvkit_run(const float *w, float *a, const void *const *in, void *const *out) {
     return rvvkit_run_timed(w, a, in, out, NULL);
 }
 RVK_API int rvvkit_cuda_device_count(void) {

@@ -19,7 +19,8 @@ from rvvkit.resources import runtime_c_file
 
 FUNCTIONS = ("rvvkit_abi_version", "rvvkit_num_steps", "rvvkit_arena_floats",
              "rvvkit_weights_floats", "rvvkit_num_inputs", "rvvkit_num_outputs",
-             "rvvkit_input_floats", "rvvkit_output_floats", "rvvkit_step", "rvvkit_run_timed",
+             "rvvkit_input_elems", "rvvkit_output_elems", "rvvkit_input_dtype",
+             "rvvkit_output_dtype", "rvvkit_step", "rvvkit_run_timed",
              "rvvkit_run")
 
 

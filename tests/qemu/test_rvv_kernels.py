@@ -333,27 +333,27 @@ int main(int argc, char **argv) {
   const long nw = rvvkit_weights_floats(), na = rvvkit_arena_floats();
   float *w = (float *)malloc((size_t)(nw + 1) * sizeof(float));
   float *a = (float *)malloc((size_t)(na + 1) * sizeof(float));
-  const float *in[8];
-  float *out[8];
+  const void *in[8];
+  void *out[8];
   FILE *f = fopen(argv[1], "rb");
   if (!w || !a || !f || fread(w, sizeof(float), (size_t)nw, f) != (size_t)nw) return 3;
   fclose(f);
   f = fopen(argv[2], "rb");
   for (int i = 0; i < rvvkit_num_inputs(); ++i) {
-    const long n = rvvkit_input_floats(i);
+    const long n = rvvkit_input_elems(i);
     float *p = (float *)malloc((size_t)n * sizeof(float));
     if (!p || fread(p, sizeof(float), (size_t)n, f) != (size_t)n) return 4;
     in[i] = p;
   }
   fclose(f);
   for (int i = 0; i < rvvkit_num_outputs(); ++i)
-    out[i] = (float *)malloc((size_t)rvvkit_output_floats(i) * sizeof(float));
+    out[i] = (float *)malloc((size_t)rvvkit_output_elems(i) * sizeof(float));
   for (long i = 0; i < na; ++i) a[i] = NAN;   /* reading an unwritten arena float shows */
   if (rvvkit_run(w, a, in, out) != 0) return 5;
   f = fopen(argv[3], "wb");
   for (int i = 0; i < rvvkit_num_outputs(); ++i)
-    if (fwrite(out[i], sizeof(float), (size_t)rvvkit_output_floats(i), f)
-        != (size_t)rvvkit_output_floats(i)) return 6;
+    if (fwrite(out[i], sizeof(float), (size_t)rvvkit_output_elems(i), f)
+        != (size_t)rvvkit_output_elems(i)) return 6;
   fclose(f);
   return 0;
 }

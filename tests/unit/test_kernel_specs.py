@@ -55,12 +55,12 @@ def test_cuda_generator_reads_only_declared_keys(kind):
 
 
 def test_make_spec_insists_on_the_declared_keys():
-    spec = make_spec("copy", n_floats=4)
-    assert spec == {"op": "copy", "n_floats": 4}
+    spec = make_spec("copy", n_elems=4, dtype="float32")
+    assert spec == {"op": "copy", "n_elems": 4, "dtype": "float32"}
     with pytest.raises(TypeError, match="missing"):
         make_spec("copy")
     with pytest.raises(TypeError, match="undeclared"):
-        make_spec("copy", n_floats=4, count=4)
+        make_spec("copy", n_elems=4, dtype="float32", count=4)
 
 
 def test_lowerings_build_declared_specs():

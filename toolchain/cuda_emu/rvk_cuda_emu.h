@@ -179,6 +179,19 @@ inline cudaError_t cudaMemset(void *dst, int v, size_t n) {
     std::memset(dst, v, n);
     return cudaSuccess;
 }
+/* __device__ variables are plain globals here: the symbol copies are memcpys. */
+template <typename T>
+inline cudaError_t cudaMemcpyToSymbol(T &sym, const void *src, size_t n, size_t off = 0,
+                                      cudaMemcpyKind = cudaMemcpyHostToDevice) {
+    std::memcpy(reinterpret_cast<char *>(&sym) + off, src, n);
+    return cudaSuccess;
+}
+template <typename T>
+inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &sym, size_t n, size_t off = 0,
+                                        cudaMemcpyKind = cudaMemcpyDeviceToHost) {
+    std::memcpy(dst, reinterpret_cast<const char *>(&sym) + off, n);
+    return cudaSuccess;
+}
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }

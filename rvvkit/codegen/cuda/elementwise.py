@@ -43,8 +43,8 @@ def named(hint: str, template: str) -> Tuple[str, str]:
 
 def gparams(kernel: Kernel) -> str:
     """The parameter list of a __global__ function taking the kernel's pointers."""
-    return ", ".join(("const float *__restrict__ " if p.const else "float *__restrict__ ")
-                     + p.name for p in kernel.params)
+    return ", ".join((f"const {p.ctype} *__restrict__ " if p.const
+                      else f"{p.ctype} *__restrict__ ") + p.name for p in kernel.params)
 
 
 def args(kernel: Kernel) -> str:
@@ -162,7 +162,7 @@ def affine(spec: dict, kernel: Kernel) -> CudaKernel:
 @generator("copy")
 def copy(spec: dict, kernel: Kernel) -> CudaKernel:
     x, y = kernel.params
-    return per_element("copy", kernel, spec["n_floats"], f"{y.name}[i] = {x.name}[i];")
+    return per_element("copy", kernel, spec["n_elems"], f"{y.name}[i] = {x.name}[i];")
 
 
 @generator("transpose")

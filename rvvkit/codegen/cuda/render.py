@@ -27,16 +27,40 @@ PRELUDE = """\
 #include <stdio.h>
 #include <string.h>
 
+#include <stdint.h>
+
 #define RVK_API extern "C" __attribute__((visibility("default")))
+typedef uint8_t rvk_bool;   /* ONNX bool tensors: one byte, 0 or 1 */
+/* Set (to 1) by a kernel that finds its run-time data out of range, e.g. a Gather index; it
+ * then clamps, so nothing outside a tensor is read. The run entry checks it after each such
+ * step. */
+__device__ int rvk_cuda_status;
 """
 
 # Steps are launched back to back on the default stream; errors of a launch are picked up
-# right after it, errors of execution at the final synchronisation.
+# right after it, errors of execution at the final synchronisation. A step whose kernel checks
+# its data (rvk_checks) is waited for, so a bad index stops the plan at that step.
 RUN = """\
-/* Runs the whole plan and waits for it; returns 0 or a cudaError_t. When `seconds` is not
- * NULL, adds each step's device time (CUDA events around its launches) to seconds[i]. */
+static const unsigned char rvk_checks[] = {{ {checks} }};
+
+/* Whether step i's kernel reported data out of range (the flag is cleared for the next). */
+static int rvk_step_failed(int i) {{
+    int status = 0;
+    if (!rvk_checks[i]) return 0;
+    if (cudaDeviceSynchronize() != cudaSuccess) return 0;   /* reported by the caller */
+    cudaMemcpyFromSymbol(&status, rvk_cuda_status, sizeof status);
+    if (status) {{
+        const int zero = 0;
+        cudaMemcpyToSymbol(rvk_cuda_status, &zero, sizeof zero);
+    }}
+    return status != 0;
+}}
+
+/* Runs the whole plan and waits for it; returns 0, a cudaError_t, or RVVKIT_STATUS_DATA + i
+ * when step i's kernel found its data out of range. When `seconds` is not NULL, adds each
+ * step's device time (CUDA events around its launches) to seconds[i]. */
 RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
-                             const float *const *in, float *const *out, double *seconds) {{
+                             const void *const *in, void *const *out, double *seconds) {{
     cudaEvent_t ev[{nsteps} + 1];
     int err = 0;
     for (int i = 0; seconds && i <= {nsteps}; ++i)
@@ -45,6 +69,7 @@ RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
         if (seconds) cudaEventRecord(ev[i], 0);
         rvvkit_step(i, w, a, in, out);
         err = (int)cudaGetLastError();
+        if (!err && rvk_step_failed(i)) err = RVVKIT_STATUS_DATA + i;
     }}
     if (seconds && !err) err = (int)cudaEventRecord(ev[{nsteps}], 0);
     const int sync = (int)cudaDeviceSynchronize();
@@ -59,7 +84,7 @@ RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
 }}
 
 RVK_API int rvvkit_run(const float *__restrict w, float *__restrict a,
-                       const float *const *in, float *const *out) {{
+                       const void *const *in, void *const *out) {{
     return rvvkit_run_timed(w, a, in, out, NULL);
 }}
 """
@@ -110,7 +135,9 @@ RVK_API int rvvkit_cuda_emulated(void) {{
 
 def launcher_body(k: Kernel, ck: CudaKernel) -> str:
     """The exported function's body; generators may leave the C kernel's scratch unused."""
-    return ("    (void)ws;\n" if k.workspace else "") + ck.body
+    body = ("    (void)ws;\n" if k.workspace else "") + ck.body
+    # a checking kernel reports through rvk_cuda_status (read after its step), not its result
+    return body.rstrip() + "\n    return 0;" if k.status else body
 
 
 def _kernel(k: Kernel) -> Tuple[Dict[str, str], str]:

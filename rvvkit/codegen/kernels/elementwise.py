@@ -153,7 +153,12 @@ def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
     return Lowered(Kernel("affine", params, guarded(rvv, code), support=header(), **kw))
 
 
-def copy(n_floats: int) -> Lowered:
-    code = f"    RVK_MEMCPY(y, x, sizeof(float) * {n_floats});"
-    return Lowered(Kernel("copy", (Param("x"), Param("y", const=False)), code,
-                          support=header(), spec=make_spec("copy", n_floats=n_floats)))
+def copy(n_elems: int, dtype: str = "float32") -> Lowered:
+    """y = x, for a tensor of any dtype (Identity, and aliases that must own their buffer)."""
+    params = (Param("x", dtype=dtype), Param("y", const=False, dtype=dtype))
+    spec = make_spec("copy", n_elems=n_elems, dtype=dtype)
+    if dtype != "float32":   # RVK_MEMCPY moves float words; others are copied byte-exact
+        return Lowered(Kernel(f"copy_{dtype}", params,
+                              f"    memcpy(y, x, sizeof(*y) * {n_elems});", spec=spec))
+    code = f"    RVK_MEMCPY(y, x, sizeof(float) * {n_elems});"
+    return Lowered(Kernel("copy", params, code, support=header(), spec=spec))
