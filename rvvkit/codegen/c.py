@@ -31,6 +31,11 @@ PRELUDE = """\
 #include <time.h>
 
 typedef uint8_t rvk_bool;   /* ONNX bool tensors: one byte, 0 or 1 */
+/* Kernels that check run-time data (indices) return a status through these; helpers marked
+ * RVK_HD are shared with the CUDA unit (where it means __host__ __device__). */
+#define RVK_DATA_ERROR return 1
+#define RVK_DATA_OK return 0
+#define RVK_HD
 
 #if defined(__GNUC__)
 #define RVK_VISIBLE __attribute__((visibility("default")))

@@ -1,6 +1,7 @@
 """The operator table. Importing this package registers every supported operator; importing
 rvvkit.codegen.lower attaches the C lowerings to the same entries."""
-from . import activations, elementwise, nn, shape  # noqa: F401  (registration side effects)
+from . import (activations, elementwise, logic, movement, nn, reduce,  # noqa: F401
+               sequence, shape)  # (registration side effects)
 from .registry import REGISTRY, OpDef
 
 __all__ = ["REGISTRY", "OpDef"]

@@ -5,6 +5,7 @@ from ..ir import Graph
 from .dce import remove_dead
 from .fold import fold_constants
 from .fuse import fuse_activations, fuse_residual
+from .patterns import fuse_patterns
 from .simplify import canonical_gemm, merge_affines, remove_identities, to_affine
 
 
@@ -16,6 +17,8 @@ def optimize(g: Graph, level: int = 2) -> Graph:
     to_affine(g)
     if level >= 1:
         merge_affines(g)
+    if level >= 1:
+        fuse_patterns(g)
     if level >= 2:
         fuse_residual(g)
         fuse_activations(g)

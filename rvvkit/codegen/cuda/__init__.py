@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from ...errors import ModelError
 from ..kernel import Kernel
-from . import elementwise, gemm, pool  # noqa: F401  (they fill GENERATORS)
+from . import (elementwise, gemm, logic, movement, pool, reduce,  # noqa: F401
+               sequence)  # (they fill GENERATORS)
 from .registry import GENERATORS, CudaKernel, Generator, generator
+from .serial import SERIAL_KINDS, serial_generator
 
 
 def lower_cuda(kernel: Kernel) -> CudaKernel:
@@ -35,4 +37,5 @@ def lower_cuda(kernel: Kernel) -> CudaKernel:
     return gen(kernel.spec, kernel)
 
 
-__all__ = ["CudaKernel", "Generator", "GENERATORS", "generator", "lower_cuda"]
+__all__ = ["CudaKernel", "Generator", "GENERATORS", "SERIAL_KINDS", "generator", "lower_cuda",
+           "serial_generator"]

@@ -35,6 +35,12 @@ typedef uint8_t rvk_bool;   /* ONNX bool tensors: one byte, 0 or 1 */
  * then clamps, so nothing outside a tensor is read. The run entry checks it after each such
  * step. */
 __device__ int rvk_cuda_status;
+/* What C kernels share with their one-thread CUDA form (codegen/cuda/serial.py). */
+#define RVK_HD __host__ __device__
+#define RVK_DATA_ERROR do {{ rvk_cuda_status = 1; return; }} while (0)
+#define RVK_DATA_OK return
+#define RVK_MEMCPY(d, s, nbytes) memcpy((d), (s), (nbytes))
+#define RVK_MEMZERO(d, nbytes) memset((d), 0, (nbytes))
 """
 
 # Steps are launched back to back on the default stream; errors of a launch are picked up

@@ -1,0 +1,73 @@
+"""The CUDA form of kernels that have no parallel CUDA generator yet: the C kernel's portable
+body, run by one GPU thread. Correct on every path (the same C statements the host runs), slow
+on a large tensor; kinds registered here are listed by `SERIAL_KINDS` so that a report (and
+`rvvkit inspect`) can say which steps of a model run this way.
+
+What a C kernel must keep to, to be usable here (the kernel families that register a kind with
+`serial_generator` do): support helpers it needs on the device carry a key starting "hd_" and
+are declared `static RVK_HD inline ...` (RVK_HD is `__host__ __device__` in the CUDA unit,
+empty in C); RVV code sits in `guarded()` blocks (dropped here); a status kernel reports with
+`RVK_DATA_ERROR;` and ends with `RVK_DATA_OK;` (macros both dialects define)."""
+from __future__ import annotations
+
+import hashlib
+from typing import Dict, List, Set
+
+from ..kernel import Kernel
+from ..rvv import GUARD
+from .registry import CudaKernel, generator
+
+SERIAL_KINDS: Set[str] = set()
+HD_PREFIX = "hd_"
+
+
+def portable(body: str) -> str:
+    """`body` with every RVV branch of a guarded() block removed (its #else branch kept)."""
+    out: List[str] = []
+    stack: List[str] = []   # per open #if: "rvv" (skipping), "keep-else", "other"
+    for line in body.splitlines():
+        text = line.strip()
+        if text.startswith("#if"):
+            stack.append("rvv" if text == GUARD else "other")
+            if stack[-1] == "rvv":
+                continue
+        elif text.startswith("#else") and stack and stack[-1] in ("rvv", "keep-else"):
+            stack[-1] = "keep-else"
+            continue
+        elif text.startswith("#endif") and stack:
+            if stack.pop() in ("rvv", "keep-else"):
+                continue
+        if "rvv" in stack:
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def _device_support(kernel: Kernel) -> Dict[str, str]:
+    return {k: v for k, v in kernel.support.items() if k.startswith(HD_PREFIX)}
+
+
+def serial(spec: dict, kernel: Kernel) -> CudaKernel:
+    """One thread runs the C body (spec["op"] names the kind; the body is the C kernel's)."""
+    params = [(f"const {p.ctype} *__restrict__ " if p.const else f"{p.ctype} *__restrict__ ")
+              + p.name for p in kernel.params]
+    names = [p.name for p in kernel.params]
+    if kernel.workspace:
+        params.append("float *__restrict__ ws")
+        names.append("ws")
+    body = portable(kernel.body)
+    text_key = hashlib.sha1((spec["op"] + ",".join(params) + body).encode()).hexdigest()[:12]
+    name = f"rvk_cu_serial_{kernel.hint}_{text_key}"
+    fn = (f"/* {spec['op']}: the C kernel run by one thread (no parallel CUDA form yet) */\n"
+          f"__global__ void {name}({', '.join(params) or 'void'}) {{\n{body.rstrip()}\n}}\n")
+    support = dict(_device_support(kernel))
+    support[name] = fn
+    launch = f"    RVK_LAUNCH({name}, dim3(1), dim3(1), ({', '.join(names)}));"
+    return CudaKernel(launch, support)
+
+
+def serial_generator(*kinds: str) -> None:
+    """Register `serial` as the CUDA form of each kernel kind in `kinds`."""
+    for kind in kinds:
+        generator(kind)(serial)
+        SERIAL_KINDS.add(kind)
