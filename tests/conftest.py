@@ -12,6 +12,7 @@ import pytest
 
 from executors import HOST
 from executors import params as executor_params
+from executors import sample as executor_sample
 
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -177,6 +178,10 @@ def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
         for name, want in ref.items():
             got = ours[name]
             assert got.shape == want.shape, f"{label} {name}: shape {got.shape} != {want.shape}"
+            assert got.dtype == want.dtype, f"{label} {name}: dtype {got.dtype} != {want.dtype}"
+            if want.dtype.kind in "biu":   # integers and bools: exact
+                np.testing.assert_array_equal(got, want, err_msg=f"{label}: output {name!r}")
+                continue
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol,
                                        err_msg=f"{label}: output {name!r}")
     return next(iter(runs.values()))
@@ -190,6 +195,8 @@ def pytest_generate_tests(metafunc):
     """A test taking `executor` runs on every executor of this session (tests/executors.py)."""
     if "executor" in metafunc.fixturenames:
         metafunc.parametrize("executor", executor_params())
+    if "op_executor" in metafunc.fixturenames:
+        metafunc.parametrize("op_executor", executor_params(executor_sample()))
 
 
 def bn_params(c, seed=3):

@@ -63,6 +63,16 @@ ALL: Tuple[Executor, ...] = (
     Executor("cuda-emu", "cuda-emu", mark="cuda", strict_nvcc=True),
     Executor("cuda", "cuda", mark="cuda"),
 )
+# The smaller set the new operator families' cases run on (the `op_executor` argument): the
+# host, QEMU at VLEN 128 and 512 with tail/mask-agnostic elements all ones, the CUDA emulator
+# and a GPU. Many cases times every VLEN would not fit CI's time; the RVV code of these ops is
+# VLEN-agnostic strip-mining, which 128 and 512 with poisoned tails exercise.
+SAMPLE: Tuple[Executor, ...] = (
+    HOST,
+    ALL[len(QEMU_VLENS) + 1],   # qemu-vlen128-tail-ones
+    Executor("qemu-vlen512-tail-ones", "qemu", {"vlen": 512, "tail_ones": True}, "qemu"),
+    *(e for e in ALL if e.on in ("cuda-emu", "cuda")),
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,6 +136,12 @@ def selected(env: Optional[str] = None) -> List[Executor]:
         raise ValueError(f"{ENV}: unknown executor(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(known))}")
     return [e for e in ALL if e.id in wanted or (e.mark or e.id) in wanted]
+
+
+def sample() -> List[Executor]:
+    """SAMPLE, restricted to the kinds of executor this session selected."""
+    kinds = {(e.on, e.mark) for e in selected()}
+    return [e for e in SAMPLE if (e.on, e.mark) in kinds]
 
 
 def params(executors: Optional[List[Executor]] = None) -> list:
