@@ -174,10 +174,14 @@ def _build_plan(g: Graph) -> Plan:
         if n.op == "Concat" and n.inputs[0] in views:
             continue  # its inputs were written in place
         low = lower(n, g)
-        names = [root.get(i, i) for i in kernel_inputs(n)] + [o for o in n.outputs if o][:1]
+        # every declared output is bound: an output the kernel does not write is an error
+        # here, never a buffer left unwritten
+        names = [root.get(i, i) for i in kernel_inputs(n)] + [o for o in n.outputs if o]
         if len(names) != len(low.kernel.params):
-            raise ModelError(f"internal: {n.op} {n.name!r} binds {len(names)} tensors to "
-                             f"{len(low.kernel.params)} kernel parameters")
+            raise ModelError(f"{n.op} node {n.name!r}: its kernel takes {len(low.kernel.params)}"
+                             f" tensors but the node binds {len(names)} (inputs "
+                             f"{kernel_inputs(n)}, outputs {[o for o in n.outputs if o]}); "
+                             "optional outputs of this op are not supported")
         transforms = low.transforms or {}
         for idx, name in enumerate(names):
             if g.is_const(name):
