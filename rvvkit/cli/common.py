@@ -113,10 +113,11 @@ def load_npz(path: str) -> Dict[str, np.ndarray]:
 
 
 def load_inputs(args, sess) -> Dict[str, np.ndarray]:
-    """--inputs, else seeded random normal inputs of the session's shapes."""
+    """--inputs, else seeded random inputs of the session's shapes and dtypes."""
     if args.inputs:
         return load_npz(args.inputs)
-    progress(f"no --inputs given: using random normal inputs (seed {args.seed})")
+    progress(f"no --inputs given: using random inputs (seed {args.seed}; floats standard "
+             "normal, integers and bools 0/1)")
     return sess.random_feeds(args.seed)
 
 

@@ -332,3 +332,42 @@ def test_compile_error_reports_command_and_stderr(artifact, inputs_npz, tmp_path
 def test_unusable_compiler(artifact):
     proc = cli("run", artifact, env={"RVVKIT_COMPILER": "/nonexistent/cc"})
     assert proc.returncode == 1 and "/nonexistent/cc" in proc.stderr
+
+
+def test_ops_lists_the_operator_table():
+    from rvvkit.ops.catalog import catalog
+    r = cli("ops", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows == catalog() and len(rows) > 30
+    by_op = {row["op"]: row for row in rows}
+    assert by_op["Conv"]["runs"] == "kernel" and "float32" in by_op["Conv"]["dtypes"]
+    assert by_op["Shape"]["runs"] == "folded at build time"
+    assert not any(op.startswith("rvvkit.") for op in by_op)
+    r = cli("ops", "relu")
+    assert r.returncode == 0 and "Relu" in r.stdout and "Conv" not in r.stdout
+    r = cli("ops", "--markdown")
+    assert r.stdout.startswith("| operator |") and "| Conv | kernel |" in r.stdout
+
+
+def test_run_with_integer_inputs(tmp_path):
+    """int64 and bool inputs from an .npz reach the kernels and come back exact."""
+    from onnx import TensorProto
+    x = helper.make_tensor_value_info("ids", TensorProto.INT64, (2, 3))
+    m = helper.make_tensor_value_info("mask", TensorProto.BOOL, (2, 3))
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, (2, 3))
+    z = helper.make_tensor_value_info("z", TensorProto.BOOL, (2, 3))
+    model = make_model([helper.make_node("Identity", ["ids"], ["y"]),
+                        helper.make_node("Identity", ["mask"], ["z"])], [x, m], [y, z])
+    path = tmp_path / "ids.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert cli("build", path, "-o", tmp_path / "ids.rvv").returncode == 0
+    ids = np.arange(6, dtype=np.int64).reshape(2, 3) - 2 ** 40
+    mask = np.array([[1, 0, 1], [0, 0, 1]], bool)
+    np.savez(tmp_path / "in.npz", ids=ids, mask=mask)
+    r = cli("run", tmp_path / "ids.rvv", "--inputs", tmp_path / "in.npz",
+            "--output", tmp_path / "out.npz")
+    assert r.returncode == 0, r.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        assert out["y"].dtype == np.int64 and np.array_equal(out["y"], ids)
+        assert out["z"].dtype == bool and np.array_equal(out["z"], mask)
