@@ -32,6 +32,20 @@ class UnsupportedOperator(ModelError):
         return sorted({t for t, _ in self.ops})
 
 
+class ModelProblems(UnsupportedOperator):
+    """Several things in one model that rvvkit cannot build (unsupported operators, attribute
+    values or dtypes, shapes that cannot be made static, ...), all found before any code is
+    generated and listed at once, one line each naming its node or graph input/output.
+    `problems` holds (op_type or "", node or tensor name, message); `ops` the node ones."""
+
+    def __init__(self, problems: Sequence[Tuple[str, str, str]]):
+        self.problems: List[Tuple[str, str, str]] = list(problems)
+        self.ops = [(op, where) for op, where, _ in self.problems if op]
+        lines = [" ".join(msg.split()) for _, _, msg in self.problems]
+        ModelError.__init__(self, f"{len(lines)} problem(s) in the model:\n"
+                            + "\n".join(f"  {line}" for line in lines))
+
+
 class ArtifactError(RvvkitError):
     """The artifact file is corrupt, truncated or of an unknown format version."""
 

@@ -49,11 +49,14 @@ class RvvkitBackend(Backend):
         return device.upper() == "CPU"
 
     @classmethod
-    def prepare(cls, model, device: str = "CPU", **kwargs: Any) -> RvvkitRep:
+    def prepare(cls, model, device: str = "CPU", on: str = "host", **kwargs: Any) -> RvvkitRep:
+        """Build `model` and open a session on executor `on` (default the host; "qemu",
+        "cuda-emu", ... take their session options as keyword arguments too)."""
         super().prepare(model, device, **kwargs)  # onnx.checker on the model
-        build_kw = {k: kwargs.pop(k) for k in ("input_shapes", "opt_level") if k in kwargs}
+        build_kw = {k: kwargs.pop(k) for k in ("input_shapes", "opt_level", "cuda")
+                    if k in kwargs}
         artifact = build_model(model, **build_kw)
-        session = open_session(artifact, on="host", **kwargs)
+        session = open_session(artifact, on=on, **kwargs)
         inits = {i.name for i in model.graph.initializer}
         return RvvkitRep(session, [vi.name for vi in model.graph.input if vi.name not in inits])
 

@@ -3,7 +3,7 @@
 parameters bind, in order, to its non-empty inputs and then its outputs."""
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -14,9 +14,11 @@ from ..ops.activations import BY_OP as ACTIVATIONS_BY_OP, act_of
 from ..ops.elementwise import BINARY, CHANNEL_AFFINE
 from ..ops.nn import softmax_axis
 from ..ops.registry import lowering
+from ..ops.movement import BOUND_INPUTS
 from ..ops.shape import ALIAS_OPS
 from .kernel import Lowered
 from .kernels import conv as convk
+from .kernels import conv3d
 from .kernels import elementwise as ew
 from .kernels import gemm as gemmk
 from .kernels import layout, pool
@@ -30,10 +32,15 @@ def _shape(g: Graph, name: str):
 def _conv(n: Node, g: Graph) -> Lowered:
     a = n.attrs
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
-    return convk.conv2d(_shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0]),
-                        group=a["group"], strides=a["strides"], pads=a["pads"],
-                        dilations=a["dilations"], bias=has_bias,
-                        residual=n.residual, act=n.act)
+    xs, ws, ys = _shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0])
+    st, pads, dil = a["strides"], a["pads"], a["dilations"]
+    if len(xs) == 5:
+        return conv3d.conv_nd(xs, ws, ys, group=a["group"], strides=st, pads=pads,
+                              dilations=dil, bias=has_bias, residual=n.residual, act=n.act)
+    if len(xs) == 3:   # 1-D: the 2-D kernels with H = 1 (same buffers, same weight layout)
+        xs, ys, _, st, pads, dil, ws = conv3d.as_2d(xs, ys, ws[2:], st, pads, dil, ws)
+    return convk.conv2d(xs, ws, ys, group=a["group"], strides=st, pads=pads, dilations=dil,
+                        bias=has_bias, residual=n.residual, act=n.act)
 
 
 @lowering("Gemm")
@@ -62,11 +69,15 @@ def _matmul(n: Node, g: Graph) -> Lowered:
 
 @lowering(*BINARY, "Sum")   # C forms: kernels/elementwise.py OPERATORS
 def _nary(n: Node, g: Graph) -> Lowered:
+    if g.t(n.outputs[0]).dtype != np.float32:   # integer arithmetic: the typed kernel
+        return lower_logic.typed_nary(n, g)
     return ew.nary(n.op, [_shape(g, i) for i in n.inputs], _shape(g, n.outputs[0]), n.act)
 
 
 @lowering(*ACTIVATIONS_BY_OP)
 def _unary(n: Node, g: Graph) -> Lowered:
+    if g.t(n.inputs[0]).dtype != np.float32:    # Abs/Neg/Sign of integers: the typed kernel
+        return lower_logic.typed_unary(n, g)
     return ew.unary(act_of(n), _shape(g, n.inputs[0]))
 
 
@@ -79,9 +90,14 @@ def _affine(n: Node, g: Graph) -> Lowered:
 def _pool(n: Node, g: Graph) -> Lowered:
     a = n.attrs
     kind = "max" if n.op == "MaxPool" else "avg"
-    return pool.pool2d(kind, _shape(g, n.inputs[0]), _shape(g, n.outputs[0]), a["kernel"],
-                       a["strides"], a["pads"], a["dilations"],
-                       bool(a.get("count_include_pad", 0)))
+    xs, ys = _shape(g, n.inputs[0]), _shape(g, n.outputs[0])
+    k, st, pads, dil = a["kernel"], a["strides"], a["pads"], a["dilations"]
+    cip = bool(a.get("count_include_pad", 0))
+    if len(xs) == 5:
+        return conv3d.pool_nd(kind, xs, ys, k, st, pads, dil, cip)
+    if len(xs) == 3:   # 1-D: the 2-D kernel with H = 1
+        xs, ys, k, st, pads, dil, _ = conv3d.as_2d(xs, ys, k, st, pads, dil)
+    return pool.pool2d(kind, xs, ys, k, st, pads, dil, cip)
 
 
 @lowering("GlobalAveragePool", "GlobalMaxPool")
@@ -105,12 +121,13 @@ def _lrn(n: Node, g: Graph) -> Lowered:
 
 @lowering("Transpose")
 def _transpose(n: Node, g: Graph) -> Lowered:
-    return layout.transpose(_shape(g, n.inputs[0]), n.attrs["perm"])
+    return layout.transpose(_shape(g, n.inputs[0]), n.attrs["perm"], g.t(n.inputs[0]).dtype.name)
 
 
 @lowering("Concat")
 def _concat(n: Node, g: Graph) -> Lowered:
-    return layout.concat([_shape(g, i) for i in n.inputs], n.attrs["axis"])
+    return layout.concat([_shape(g, i) for i in n.inputs], n.attrs["axis"],
+                         g.t(n.outputs[0]).dtype.name)
 
 
 # Aliases (Reshape & co.) need a kernel only when the alias must own its output buffer.
@@ -124,6 +141,8 @@ def kernel_inputs(n: Node) -> List[str]:
     """The node inputs bound to kernel parameters, in parameter order. Later inputs of aliases
     and activations are attributes in disguise (target shape, clip bounds)."""
     single = n.op in ALIAS_OPS or n.op in ACTIVATIONS_BY_OP
+    if n.op in BOUND_INPUTS:   # data-movement ops: shape-like inputs are build-time constants
+        return [n.inputs[k] for k in BOUND_INPUTS[n.op] if k < len(n.inputs) and n.inputs[k]]
     return n.inputs[:1] if single else [i for i in n.inputs if i]
 
 
@@ -132,25 +151,30 @@ def is_alias(n: Node, g: Graph) -> bool:
     return n.op in ALIAS_OPS and n.outputs[0] not in g.outputs
 
 
-def check_lowerable(g: Graph) -> None:
-    """Fail with every node that cannot run: unknown op, fold-only op left with a run-time
-    input, or a tensor of a dtype its kernel does not take."""
-    bad: List = []
-    details: List[str] = []
+def unlowerable(g: Graph) -> List[Tuple[str, str, str]]:
+    """Every node that cannot run, as (op, node name, why): unknown op, fold-only op left with
+    a run-time input, or a tensor of a dtype its kernel does not take. The frontend adds these
+    to its own findings so that one error lists all of a model's problems."""
+    found: List[Tuple[str, str, str]] = []
     for n in g.nodes:
         op = REGISTRY.get(n.op)
         if op is None or op.lower is None:
-            bad.append((n.op, n.name))
-            details.append(f"  {n.name}: {n.op} is supported only on build-time constants")
+            found.append((n.op, n.name, f"{n.op} is supported only on build-time constants"))
             continue
         for name in kernel_inputs(n) + [o for o in n.outputs if o]:
             if not op.takes(g.t(name).dtype):
-                bad.append((n.op, n.name))
-                details.append(f"  {n.name}: tensor {name!r} has dtype {g.t(name).dtype}; "
-                               f"{n.op} computes on {', '.join(op.dtypes)}")
+                found.append((n.op, n.name, f"tensor {name!r} has dtype {g.t(name).dtype}; "
+                                            f"{n.op} computes on {', '.join(op.dtypes)}"))
                 break
-    if bad:
-        raise UnsupportedOperator(bad, "\n".join(details))
+    return found
+
+
+def check_lowerable(g: Graph) -> None:
+    """Fail with every node that cannot run (see unlowerable)."""
+    found = unlowerable(g)
+    if found:
+        raise UnsupportedOperator([(op, name) for op, name, _ in found],
+                                  "\n".join(f"  {name}: {why}" for _, name, why in found))
 
 
 def lower(n: Node, g: Graph) -> Optional[Lowered]:
@@ -161,4 +185,4 @@ def lower(n: Node, g: Graph) -> Optional[Lowered]:
 # which they may use).
 from . import lower_logic, lower_movement, lower_reduce, lower_sequence  # noqa: E402,F401
 
-__all__ = ["lower", "is_alias", "kernel_inputs", "check_lowerable"]
+__all__ = ["lower", "is_alias", "kernel_inputs", "check_lowerable", "unlowerable"]

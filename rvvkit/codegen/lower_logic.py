@@ -1,1 +1,157 @@
-"""(being written)"""
+"""C lowerings of the typed element-wise ops: comparisons, logic, IsNaN/IsInf, Where, Cast,
+CastLike, Pow, Mod, Min/Max/Mean, PRelu, BitShift, and the integer forms of Add/Sub/Mul/Div/Sum
+and Abs/Neg/Sign (lower.py hands non-float nodes of those here). Each is one C expression over
+the operands a0, a1, ... of the typed element-wise kernel (kernels/logic.py)."""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import numpy as np
+
+from .. import dtypes
+from ..ir import Graph, Node
+from ..ops.logic import COMPARE, LOGIC
+from ..ops.registry import bad, lowering
+from .kernel import Lowered
+from .kernels.logic import ewise, floor_mod, helper, min_max
+
+_CMP = {"Equal": "==", "Less": "<", "LessOrEqual": "<=", "Greater": ">", "GreaterOrEqual": ">="}
+_LOGIC = {"And": "&", "Or": "|", "Xor": "^"}
+_ARITH = {"Add": "+", "Sub": "-", "Mul": "*", "Sum": "+"}
+
+
+def _ctype(g: Graph, name: str) -> str:
+    return dtypes.of(g.t(name).dtype).ctype
+
+
+def _lower(n: Node, g: Graph, expr: str, support: Dict[str, str] = None) -> Lowered:
+    ins = [i for i in n.inputs if i]
+    out = g.t(n.outputs[0])
+    return ewise(n.op, expr, [g.t(i).shape for i in ins], [g.t(i).dtype.name for i in ins],
+                 out.shape, out.dtype.name, support)
+
+
+def _chain(sym: str, k: int) -> str:
+    return f" {sym} ".join(f"a{j}" for j in range(k))
+
+
+@lowering(*COMPARE)
+def _compare(n: Node, g: Graph) -> Lowered:
+    return _lower(n, g, f"a0 {_CMP[n.op]} a1")
+
+
+@lowering(*LOGIC)
+def _logic(n: Node, g: Graph) -> Lowered:
+    return _lower(n, g, f"a0 {_LOGIC[n.op]} a1")   # bools are 0/1: bitwise is logical
+
+
+@lowering("Not")
+def _not(n: Node, g: Graph) -> Lowered:
+    return _lower(n, g, "!a0")
+
+
+@lowering("IsNaN")
+def _isnan(n: Node, g: Graph) -> Lowered:
+    return _lower(n, g, "isnan(a0)")
+
+
+@lowering("IsInf")
+def _isinf(n: Node, g: Graph) -> Lowered:
+    tests = []
+    if n.attrs.get("detect_positive", 1):
+        tests.append("a0 == INFINITY")
+    if n.attrs.get("detect_negative", 1):
+        tests.append("a0 == -INFINITY")
+    return _lower(n, g, " || ".join(tests) or "0")
+
+
+@lowering("Where")
+def _where(n: Node, g: Graph) -> Lowered:
+    return _lower(n, g, "a0 ? a1 : a2")
+
+
+def _cast_expr(src: str, dst: str) -> str:
+    """ONNX Cast as C: to bool is != 0; float -> integer truncates toward zero (a C cast)."""
+    if dst == "bool":
+        return "a0 != 0"
+    return f"({dtypes.TABLE[dst].ctype})a0"
+
+
+@lowering("Cast", "CastLike")
+def _cast(n: Node, g: Graph) -> Lowered:
+    return _lower(n, g, _cast_expr(g.t(n.inputs[0]).dtype.name, g.t(n.outputs[0]).dtype.name))
+
+
+def typed_nary(n: Node, g: Graph) -> Lowered:
+    """Integer Add/Sub/Mul/Div/Sum (float32 ones are kernels/elementwise.py's nary). Division
+    truncates toward zero, as C and onnxruntime do; x / 0 gives 0 instead of a trap."""
+    if n.act is not None:
+        raise bad(n, f"activation {n.act.kind} fused into integer arithmetic")
+    if n.op == "Div":
+        return _lower(n, g, "a1 == 0 ? 0 : a0 / a1")
+    return _lower(n, g, _chain(_ARITH[n.op], len([i for i in n.inputs if i])))
+
+
+def typed_unary(n: Node, g: Graph) -> Lowered:
+    """Abs, Neg and Sign of integer tensors."""
+    forms = {"Abs": "a0 < 0 ? -a0 : a0", "Neg": "-a0", "Sign": "(a0 > 0) - (a0 < 0)"}
+    if n.op not in forms:
+        raise bad(n, f"{n.op} computes on float32 only")
+    if g.t(n.inputs[0]).dtype == np.uint8:       # no sign: avoid always-false comparisons
+        forms = {"Abs": "a0", "Neg": "-a0", "Sign": "a0 != 0"}
+    return _lower(n, g, forms[n.op])
+
+
+@lowering("Pow")
+def _pow(n: Node, g: Graph) -> Lowered:
+    base, expo = (g.t(i) for i in n.inputs[:2])
+    if base.dtype != np.float32:    # through double, as onnxruntime computes integer powers
+        return _lower(n, g, "pow((double)a0, (double)a1)")
+    if g.is_const(n.inputs[1]) and expo.size == 1 and float(g.const(n.inputs[1]).reshape(-1)[0]) == 2.0:
+        return _lower(n, g, "a0 * a0")      # LayerNorm's square: exact, no libm call
+    return _lower(n, g, "powf(a0, (float)a1)")
+
+
+@lowering("Mod")
+def _mod(n: Node, g: Graph) -> Lowered:
+    ct = _ctype(g, n.inputs[0])
+    if n.attrs["fmod"]:     # the remainder takes the dividend's sign: C's fmod and %
+        if ct == "float":
+            return _lower(n, g, "fmodf(a0, a1)")
+        return _lower(n, g, "a1 == 0 ? 0 : a0 % a1")
+    return _lower(n, g, f"rvk_mod_{ct}(a0, a1)", floor_mod(ct))
+
+
+def _fold(fn: str, k: int) -> str:
+    expr = "a0"
+    for j in range(1, k):
+        expr = f"{fn}({expr}, a{j})"
+    return expr
+
+
+@lowering("Min", "Max")
+def _min_max(n: Node, g: Graph) -> Lowered:
+    which, ct = n.op.lower(), _ctype(g, n.inputs[0])
+    return _lower(n, g, _fold(f"rvk_{which}_{ct}", len(n.inputs)), min_max(which, ct))
+
+
+@lowering("Mean")
+def _mean(n: Node, g: Graph) -> Lowered:
+    k = len(n.inputs)
+    return _lower(n, g, f"({_chain('+', k)}) / {k}.0f" if k > 1 else "a0")
+
+
+@lowering("PRelu")
+def _prelu(n: Node, g: Graph) -> Lowered:
+    if g.t(n.inputs[0]).dtype == np.uint8:       # nothing is negative
+        return _lower(n, g, "a0")
+    return _lower(n, g, "a0 < 0 ? a0 * a1 : a0")
+
+
+@lowering("BitShift")
+def _bitshift(n: Node, g: Graph) -> Lowered:
+    sym = "<<" if n.attrs["direction"] == "LEFT" else ">>"
+    return _lower(n, g, f"a1 >= 8 ? 0 : a0 {sym} a1")
+
+
+__all__: Tuple[str, ...] = ("typed_nary", "typed_unary", "helper")

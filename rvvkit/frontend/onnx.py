@@ -1,21 +1,25 @@
 """ONNX → Graph IR. Resolves static shapes node by node and folds every node whose inputs are all
 constant as it goes, so shape arithmetic and in-graph weights (ConstantOfShape, Constant,
-Unsqueeze of constants) are plain constants before any pass runs."""
+Unsqueeze of constants) are plain constants before any pass runs.
+
+Models below MIN_OPSET are upgraded first (frontend/types.py). Problems are collected, not
+raised one by one: a node that cannot be inferred is recorded and what depends on it skipped,
+and the nodes that did infer are checked for lowerability, so one error lists everything the
+user must change (ModelProblems), before any code is generated."""
 from __future__ import annotations
 
 import os
-import sys
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
 from .. import dtypes
-from ..errors import ModelError, UnsupportedOperator
+from ..errors import ModelError, ModelProblems
 from ..ir import Graph, Node, Tensor
 from ..ops import REGISTRY
 from ..passes.fold import try_fold
+from .types import MIN_OPSET, elem_dtype, notice, tensor_type_problem, upgrade
 
-MIN_OPSET = 7
 ModelLike = Union[str, os.PathLike, bytes, "onnx.ModelProto"]  # noqa: F821
 
 
@@ -58,16 +62,6 @@ def _attrs(node) -> Dict:
     return out
 
 
-def _unsupported(model) -> List[Tuple[str, str]]:
-    bad = []
-    for i, n in enumerate(model.graph.node):
-        if (n.domain not in ("", "ai.onnx") or n.op_type not in REGISTRY
-                or REGISTRY[n.op_type].internal):
-            bad.append((n.op_type if not n.domain else f"{n.domain}.{n.op_type}",
-                        n.name or f"#{i}"))
-    return bad
-
-
 def _input_shape(vi, overrides: Dict[str, Sequence[int]]) -> Tuple[int, ...]:
     if vi.name in overrides:
         return tuple(int(d) for d in overrides[vi.name])
@@ -82,8 +76,8 @@ def _input_shape(vi, overrides: Dict[str, Sequence[int]]) -> Tuple[int, ...]:
         elif axis == 0:
             # A symbolic batch dimension is the common case in exported models: batch 1 is
             # what an embedded deployment runs, and it is said out loud.
-            print(f"rvvkit: input {vi.name!r}: symbolic batch dimension "
-                  f"{d.dim_param or '?'} set to 1 (override with --input-shape)", file=sys.stderr)
+            notice(f"input {vi.name!r}: symbolic batch dimension "
+                   f"{d.dim_param or '?'} set to 1 (override with --input-shape)")
             dims.append(1)
         else:
             raise ModelError(f"input {vi.name!r} has a symbolic dimension "
@@ -92,9 +86,32 @@ def _input_shape(vi, overrides: Dict[str, Sequence[int]]) -> Tuple[int, ...]:
     return tuple(dims)
 
 
-def _elem_dtype(vi) -> np.dtype:
-    from onnx import helper
-    return np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+# Inference errors a malformed node raises from an op's infer or evaluate function.
+MALFORMED = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError)
+
+
+class Findings:
+    """The problems found so far, and the tensors they leave undefined (whose readers are
+    skipped: their problem is upstream)."""
+
+    def __init__(self):
+        self.items: List[Tuple[str, str, str, Optional[ModelError]]] = []
+        self.lost: Set[str] = set()
+
+    def add(self, op: str, where: str, exc, lose=()) -> None:
+        err = exc if isinstance(exc, ModelError) else None
+        self.items.append((op, where, str(exc), err))
+        self.lost.update(n for n in lose if n)
+
+    def raise_any(self, g: Graph) -> None:
+        if not self.items:
+            return
+        from ..codegen.lower import unlowerable  # what the nodes that did infer would hit next
+        for op, name, why in unlowerable(g):
+            self.items.append((op, name, f"{op} node {name!r}: {why}", None))
+        if len(self.items) == 1 and self.items[0][3] is not None:
+            raise self.items[0][3]  # one problem: its own error, with its own class
+        raise ModelProblems([(op, where, msg) for op, where, msg, _ in self.items])
 
 
 def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
@@ -103,51 +120,109 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
     proto = load_model(model)
     opset = _opset(proto)
     if opset < MIN_OPSET:
-        raise ModelError(f"model uses opset {opset}; rvvkit supports opset {MIN_OPSET} and up "
-                         "(convert it with onnx.version_converter)")
-    unsupported = _unsupported(proto)
-    if unsupported:
-        raise UnsupportedOperator(unsupported)
+        proto = upgrade(proto, opset)
+        opset = _opset(proto)
     g = Graph(name or proto.graph.name or "model")
     g.opset = opset
     for init in proto.graph.initializer:
         g.add_const(init.name, numpy_helper.to_array(init))
-    overrides = dict(input_shapes or {})
-    for vi in proto.graph.input:
-        if vi.name in g.tensors:
-            continue  # pre-IR-4 models list initializers as inputs too
-        dtype = _elem_dtype(vi)
-        if not dtypes.supported(dtype):
-            raise ModelError(f"input {vi.name!r} has dtype {dtype}; rvvkit supports "
-                             f"{', '.join(dtypes.NAMES)} inputs")
-        g.add_tensor(Tensor(vi.name, _input_shape(vi, overrides), dtype))
-        g.inputs.append(vi.name)
-    unknown = set(overrides) - set(g.inputs)
-    if unknown:
-        raise ModelError(f"--input-shape names unknown input(s) {sorted(unknown)}; "
-                         f"the model's inputs are {g.inputs}")
+    found = Findings()
+    _add_inputs(g, proto, dict(input_shapes or {}), found)
     for i, pn in enumerate(proto.graph.node):
-        _add_node(g, Node(pn.op_type, pn.name or f"{pn.op_type}_{i}", list(pn.input),
-                          list(pn.output), _attrs(pn)))
+        _add_node(g, pn, i, found)
     for vi in proto.graph.output:
-        if vi.name not in g.tensors:
-            raise ModelError(f"graph output {vi.name!r} is not produced by any node")
+        why = tensor_type_problem(vi, "output")
+        if why:
+            found.add("", vi.name, ModelError(why))
+        elif vi.name not in g.tensors and vi.name not in found.lost:
+            found.add("", vi.name, ModelError(f"graph output {vi.name!r} is not produced by "
+                                              "any node"))
         g.outputs.append(vi.name)
+    found.raise_any(g)
     return g
 
 
-def _add_node(g: Graph, node: Node) -> None:
-    """Infer `node`'s outputs (ops read the opset from g.opset) and fold or append it."""
+def _add_inputs(g: Graph, proto, overrides: Dict, found: Findings) -> None:
+    for vi in proto.graph.input:
+        if vi.name in g.tensors:
+            continue  # pre-IR-4 models list initializers as inputs too
+        try:
+            why = tensor_type_problem(vi, "input")
+            if why:
+                raise ModelError(why)
+            dtype = elem_dtype(vi)
+            if not dtypes.supported(dtype):
+                raise ModelError(f"input {vi.name!r} has dtype {dtype}; rvvkit supports "
+                                 f"{', '.join(dtypes.NAMES)} inputs")
+            g.add_tensor(Tensor(vi.name, _input_shape(vi, overrides), dtype))
+            g.inputs.append(vi.name)
+        except ModelError as exc:
+            found.add("", vi.name, exc, [vi.name])
+    unknown = set(overrides) - {vi.name for vi in proto.graph.input}
+    if unknown:
+        found.add("", "--input-shape", ModelError(
+            f"--input-shape names unknown input(s) {sorted(unknown)}; the model's inputs "
+            f"are {g.inputs}"))
+
+
+def _op_problem(pn) -> str:
+    """Why node proto `pn` names no operator rvvkit has ('' when it does)."""
+    if pn.domain in ("", "ai.onnx") and pn.op_type in REGISTRY \
+            and not REGISTRY[pn.op_type].internal:
+        return ""
+    return pn.op_type if not pn.domain else f"{pn.domain}.{pn.op_type}"
+
+
+def _add_node(g: Graph, pn, i: int, found: Findings) -> None:
+    """Infer the outputs of node proto `pn` (ops read the opset from g.opset) and fold or
+    append it; a problem is recorded and leaves the node's outputs lost."""
+    outputs = list(pn.output)
+    if any(x in found.lost for x in pn.input if x):
+        found.lost.update(o for o in outputs if o)
+        return
+    unknown_op = _op_problem(pn)
+    if unknown_op:
+        where = pn.name or f"#{i}"
+        found.add(unknown_op, where, f"{unknown_op} node {where!r}: unsupported operator",
+                  outputs)
+        return
+    node = Node(pn.op_type, pn.name or f"{pn.op_type}_{i}", list(pn.input), outputs,
+                _attrs(pn))
+    try:
+        _infer(g, node)
+    except ModelError as exc:
+        found.add(node.op, node.name, exc, outputs)
+    except MALFORMED as exc:
+        found.add(node.op, node.name, ModelError(f"{node.op} node {node.name!r}: malformed "
+                                                 f"({exc!r})"), outputs)
+
+
+def _infer(g: Graph, node: Node) -> None:
     for i in node.inputs:
         if i and i not in g.tensors:
             raise ModelError(f"{node.op} node {node.name!r} reads {i!r}, which is not defined "
                              "before it (nodes must be in topological order)")
-    try:
-        outs = REGISTRY[node.op].infer(node, g)
-    except (IndexError, KeyError, TypeError, ValueError) as exc:
-        raise ModelError(f"{node.op} node {node.name!r}: malformed ({exc!r})") from exc
+    outs = REGISTRY[node.op].infer(node, g)
+    added = []
     for name, (shape, dtype) in zip(node.outputs, outs):
         if name:
-            g.add_tensor(Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype)))
-    if not try_fold(g, node):
+            added.append(g.add_tensor(Tensor(name, tuple(int(d) for d in shape),
+                                             np.dtype(dtype))).name)
+    try:
+        _constant_outputs(g, node)
+        folded = try_fold(g, node)
+    except Exception:
+        for name in added:  # leave no producer-less tensor behind
+            g.tensors.pop(name, None)
+        raise
+    if not folded:
         g.nodes.append(node)
+
+
+def _constant_outputs(g: Graph, node: Node) -> None:
+    """Outputs known at build time whatever the inputs become constants here, so that every
+    declared output is written: Dropout's mask is all true in inference."""
+    if node.op == "Dropout" and len(node.outputs) > 1 and node.outputs[1]:
+        mask = g.t(node.outputs[1])
+        mask.data = np.ones(mask.shape, np.bool_)
+        node.outputs = node.outputs[:1]

@@ -1,6 +1,6 @@
 """The operator table. Importing this package registers every supported operator; importing
 rvvkit.codegen.lower attaches the C lowerings to the same entries."""
-from . import (activations, elementwise, logic, movement, nn, reduce,  # noqa: F401
+from . import (activations, elementwise, logic, movement, nn, norm, reduce,  # noqa: F401
                sequence, shape)  # (registration side effects)
 from .registry import REGISTRY, OpDef
 

@@ -20,17 +20,25 @@ def _binary_infer(node, g):
 
 def _binary_eval(node, xs):
     a, b = xs
-    out = BINARY[node.op](a, b)
     if node.op == "Div" and np.issubdtype(a.dtype, np.integer):
-        out = np.floor_divide(a, b)
+        # integer Div truncates toward zero (C, onnxruntime); x / 0 is 0 (the kernel guards)
+        with np.errstate(all="ignore"):
+            q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+        out = np.where(b == 0, 0, np.where((a < 0) != (b < 0), -q, q))
+    else:
+        out = BINARY[node.op](a, b)
     return [np.asarray(out).astype(np.result_type(a, b))]
 
 
+# the integer forms are the typed element-wise kernel (codegen/lower_logic.py)
+NUMERIC = ("float32", "int64", "int32", "int8", "uint8")
+
 for _op in BINARY:
-    register(_op, _binary_eval, act_epilogue=True)(_binary_infer)
+    register(_op, _binary_eval, act_epilogue=True, dtypes=NUMERIC)(_binary_infer)
 
 
-@register("Sum", lambda node, xs: [np.asarray(sum(xs[1:], xs[0]))], act_epilogue=True)
+@register("Sum", lambda node, xs: [np.asarray(sum(xs[1:], xs[0]))], act_epilogue=True,
+          dtypes=NUMERIC)
 def _sum(node, g):
     shapes = [in_shape(node, g, i) for i in range(len(node.inputs))]
     return [(broadcast_shapes(node, shapes), g.t(node.inputs[0]).dtype)]
@@ -101,3 +109,6 @@ def _bn(node, g):
             raise bad(node, f"parameter {node.inputs[i]!r} has {g.t(node.inputs[i]).size} "
                             f"elements, expected {x[1]} (channels)")
     return [(x, F32)]
+
+
+from . import arith  # noqa: E402,F401  (Pow, Mod, Min/Max/Mean, PRelu, BitShift)

@@ -10,21 +10,23 @@ from .registry import F32, bad, broadcast_shapes, in_shape, norm_axis, opt_input
 
 
 def _spatial(node, x_shape, kernel):
-    """Resolve strides, dilations and pads (incl. auto_pad, ceil_mode) for a 2-D window op."""
+    """Resolve strides, dilations and pads (incl. auto_pad, ceil_mode) for a window op of any
+    spatial rank (1-D, 2-D, 3-D); pads are canonical ONNX (begins..., ends...)."""
     a = node.attrs
-    if len(x_shape) != 4:
-        raise bad(node, f"only 2-D spatial inputs (rank 4, NCHW) are supported, got shape "
-                        f"{list(x_shape)}")
-    strides = tuple(a.get("strides", (1, 1)))
-    dil = tuple(a.get("dilations", (1, 1)))
-    pads = tuple(a.get("pads", (0, 0, 0, 0)))
-    if len(kernel) != 2 or len(strides) != 2 or len(dil) != 2 or len(pads) != 4:
-        raise bad(node, "kernel_shape/strides/dilations/pads do not describe a 2-D window")
+    nd = len(x_shape) - 2
+    if nd < 1 or nd > 3:
+        raise bad(node, f"only 1-D, 2-D and 3-D spatial inputs (rank 3..5) are supported, "
+                        f"got shape {list(x_shape)}")
+    strides = tuple(a.get("strides", (1,) * nd))
+    dil = tuple(a.get("dilations", (1,) * nd))
+    pads = tuple(a.get("pads", (0,) * (2 * nd)))
+    if len(kernel) != nd or len(strides) != nd or len(dil) != nd or len(pads) != 2 * nd:
+        raise bad(node, f"kernel_shape/strides/dilations/pads do not describe a {nd}-D window")
     auto = a.get("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     ceil_mode = bool(a.get("ceil_mode", 0))
     out, begin, end = [], [], []
-    for d in range(2):
+    for d in range(nd):
         size, k, s, dl = x_shape[2 + d], kernel[d], strides[d], dil[d]
         span = (k - 1) * dl + 1
         if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -36,7 +38,7 @@ def _spatial(node, x_shape, kernel):
             pb = pe = 0
             o = (size - span) // s + 1
         else:
-            pb, pe = pads[d], pads[d + 2]
+            pb, pe = pads[d], pads[d + nd]
             num = size + pb + pe - span
             o = (-(-num // s) if ceil_mode else num // s) + 1
             if ceil_mode and (o - 1) * s >= size + pb:
@@ -47,7 +49,7 @@ def _spatial(node, x_shape, kernel):
         begin.append(pb)
         end.append(pe)
     a["strides"], a["dilations"] = strides, dil
-    a["pads"] = (begin[0], begin[1], end[0], end[1])
+    a["pads"] = tuple(begin) + tuple(end)
     a["kernel"] = tuple(kernel)
     a["auto_pad"] = "NOTSET"
     return tuple(out)
@@ -57,19 +59,20 @@ def _spatial(node, x_shape, kernel):
 def _conv(node, g):
     x, w = in_shape(node, g, 0), in_shape(node, g, 1)
     group = int(node.attrs.get("group", 1))
-    if len(w) != 4:
-        raise bad(node, f"weight rank {len(w)} unsupported (2-D convolution only)")
+    if len(w) not in (3, 4, 5) or len(x) != len(w):
+        raise bad(node, f"input {list(x)} and weight {list(w)}: 1-D, 2-D or 3-D convolution "
+                        "expected (ranks 3..5, equal)")
     kernel = tuple(node.attrs.get("kernel_shape", w[2:]))
     if tuple(kernel) != tuple(w[2:]):
         raise bad(node, f"kernel_shape {kernel} disagrees with weight shape {w}")
-    if len(x) == 4 and (x[1] != w[1] * group or w[0] % group):
+    if x[1] != w[1] * group or w[0] % group:
         raise bad(node, f"channels: input {x[1]}, weight {w}, group {group} are inconsistent")
     b = opt_input(node, 2)
     if b and g.t(b).size != w[0]:
         raise bad(node, f"bias has {g.t(b).size} elements, expected {w[0]}")
-    ho, wo = _spatial(node, x, kernel)
+    out = _spatial(node, x, kernel)
     node.attrs["group"] = group
-    return [((x[0], w[0], ho, wo), F32)]
+    return [((x[0], w[0]) + out, F32)]
 
 
 def _pool(node, g):
@@ -78,8 +81,8 @@ def _pool(node, g):
         raise bad(node, "storage_order=1 is not supported")
     if len([o for o in node.outputs if o]) > 1:
         raise bad(node, "the Indices output of MaxPool is not supported")
-    ho, wo = _spatial(node, x, tuple(node.attrs["kernel_shape"]))
-    return [((x[0], x[1], ho, wo), F32)]
+    out = _spatial(node, x, tuple(node.attrs["kernel_shape"]))
+    return [((x[0], x[1]) + out, F32)]
 
 
 register("MaxPool")(_pool)
@@ -188,4 +191,50 @@ def _matmul(node, g):
 
 
 def conv_macs(x, w, y):
-    return int(math.prod(y) * w[1] * w[2] * w[3])
+    return int(math.prod(y) * math.prod(w[1:]))
+
+
+@register("ConvTranspose")
+def _conv_transpose(node, g):
+    """Canonical attrs: strides, dilations, pads (begins..., ends...), output_padding, group."""
+    x, w = in_shape(node, g, 0), in_shape(node, g, 1)
+    a = node.attrs
+    nd = len(x) - 2
+    group = int(a.get("group", 1))
+    if nd not in (1, 2, 3) or len(w) != len(x):
+        raise bad(node, f"input {list(x)} and weight {list(w)}: 1-D, 2-D or 3-D expected")
+    if w[0] != x[1] or x[1] % group:
+        raise bad(node, f"channels: input {x[1]}, weight {list(w)}, group {group} disagree")
+    kernel = tuple(a.get("kernel_shape", w[2:]))
+    if kernel != tuple(w[2:]):
+        raise bad(node, f"kernel_shape {kernel} disagrees with weight shape {list(w)}")
+    m = w[1] * group
+    b = opt_input(node, 2)
+    if b and g.t(b).size != m:
+        raise bad(node, f"bias has {g.t(b).size} elements, expected {m}")
+    st = tuple(a.get("strides", (1,) * nd))
+    dil = tuple(a.get("dilations", (1,) * nd))
+    opad = tuple(a.get("output_padding", (0,) * nd))
+    pads = list(a.get("pads", (0,) * (2 * nd)))
+    auto = a.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if len(st) != nd or len(dil) != nd or len(opad) != nd or len(pads) != 2 * nd:
+        raise bad(node, f"strides/dilations/output_padding/pads do not describe {nd}-D")
+    full = [st[d] * (x[2 + d] - 1) + opad[d] + (kernel[d] - 1) * dil[d] + 1 for d in range(nd)]
+    want = a.get("output_shape")
+    if want is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        want = [x[2 + d] * st[d] for d in range(nd)]
+    if want is not None:
+        want = list(want)[-nd:]
+        for d in range(nd):
+            total = max(0, full[d] - want[d])   # a larger output: its tail gets the bias
+            small, big = total // 2, total - total // 2
+            pads[d], pads[nd + d] = (small, big) if auto == "SAME_UPPER" else (big, small)
+    out = tuple(want) if want is not None else \
+        tuple(full[d] - pads[d] - pads[nd + d] for d in range(nd))
+    if min(out) < 1:
+        raise bad(node, f"output spatial shape {list(out)} is empty")
+    a.update(strides=st, dilations=dil, output_padding=opad, pads=tuple(pads), group=group,
+             auto_pad="NOTSET")
+    a.pop("output_shape", None)
+    return [((x[0], m) + out, F32)]

@@ -96,7 +96,8 @@ def _perm(node, rank):
     return tuple(perm)
 
 
-@register("Transpose", lambda node, xs: [np.transpose(xs[0], node.attrs["perm"])])
+@register("Transpose", lambda node, xs: [np.transpose(xs[0], node.attrs["perm"])],
+          dtypes=ANY)
 def _transpose(node, g):
     x = in_shape(node, g, 0)
     perm = _perm(node, len(x))
@@ -104,7 +105,8 @@ def _transpose(node, g):
     return [(tuple(x[p] for p in perm), g.t(node.inputs[0]).dtype)]
 
 
-@register("Concat", lambda node, xs: [np.concatenate(xs, axis=node.attrs["axis"])])
+@register("Concat", lambda node, xs: [np.concatenate(xs, axis=node.attrs["axis"])],
+          dtypes=ANY)
 def _concat(node, g):
     shapes = [in_shape(node, g, i) for i in range(len(node.inputs))]
     rank = len(shapes[0])
@@ -161,23 +163,8 @@ def _shape(node, g):
     return [(_shape_value(node, in_shape(node, g, 0)).shape, np.dtype(np.int64))]
 
 
-@register("Gather", lambda node, xs: [np.take(xs[0], xs[1], axis=node.attrs.get("axis", 0))],
-          without_kernel=FOLD_ONLY)
-def _gather(node, g):
-    x, i = in_shape(node, g, 0), in_shape(node, g, 1)
-    axis = norm_axis(node, node.attrs.get("axis", 0), len(x))
-    node.attrs["axis"] = axis
-    return [(x[:axis] + i + x[axis + 1:], g.t(node.inputs[0]).dtype)]
+# Gather: ops/index.py (run-time indices, folds when constant)
 
 
-_ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
-
-
-@register("Cast", lambda node, xs: [xs[0].astype(_ONNX_DTYPES[node.attrs["to"]])],
-          without_kernel=FOLD_ONLY)
-def _cast(node, g):
-    to = node.attrs.get("to")
-    if to not in _ONNX_DTYPES:
-        raise bad(node, f"cast to ONNX dtype {to} is not supported")
-    return [(in_shape(node, g, 0), np.dtype(_ONNX_DTYPES[to]))]
+# Cast, CastLike: ops/logic.py (run-time kernels, fold when constant)
 

@@ -14,11 +14,11 @@ def optimize(g: Graph, level: int = 2) -> Graph:
     fold_constants(g)
     remove_identities(g)
     canonical_gemm(g)
+    if level >= 1:   # before to_affine: patterns see Mul/Add/Div by constants as written
+        fuse_patterns(g)
     to_affine(g)
     if level >= 1:
         merge_affines(g)
-    if level >= 1:
-        fuse_patterns(g)
     if level >= 2:
         fuse_residual(g)
         fuse_activations(g)

@@ -1,8 +1,240 @@
-"""(being written) Pattern fusion: decomposed LayerNorm, GELU from Erf, SiLU, HardSwish."""
+"""Pattern fusion: the decomposed forms exporters write for SiLU, GELU, HardSwish and
+LayerNorm become one node each, so a modern model runs one kernel (or none: an activation
+then folds into its producer's epilogue, passes/fuse.py) instead of a chain of tiny passes.
+
+A match is anchored at the pattern's last node and walks back through producers. Products
+are read as a whole: a chain of Mul (and Div by a constant) with single-use intermediates is
+a coefficient times a list of factors, so every order exporters write (0.5 before or after,
+Div by sqrt(2) or Mul by 1/sqrt(2), x*x*x or Pow) is one case. A match is rewritten only when
+every matched intermediate is read by matched nodes alone and is not a graph output, the
+constants agree within RTOL and the result keeps the input's shape and dtype."""
 from __future__ import annotations
 
-from ..ir import Graph
+import math
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ..ops import REGISTRY
+
+RTOL = 1e-4
+SILU = "rvvkit.Silu"
+
+
+class _View:
+    """Producer/consumer maps of `g` and the small questions matchers ask of them."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.prod = g.producers()
+        self.cons = g.consumers()
+
+    def node(self, name: str, *ops: str) -> Optional[Node]:
+        """The producer of `name` when it is one of `ops` and carries no fusion yet."""
+        n = self.prod.get(name)
+        if n is None or n.op not in ops or n.act is not None or n.residual:
+            return None
+        return n
+
+    def single(self, name: str) -> bool:
+        return len(self.cons.get(name, [])) == 1 and name not in self.g.outputs
+
+    def scalar(self, name: str) -> Optional[float]:
+        """The value of a one-element float constant, else None."""
+        if not self.g.is_const(name):
+            return None
+        data = self.g.const(name)
+        return float(data.reshape(-1)[0]) if data.size == 1 and data.dtype.kind == "f" else None
+
+    def product(self, name: str, nodes: List[Node], root: bool = False
+                ) -> Tuple[float, List[str]]:
+        """`name` as coef * prod(factors): Mul and Div-by-constant nodes whose output is read
+        once (or the root) are opened and added to `nodes`; constants join the coefficient."""
+        c = self.scalar(name)
+        if c is not None:
+            return c, []
+        n = self.node(name, "Mul", "Div")
+        if n is None or len(n.inputs) != 2 or not (root or self.single(name)):
+            return 1.0, [name]
+        if n.op == "Div":
+            d = self.scalar(n.inputs[1])
+            if d is None or d == 0:
+                return 1.0, [name]
+            nodes.append(n)
+            c, fs = self.product(n.inputs[0], nodes)
+            return c / d, fs
+        nodes.append(n)
+        c0, f0 = self.product(n.inputs[0], nodes)
+        c1, f1 = self.product(n.inputs[1], nodes)
+        return c0 * c1, f0 + f1
+
+    def plus_const(self, name: str, nodes: List[Node]) -> Tuple[Optional[str], float]:
+        """`name` = other + c for a single-use Add with a scalar constant: (other, c)."""
+        n = self.node(name, "Add")
+        if n is None or len(n.inputs) != 2 or not self.single(name):
+            return None, 0.0
+        for a, b in (n.inputs, n.inputs[::-1]):
+            c = self.scalar(b)
+            if c is not None and not self.g.is_const(a):
+                nodes.append(n)
+                return a, c
+        return None, 0.0
+
+    def private(self, anchor: Node, nodes: Sequence[Node]) -> bool:
+        """Every matched intermediate is read only by matched nodes and is no graph output."""
+        ids = {id(n) for n in nodes} | {id(anchor)}
+        for n in nodes:
+            if n is anchor:
+                continue
+            for o in n.outputs:
+                if o in self.g.outputs or any(id(c) not in ids for c in self.cons.get(o, [])):
+                    return False
+        return True
+
+
+def close(a: float, b: float) -> bool:
+    return abs(a - b) <= RTOL * abs(b)
+
+
+def _one_of(factors: List[str], want: int) -> List[Tuple[str, List[str]]]:
+    """(x, the other factors) for each distinct factor x of a product of `want` factors."""
+    if len(factors) != want:
+        return []
+    out = []
+    for i, x in enumerate(factors):
+        if x not in factors[:i]:
+            out.append((x, factors[:i] + factors[i + 1:]))
+    return out
+
+
+# -- the activations -------------------------------------------------------------------------
+
+def _silu(v: _View, anchor: Node):
+    if anchor.op != "Mul":
+        return None
+    nodes: List[Node] = []
+    coef, fs = v.product(anchor.outputs[0], nodes, root=True)
+    if not close(coef, 1.0):
+        return None
+    for x, (s,) in _one_of(fs, 2):
+        sig = v.node(s, "Sigmoid")
+        if sig is not None and sig.inputs[0] == x and v.single(s):
+            return SILU, [x], {}, nodes + [sig]
+    return None
+
+
+def _hard_swish(v: _View, anchor: Node):
+    if anchor.op not in ("Mul", "Div"):
+        return None
+    nodes: List[Node] = []
+    coef, fs = v.product(anchor.outputs[0], nodes, root=True)
+    for x, (h,) in _one_of(fs, 2):
+        hs = v.node(h, "HardSigmoid")   # x * HardSigmoid(x; 1/6, 1/2)
+        if (hs is not None and hs.inputs[0] == x and v.single(h) and close(coef, 1.0)
+                and close(float(hs.attrs.get("alpha", 0.2)), 1 / 6)
+                and close(float(hs.attrs.get("beta", 0.5)), 0.5)):
+            return "HardSwish", [x], {}, nodes + [hs]
+        clip = v.node(h, "Clip")          # x * Clip(x + 3, 0, 6) / 6
+        if clip is None or not v.single(h) or not close(coef, 1 / 6):
+            continue
+        lo, hi = clip.attrs.get("bounds", (None, None))
+        inner: List[Node] = []
+        y, three = v.plus_const(clip.inputs[0], inner)
+        if y == x and close(three, 3.0) and lo == 0.0 and hi is not None and close(hi, 6.0):
+            return "HardSwish", [x], {}, nodes + [clip] + inner
+    return None
+
+
+def _gelu(v: _View, anchor: Node):
+    """0.5 * x * (1 + Erf(x / sqrt(2))) and 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x +
+    0.044715 * x^3))), each factor in any order."""
+    if anchor.op not in ("Mul", "Div"):
+        return None
+    nodes: List[Node] = []
+    coef, fs = v.product(anchor.outputs[0], nodes, root=True)
+    if not close(coef, 0.5):
+        return None
+    for x, (t,) in _one_of(fs, 2):
+        tail: List[Node] = []
+        u, one = v.plus_const(t, tail)
+        f = v.node(u, "Erf", "Tanh") if u is not None and close(one, 1.0) else None
+        if f is None or not v.single(u):
+            continue
+        tail.append(f)
+        c, arg = v.product(f.inputs[0], tail)
+        if f.op == "Erf" and arg == [x] and close(c, math.sqrt(0.5)):
+            return "Gelu", [x], {"approximate": "none"}, nodes + tail
+        if f.op == "Tanh" and len(arg) == 1 and close(c, math.sqrt(2 / math.pi)):
+            if _x_plus_cube(v, arg[0], x, tail):
+                return "Gelu", [x], {"approximate": "tanh"}, nodes + tail
+    return None
+
+
+def _x_plus_cube(v: _View, name: str, x: str, nodes: List[Node]) -> bool:
+    """`name` = x + 0.044715 * x^3 (x*x*x or Pow(x, 3))."""
+    add = v.node(name, "Add")
+    if add is None or len(add.inputs) != 2 or not v.single(name) or x not in add.inputs:
+        return False
+    w = add.inputs[1] if add.inputs[0] == x else add.inputs[0]
+    found: List[Node] = [add]
+    c, fs = v.product(w, found)
+    if fs != [x, x, x] and len(fs) == 1:
+        p = v.node(fs[0], "Pow")
+        if p is not None and v.single(fs[0]) and p.inputs[0] == x and v.scalar(p.inputs[1]) == 3:
+            found.append(p)
+            fs = [x, x, x]
+    if fs == [x, x, x] and close(c, 0.044715):
+        nodes.extend(found)
+        return True
+    return False
+
+
+# -- the rewrite -----------------------------------------------------------------------------
+
+def _matchers():
+    from .layernorm import match_layernorm   # noqa: F401 (kept apart: its own file)
+    return (_gelu, _hard_swish, _silu, match_layernorm)
+
+
+def _fits(v: _View, anchor: Node, op: str, inputs: List[str], nodes: List[Node]) -> bool:
+    x, y = v.g.t(inputs[0]), v.g.t(anchor.outputs[0])
+    return (op in REGISTRY and len(anchor.outputs) == 1 and not v.g.is_const(inputs[0])
+            and x.shape == y.shape and x.dtype == y.dtype == np.float32
+            and v.private(anchor, nodes))
+
+
+def _rewrite(g: Graph, anchor: Node, op: str, inputs: List[str], attrs: dict,
+             nodes: List[Node]) -> None:
+    """Put one `op` node where `anchor` was; it computes anchor's output from `inputs` and
+    lists every other matched node (graph order) in `fused`."""
+    ids = {id(n) for n in nodes}
+    new = Node(op, anchor.name, list(inputs), [anchor.outputs[0]], dict(attrs))
+    new.fused = [(n.op, n.name) for n in g.nodes if id(n) in ids and n is not anchor]
+    REGISTRY[op].infer(new, g)   # canonical attributes; the output tensor is already known
+    g.nodes[g.nodes.index(anchor)] = new
+    g.remove_nodes([n for n in nodes if n is not anchor])
 
 
 def fuse_patterns(g: Graph) -> Graph:
+    """Rewrite every match, trying anchors from the graph's end so a longer pattern is seen
+    before a shorter one inside it."""
+    matchers = _matchers()
+    gone: set = set()
+    v = _View(g)
+    for anchor in reversed(list(g.nodes)):
+        if id(anchor) in gone or anchor.act is not None or anchor.residual:
+            continue
+        for match in matchers:
+            found = match(v, anchor)
+            if found is None:
+                continue
+            op, inputs, attrs, nodes = found
+            nodes = list({id(n): n for n in nodes}.values())   # Mul(d, d) is one node
+            if not _fits(v, anchor, op, inputs, nodes):
+                continue
+            _rewrite(g, anchor, op, inputs, attrs, nodes)
+            gone.update(id(n) for n in nodes)
+            v = _View(g)
+            break
     return g

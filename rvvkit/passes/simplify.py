@@ -145,7 +145,8 @@ def merge_affines(g: Graph) -> None:
 
 
 def _scale_conv(g: Graph, conv: Node, s: np.ndarray, t: np.ndarray) -> None:
-    w = g.const(conv.inputs[1]).astype(np.float64) * s.reshape(-1, 1, 1, 1)
+    w = g.const(conv.inputs[1]).astype(np.float64)
+    w = w * s.reshape((-1,) + (1,) * (w.ndim - 1))   # 1-D, 2-D and 3-D weights
     b = g.const(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
     bias = (np.asarray(b, np.float64) * s + t).astype(np.float32)
     wname = g.add_const(g.fresh_name(conv.inputs[1] + "_bn"), w.astype(np.float32)).name

@@ -60,18 +60,58 @@ def _mixed_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+def _sequence_model() -> onnx.ModelProto:
+    """1-D/3-D conv and pooling, ConvTranspose, LSTM, GRU, RNN, Einsum, Attention."""
+    rng = np.random.default_rng(0)
+
+    def r(*s):
+        return rng.standard_normal(s).astype(np.float32)
+    arrays = {"w1": r(4, 2, 3), "wt": r(4, 2, 4), "wl": r(1, 16, 8), "rl": r(1, 16, 4),
+              "bl": r(1, 32), "wg": r(2, 12, 4), "rg": r(2, 12, 4), "wr": r(1, 4, 4),
+              "rr": r(1, 4, 4), "w3": r(2, 1, 2, 2, 2), "sl": np.array([6], np.int32)}
+    inits = [onnx.numpy_helper.from_array(a, n) for n, a in arrays.items()]
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w1"], ["c1"], pads=[1, 1]),                       # (1,4,12)
+        node("MaxPool", ["c1"], ["p1"], kernel_shape=[2], strides=[2]),        # (1,4,6)
+        node("ConvTranspose", ["p1", "wt"], ["t1"], strides=[2], pads=[1, 1]),  # (1,2,12)
+        node("AveragePool", ["t1"], ["a1"], kernel_shape=[3], pads=[1, 1], strides=[2]),
+        node("Transpose", ["p1"], ["s1"], perm=[2, 0, 1]),                    # (6,1,4)
+        node("Concat", ["s1", "s1"], ["s2"], axis=2),                         # (6,1,8)
+        node("LSTM", ["s2", "wl", "rl", "bl", "sl"], ["yl", "hl", "cl"], hidden_size=4),
+        node("GRU", ["s1", "wg", "rg"], ["yg", "hg"], hidden_size=4,
+             direction="bidirectional", linear_before_reset=1),
+        node("RNN", ["s1", "wr", "rr"], ["yr"], hidden_size=4),
+        node("Einsum", ["yl", "yl"], ["e1"], equation="tdbh,udbh->dbtu"),
+        node("Einsum", ["e1"], ["e2"], equation="dbtu->ut"),
+        node("Attention", ["q", "q", "q"], ["att"], is_causal=1, softcap=3.0),
+        node("Conv", ["v", "w3"], ["v1"], pads=[1, 1, 1, 1, 1, 1]),
+        node("AveragePool", ["v1"], ["v2"], kernel_shape=[2, 2, 2], count_include_pad=1,
+             pads=[1, 0, 0, 0, 1, 1]),
+    ]
+    outs = ["a1", "hl", "cl", "yg", "hg", "yr", "e2", "att", "v2"]
+    graph = helper.make_graph(
+        nodes, "sequence",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 12]),
+         helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 5, 4]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 1, 4, 3, 5])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("src")
     out = {}
-    for name, model in (("mixed", _mixed_model()), ("shufflenet", light_model("shufflenet"))):
+    for name, model in (("mixed", _mixed_model()), ("shufflenet", light_model("shufflenet")),
+                        ("sequence", _sequence_model())):
         path = d / f"{name}.c"
         path.write_text(rvvkit.build(model).c_source)
         out[name] = path
     return out
 
 
-@pytest.mark.parametrize("model", ["mixed", "shufflenet"])
+@pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

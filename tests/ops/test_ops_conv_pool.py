@@ -162,3 +162,71 @@ def test_batchnorm_after_conv_is_folded(bias, executor):
 
 
 # ---------------------------------------------------------------------------------------------
+# 1-D (lowered onto the 2-D kernels with H = 1) and 3-D (direct kernels) convolution / pooling
+
+CONV_ND_CASES = [
+    # id, x shape, w shape, attrs, bias
+    ("1d_k3_pad1", (1, 3, 17), (4, 3, 3), dict(pads=[1, 1]), True),
+    ("1d_wav2vec_k10_s5", (1, 1, 163), (8, 1, 10), dict(strides=[5]), False),
+    ("1d_pointwise_batch2", (2, 6, 9), (5, 6, 1), {}, True),
+    ("1d_stride2_same_upper", (1, 4, 13), (3, 4, 3), dict(strides=[2], auto_pad="SAME_UPPER"),
+     True),
+    ("1d_depthwise", (1, 5, 11), (5, 1, 5), dict(group=5, pads=[2, 1]), True),
+    ("1d_group2_stride2", (2, 4, 15), (6, 2, 3), dict(group=2, strides=[2]), True),
+    ("3d_k3_pad1", (1, 2, 5, 6, 7), (3, 2, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1]), True),
+    ("3d_stride2_dil_group", (2, 4, 7, 5, 6), (4, 2, 2, 3, 2),
+     dict(strides=[2, 1, 2], dilations=[1, 2, 1], group=2, pads=[0, 1, 1, 1, 0, 0]), False),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs, bias",
+                         [c[1:] for c in CONV_ND_CASES], ids=[c[0] for c in CONV_ND_CASES])
+def test_conv_1d_3d(x_shape, w_shape, attrs, bias, op_executor):
+    inits = {"w": rand(*w_shape, seed=1)}
+    ins = ["x", "w"]
+    if bias:
+        inits["b"] = rand(w_shape[0], seed=2)
+        ins.append("b")
+    m = make_model([node("Conv", ins, ["y"], **attrs)], [("x", x_shape)], ["y"], inits)
+    assert_matches(m, {"x": rand(*x_shape)}, on=op_executor)
+
+
+def test_conv1d_bn_relu_residual(op_executor):
+    """BatchNorm folds into a 1-D conv; Relu and a residual Add fuse into its epilogue."""
+    inits = {"w": rand(4, 4, 3, seed=1), **bn_params(4)}
+    nodes = [node("Conv", ["x", "w"], ["c"], pads=[1, 1]),
+             node("BatchNormalization", ["c", "s", "bb", "mean", "var"], ["d"]),
+             node("Add", ["d", "x"], ["e"]), node("Relu", ["e"], ["y"])]
+    m = make_model(nodes, [("x", (2, 4, 9))], ["y"], inits)
+    art = rvvkit.build(m)
+    assert plan_ops(art) == ["Conv"]
+    assert_matches(m, {"x": rand(2, 4, 9)}, artifact=art, on=op_executor)
+
+
+POOL_ND_CASES = [
+    ("max_1d_k3s2_pad1", "MaxPool", (2, 3, 17), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ("avg_1d_k4s3_ceil", "AveragePool", (1, 2, 16), dict(kernel_shape=[4], strides=[3],
+                                                        ceil_mode=1)),
+    ("avg_1d_cip1", "AveragePool", (1, 2, 9), dict(kernel_shape=[3], pads=[1, 2],
+                                                   count_include_pad=1)),
+    ("max_3d_k2s2", "MaxPool", (1, 2, 6, 5, 7), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2])),
+    ("max_3d_dil_pad", "MaxPool", (1, 2, 6, 5, 7), dict(kernel_shape=[2, 3, 2],
+                                                        dilations=[2, 1, 1],
+                                                        pads=[1, 1, 0, 0, 1, 1])),
+    ("avg_3d_pad_cip0", "AveragePool", (2, 2, 5, 4, 6), dict(kernel_shape=[3, 3, 3],
+                                                            pads=[1, 1, 1, 1, 1, 1])),
+    ("avg_3d_pad_cip1_ceil", "AveragePool", (1, 2, 5, 4, 6),
+     dict(kernel_shape=[3, 2, 3], strides=[2, 2, 2], pads=[1, 0, 1, 1, 0, 1],
+          count_include_pad=1, ceil_mode=1)),
+]
+
+
+@pytest.mark.parametrize("op, x_shape, attrs", [c[1:] for c in POOL_ND_CASES],
+                         ids=[c[0] for c in POOL_ND_CASES])
+def test_pool_1d_3d(op, x_shape, attrs, op_executor):
+    check_single(op_executor, op, x_shape, attrs, opset=19)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pool_3d(op, op_executor):
+    check_single(op_executor, op, (2, 3, 4, 5, 3))

@@ -6,7 +6,7 @@ from onnx import TensorProto, helper
 
 import rvvkit
 from conftest import make_model, rand
-from rvvkit.errors import ModelError, RvvkitError, UnsupportedOperator
+from rvvkit.errors import ModelError, ModelProblems, RvvkitError, UnsupportedOperator
 from rvvkit.frontend.onnx import from_onnx
 
 node = helper.make_node
@@ -19,21 +19,108 @@ def relu_model(shape=(1, 3, 4, 4), opset=13):
 
 def test_every_unsupported_operator_listed_at_once():
     nodes = [node("Relu", ["x"], ["a"], name="ok_relu"),
-             node("Einsum", ["a"], ["b"], equation="ij->ji", name="einsum_first"),
-             node("Erf", ["b"], ["c"], name="erf_node"),
-             node("Einsum", ["c"], ["y"], equation="ij->ji", name="einsum_second")]
-    m = make_model(nodes, [("x", (3, 4))], ["y"])
+             node("MadeUpOpA", ["a"], ["b"], name="first_a"),
+             node("MadeUpOpB", ["x"], ["c"], name="only_b"),
+             node("MadeUpOpA", ["c"], ["y"], name="second_a")]
+    m = make_model(nodes, [("x", (3, 4))], ["y", "b"])
     with pytest.raises(UnsupportedOperator) as info:
         rvvkit.build(m)
     err = info.value
     assert isinstance(err, ModelError) and isinstance(err, RvvkitError)
-    assert err.op_types == ["Einsum", "Erf"]
-    assert sorted(err.ops) == [("Einsum", "einsum_first"), ("Einsum", "einsum_second"),
-                               ("Erf", "erf_node")]
+    assert err.op_types == ["MadeUpOpA", "MadeUpOpB"]
+    # second_a reads only_b's output: its problem is upstream, so it is not reported
+    assert sorted(err.ops) == [("MadeUpOpA", "first_a"), ("MadeUpOpB", "only_b")]
     msg = str(err)
-    for word in ("Einsum", "Erf", "einsum_first", "einsum_second", "erf_node"):
+    for word in ("MadeUpOpA", "MadeUpOpB", "first_a", "only_b"):
         assert word in msg
     assert "ok_relu" not in msg
+
+
+def test_every_problem_in_one_error(monkeypatch):
+    """Unsupported op, bad attribute value, unsupported input dtype, a dimension that cannot be
+    made static and a fold-only op on a run-time tensor: one error, one line each, with the
+    node or input named, and nothing generated."""
+    import dataclasses
+    from rvvkit.ops import REGISTRY
+    monkeypatch.setitem(REGISTRY, "Relu", dataclasses.replace(REGISTRY["Relu"], lower=None))
+    half = helper.make_tensor_value_info("h", TensorProto.FLOAT16, [2, 3])
+    sym = helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, "W"])
+    nodes = [node("MadeUpOp", ["x"], ["a"], name="mystery"),
+             node("Softmax", ["x"], ["b"], axis=7, name="bad_axis"),
+             node("Relu", ["x"], ["c"], name="fold_only"),
+             node("Neg", ["h"], ["d"], name="reads_half"),
+             node("Neg", ["s"], ["e"], name="reads_sym"),
+             node("Neg", ["x"], ["f"], name="fine")]
+    m = make_model(nodes, [("x", (2, 3)), half, sym], ["a", "b", "c", "d", "e", "f"])
+    with pytest.raises(ModelProblems) as info:
+        rvvkit.build(m)
+    err = info.value
+    lines = str(err).splitlines()
+    assert lines[0] == "5 problem(s) in the model:"
+    for where in ("mystery", "bad_axis", "fold_only", "'h'", "'s'"):
+        assert sum(where in line for line in lines[1:]) == 1, (where, lines)
+    assert not any(w in str(err) for w in ("reads_half", "reads_sym", "'fine'"))
+    assert ("MadeUpOp", "mystery") in err.ops and ("Relu", "fold_only") in err.ops
+    assert isinstance(err, UnsupportedOperator)
+
+
+def test_cli_lists_every_problem_without_traceback(tmp_path):
+    import onnx
+    from rvvkit.cli import main
+    nodes = [node("MadeUpOp", ["x"], ["a"], name="mystery"),
+             node("Softmax", ["x"], ["b"], axis=7, name="bad_axis")]
+    path = tmp_path / "two.onnx"
+    onnx.save(make_model(nodes, [("x", (2, 3))], ["a", "b"]), str(path))
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["build", str(path), "-q", "-o", str(tmp_path / "two.rvv")])
+    text = err.getvalue()
+    assert code == 1 and "Traceback" not in text
+    lines = text.strip().splitlines()
+    assert lines[0] == "rvvkit: error: 2 problem(s) in the model:"
+    assert len(lines) == 3 and "mystery" in lines[1] and "bad_axis" in lines[2]
+    assert not (tmp_path / "two.rvv").exists()
+
+
+def _typed(kind_name):
+    elem = helper.make_tensor_type_proto(TensorProto.FLOAT, [2])
+    return {"sequence": helper.make_sequence_type_proto(elem),
+            "optional": helper.make_optional_type_proto(elem),
+            "map": helper.make_map_type_proto(TensorProto.INT64, elem),
+            "sparse": helper.make_sparse_tensor_type_proto(TensorProto.FLOAT, [2, 3])}[kind_name]
+
+
+@pytest.mark.parametrize("kind, shown", [("sequence", "sequence(tensor(float))"),
+                                         ("optional", "optional(tensor(float))"),
+                                         ("map", "map(int64, tensor(float))"),
+                                         ("sparse", "sparse_tensor(float)")])
+def test_non_tensor_input_is_named_with_its_type(kind, shown):
+    vi = helper.make_value_info("seq_in", _typed(kind))
+    m = make_model([node("Identity", ["seq_in"], ["y"])], [vi], ["y"])
+    with pytest.raises(ModelError) as info:
+        from_onnx(m)
+    msg = str(info.value)
+    assert "'seq_in'" in msg and shown in msg and "KeyError" not in msg
+
+
+def test_non_tensor_output_is_named_with_its_type():
+    m = make_model([node("Relu", ["x"], ["y"])], [("x", (2,))], ["y"])
+    m.graph.output[0].CopyFrom(helper.make_value_info("y", _typed("sequence")))
+    with pytest.raises(ModelError, match=r"output 'y'.*sequence\(tensor\(float\)\)"):
+        from_onnx(m)
+
+
+def test_dropout_mask_is_all_true():
+    m = make_model([node("Dropout", ["x"], ["y", "mask"], name="drop")], [("x", (3, 5))],
+                   ["y", "mask"])
+    x = rand(3, 5)
+    for _ in range(2):  # the second run finds the arena dirty: the mask must be written
+        with rvvkit.load(rvvkit.build(m)) as sess:
+            out = sess.run({"x": x})
+        np.testing.assert_array_equal(out["y"], x)
+        assert out["mask"].dtype == np.bool_ and out["mask"].all()
 
 
 def test_unsupported_custom_domain_and_unnamed_node():
@@ -65,10 +152,20 @@ def test_missing_file(tmp_path):
     assert "nope.onnx" in str(info.value)
 
 
-def test_opset_too_old_names_the_opset():
+def test_old_opset_is_upgraded(capsys):
+    g = from_onnx(relu_model(opset=6))
+    assert g.opset >= 7 and [n.op for n in g.nodes] == ["Relu"]
+    err = capsys.readouterr().err
+    assert "opset 6" in err and "upgraded" in err and len(err.strip().splitlines()) == 1
+
+
+def test_old_opset_that_cannot_be_upgraded():
+    m = make_model([node("Upsample", ["x"], ["y"], scales=[1.0, 2.0], name="up")],
+                   [("x", (2, 3))], ["y"], opset=6)
     with pytest.raises(ModelError) as info:
-        rvvkit.build(relu_model(opset=6))
-    assert "opset 6" in str(info.value)
+        from_onnx(m)
+    msg = str(info.value)
+    assert "opset 6" in msg and "version_converter" in msg and "Upsample" in msg
 
 
 def test_model_file_path_and_bytes_are_accepted(tmp_path):
@@ -189,8 +286,11 @@ def test_dropout_training_mode_rejected():
         rvvkit.build(m)
 
 
-def test_fold_only_op_on_runtime_tensor_is_unsupported():
-    """Gather is supported on constants only: on an activation it is reported, with the node."""
+def test_fold_only_op_on_runtime_tensor_is_unsupported(monkeypatch):
+    """An op supported on constants only is reported on an activation, with the node."""
+    import dataclasses
+    from rvvkit.ops import REGISTRY
+    monkeypatch.setitem(REGISTRY, "Gather", dataclasses.replace(REGISTRY["Gather"], lower=None))
     m = make_model([node("Gather", ["x", "i"], ["y"], name="gather_act")], [("x", (4, 3))],
                    ["y"], {"i": np.asarray([0, 2], np.int64)})
     with pytest.raises(UnsupportedOperator) as info:

@@ -35,7 +35,7 @@ def test_every_broadcasting_binary_has_a_c_form():
 
 def test_internal_ops_live_outside_the_onnx_namespace():
     internal = sorted(op for op, d in REGISTRY.items() if d.internal)
-    assert internal == ["rvvkit.ChannelAffine"]
+    assert internal == ["rvvkit.ChannelAffine", "rvvkit.Silu"]
     assert all(REGISTRY[op].domain == "rvvkit" for op in internal)
     assert all("." not in op for op, d in REGISTRY.items() if not d.internal)
 
@@ -46,7 +46,8 @@ def test_activation_row_is_a_whole_operator(kind):
     for op in row.onnx_ops:
         assert BY_OP[op] is row
         assert REGISTRY[op].evaluate is not None and REGISTRY[op].lower is not None
-    params = {"clip": (-1.0, 2.0), "leaky_relu": (0.2,)}.get(kind, ())
+    params = {"clip": (-1.0, 2.0), "leaky_relu": (0.2,),
+              "hard_sigmoid": (0.2, 0.5)}.get(kind, ())
     act = Act(kind, params)
     assert "v" in act.c_expr("v") and "v" in act.cuda_expr("v")
     assert act.has_vector_form == (row.rvv is not None)

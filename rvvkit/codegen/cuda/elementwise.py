@@ -188,7 +188,8 @@ def concat(spec: dict, kernel: Kernel) -> CudaKernel:
     parts = [(p, inner, off) for p, inner, off in
              zip(ins, inners, [sum(inners[:j]) for j in range(len(inners))]) if inner]
     empty = [f"(void){p.name};" for p, inner in zip(ins, inners) if not inner]
-    lines = empty + [f"const I o = i / {total};", f"const I r = i - o * {total};", "float v;"]
+    lines = empty + [f"const I o = i / {total};", f"const I r = i - o * {total};",
+                     f"{y.ctype} v;"]
     for j, (p, inner, off) in enumerate(parts):
         rel = f"r - {off}" if off else "r"
         load = f"v = {p.name}[o * {inner} + {rel}];"

@@ -232,3 +232,27 @@ def matmul(spec: dict, kernel: Kernel) -> CudaKernel:
         ep_col=lambda q: "",
         ep_store=lambda p, q, v: f"yz[(long long){p} * {n} + {q}] = {v};")
     return _instantiate(pr, kernel, small_rows_ok=True)
+
+
+@generator("matmul_t")
+def matmul_t(spec: dict, kernel: Kernel) -> CudaKernel:
+    """Y[z] = A[z] @ B[z], either operand stored transposed; params a, b, y."""
+    nb, m, n, k = spec["nb"], spec["M"], spec["N"], spec["K"]
+
+    def zpre(z: str) -> str:
+        return (f"const float *__restrict__ az = a + (long long){z} * {m * k};\n"
+                f"const float *__restrict__ bz = b + (long long){z} * {k * n};\n"
+                f"float *__restrict__ yz = y + (long long){z} * {m * n};")
+
+    a = Operand(fast_k=False, val=lambda i, kk: f"az[(long long)({kk}) * {m} + {i}]") \
+        if spec["a_trans"] else \
+        Operand(fast_k=True, val=lambda i, kk: f"az[(long long)({i}) * {k} + {kk}]")
+    b = Operand(fast_k=True, val=lambda j, kk: f"bz[(long long)({j}) * {k} + {kk}]") \
+        if spec["b_trans"] else \
+        Operand(fast_k=False, val=lambda j, kk: f"bz[(long long)({kk}) * {n} + {j}]")
+    pr = Problem(
+        tag="mmt", params=_params(kernel), args=_args(kernel), p=m, q=n, k=k, nz=nb, zpre=zpre,
+        a=a, b=b, ep_col=lambda q: "",
+        ep_store=lambda p, q, v: f"yz[(long long){p} * {n} + {q}] = {v};")
+    # the split-K template reads A k-contiguously and B along its rows
+    return _instantiate(pr, kernel, small_rows_ok=not spec["a_trans"] and not spec["b_trans"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ...ops.activations import Act, act_expr, has_vector_form
+from ...ops.activations import Act, act_expr, act_rvv_support, has_vector_form
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered
 from ..loops import cdiv, loop
@@ -136,7 +136,7 @@ for (int j = 0; j < {wo}; ++j) {{
 {indent(store)}
 }}
 """
-    support = {**header(), sname: scode, tname: tcode, gname: gcode}
+    support = {**header(), **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
     kern = Kernel("dwconv", params, indent(body) + "\n", gbuf + qpad, support,
                   n * cin * ho * wo * kh * kw, spec=spec)
     return Lowered(kern)

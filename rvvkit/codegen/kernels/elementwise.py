@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from ...ops.activations import Act, act_expr, has_vector_form
+from ...ops.activations import Act, act_expr, act_rvv_support, has_vector_form
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, make_spec
 from ..loops import broadcast_strides, collapse, loop, nest, strides_of
@@ -35,10 +35,16 @@ def nary(op: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
     spec = make_spec("nary", operator=op, in_shapes=in_shapes, out_shape=out_shape, act=act)
     if rvv is None:
         return Lowered(Kernel(op.lower(), params, code, spec=spec))
-    return Lowered(Kernel(op.lower(), params, guarded(rvv, code), support=header(), spec=spec))
+    return Lowered(Kernel(op.lower(), params, guarded(rvv, code), support=_support(act),
+                          spec=spec))
 
 
 L = 8   # LMUL of the element-wise strips: a value, one loaded operand and a temporary
+
+
+def _support(act: Optional[Act]) -> dict:
+    """The RVV header, then the helpers the activation's vector form calls."""
+    return {**header(), **act_rvv_support(act, L)}
 
 # (vector, vector), (vector, scalar), (scalar, vector) forms of each operator
 _VV = {"+": "vfadd_vv", "-": "vfsub_vv", "*": "vfmul_vv", "/": "vfdiv_vv"}
@@ -118,7 +124,7 @@ def unary(act: Act, shape: Sequence[int]) -> Lowered:
         return Lowered(Kernel(act.kind, params, code, spec=spec))
     rvv = _strip(str(n), f"{vt(L)} v = {vle(L, 'x + i')};\nv = {act.rvv_expr('v', L)};\n"
                  f"{vse(L, 'y + i', 'v')}", "    ")
-    return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=header(), spec=spec))
+    return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=_support(act), spec=spec))
 
 
 def _per_channel(batch: int, chans: int, size: int, head: str, inner: str) -> str:
@@ -150,7 +156,7 @@ def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
                    "")
     head = f"const float sc = s[c];\nconst {vt(L)} shv = {vsplat(L, 't[c]', vsetvlmax(L))};"
     rvv = _per_channel(batch, chans, inner, head, strip)
-    return Lowered(Kernel("affine", params, guarded(rvv, code), support=header(), **kw))
+    return Lowered(Kernel("affine", params, guarded(rvv, code), support=_support(act), **kw))
 
 
 def copy(n_elems: int, dtype: str = "float32") -> Lowered:

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...ops.activations import Act
 from ..cfmt import indent
-from ..kernel import Kernel, Lowered, Param, make_spec
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import cdiv
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
@@ -157,3 +157,37 @@ def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
     nbb = int(np.prod(bbat, dtype=np.int64))
     tr = {1: _b_transform(trans, mr, nr, K, N, nbb)} if b_const else None
     return Lowered(kern, tr)
+
+
+declare_spec("matmul_t", ("nb", "M", "N", "K", "a_trans", "b_trans"))
+
+
+def _plan_t(m: int, n: int, k: int, a_t: bool, b_t: bool):
+    """_plan for runtime operands stored either way round: A [m][k] or (a_t) [k][m], B [k][n]
+    or (b_t) [n][k]; the strided packer reads any of them (strides only)."""
+    mr0, nr0 = choose_tile(m, n, k)
+    mr1, nr1 = choose_tile(n, m, k, trans=True)
+    a_str = Side("strided", si=1, sk=m) if a_t else Side("strided", si=k, sk=1)
+    bside = Side("strided", si=k, sk=1) if b_t else Side("strided", si=1, sk=n)
+    if tile_cost(n, m, k, mr1, nr1, True) < tile_cost(m, n, k, mr0, nr0, False):
+        return True, mr1, nr1, bside, a_str
+    aside = Side("row", si=k) if mr0 == 1 and not a_t else a_str
+    return False, mr0, nr0, aside, bside
+
+
+def matmul_t(nb: int, M: int, N: int, K: int, a_trans: bool, b_trans: bool) -> Lowered:
+    """Y[z] = A[z] @ B[z] over nb batches, A[z] stored [M][K] or transposed ([K][M]), B[z]
+    [K][N] or transposed ([N][K]); params a, b, y (Einsum forms like bhqd,bhkd->bhqk)."""
+    trans, mr, nr, rs, cs = _plan_t(M, N, K, a_trans, b_trans)
+    c = core("matmul", N if trans else M, M if trans else N, K, rs, cs,
+             Epilogue(ldy=N, trans=trans), mr, nr)
+    ws = "ws" if c.workspace else "(float *)0"
+    def at(ptr: str, size: int) -> str:
+        return ptr if nb == 1 else f"{ptr} + (ptrdiff_t)z * {size}"
+    body = _call(trans, c.name, at("a", M * K), at("b", K * N), f"{at('y', M * N)}, {ws}")
+    if nb > 1:
+        body = f"for (int z = 0; z < {nb}; ++z) {{\n{indent(body)}\n}}"
+    spec = make_spec("matmul_t", nb=nb, M=M, N=N, K=K, a_trans=a_trans, b_trans=b_trans)
+    kern = Kernel("matmul", (Param("a"), Param("b"), Param("y", False)), indent(body) + "\n",
+                  c.workspace, c.support, nb * M * N * K, spec=spec)
+    return Lowered(kern)

@@ -1,4 +1,5 @@
-"""Data-movement kernels: Transpose and Concat."""
+"""Data-movement kernels: Transpose and Concat, on any element type (the RVV and RVK_MEMCPY
+fast paths move float32 words; other types are copied element-wise or with memcpy)."""
 from __future__ import annotations
 
 import math
@@ -10,16 +11,17 @@ from ..loops import collapse, loop, nest, strides_of
 from ..rvv import guarded, header, vle, vlse, vse, vsetvl
 
 
-def transpose(in_shape: Sequence[int], perm: Sequence[int]) -> Lowered:
+def transpose(in_shape: Sequence[int], perm: Sequence[int], dtype: str = "float32") -> Lowered:
     out_shape = [in_shape[p] for p in perm]
     in_st = strides_of(in_shape)
     x_strides = [in_st[p] for p in perm]
     dims, sts = collapse(out_shape, [x_strides, strides_of(out_shape)])
     code = nest(dims, sts, ["x", "y"], lambda idx: f"y[{idx['y']}] = x[{idx['x']}];")
-    params = (Param("x"), Param("y", const=False))
+    params = (Param("x", dtype=dtype), Param("y", const=False, dtype=dtype))
     spec = make_spec("transpose", in_shape=in_shape, perm=perm)
-    if dims[-1] == 1 or sts[1][-1] != 1:
-        return Lowered(Kernel("transpose", params, code, spec=spec))
+    hint = "transpose" if dtype == "float32" else f"transpose_{dtype}"
+    if dims[-1] == 1 or sts[1][-1] != 1 or dtype != "float32":
+        return Lowered(Kernel(hint, params, code, spec=spec))
     return Lowered(Kernel("transpose", params, guarded(_transpose_rvv(dims, sts), code),
                           support=header(), spec=spec))
 
@@ -49,17 +51,24 @@ def _transpose_rvv(dims, sts) -> str:
     return "\n".join(lines)
 
 
-def concat(in_shapes: Sequence[Sequence[int]], axis: int) -> Lowered:
-    """Each input is a block of `inner_i` floats per outer index; blocks are copied in order."""
+def concat(in_shapes: Sequence[Sequence[int]], axis: int, dtype: str = "float32") -> Lowered:
+    """Each input is a block of `inner_i` elements per outer index; blocks are copied in
+    order."""
     outer = math.prod(in_shapes[0][:axis])
     inners = [math.prod(s[axis:]) for s in in_shapes]
     total = sum(inners)
     copies, off = [], 0
+    cpy = "RVK_MEMCPY" if dtype == "float32" else "memcpy"
     for i, inner in enumerate(inners):
-        copies.append(f"RVK_MEMCPY(y + o * {total} + {off}, x{i} + o * {inner}, "
-                      f"sizeof(float) * {inner});")
+        if inner:
+            copies.append(f"{cpy}(y + o * {total} + {off}, x{i} + o * {inner}, "
+                          f"sizeof(*y) * {inner});")
         off += inner
     code = indent(loop("o", 0, outer, "\n".join(copies), "long", flat=True))
-    params = tuple(Param(f"x{i}") for i in range(len(in_shapes))) + (Param("y", const=False),)
-    return Lowered(Kernel("concat", params, code, support=header(),
+    params = tuple(Param(f"x{i}", dtype=dtype) for i in range(len(in_shapes))) + \
+        (Param("y", const=False, dtype=dtype),)
+    unused = "".join(f"    (void)x{i};\n" for i, n in enumerate(inners) if not n)
+    hint = "concat" if dtype == "float32" else f"concat_{dtype}"
+    code = unused + code if copies else unused + "    (void)y;"
+    return Lowered(Kernel(hint, params, code, support=header(),
                           spec=make_spec("concat", in_shapes=in_shapes, axis=axis)))

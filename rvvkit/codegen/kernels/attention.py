@@ -1,0 +1,87 @@
+"""Attention (ai.onnx opset 23) as one direct kernel: per batch, query head and query row, the
+scores against every key (scaled dot products, optional softcap, then the mask: boolean
+(false = masked) or additive float, broadcast to (B, Hq, Sq, Skv), and the top-left causal
+mask), a softmax with fully masked rows giving zeros, and the weighted sum of the values.
+Grouped-query attention: query head h reads key/value head h / (Hq / Hkv). Q, K, V, Y are
+either (B, H, S, D) or (B, S, H*D). Workspace: one row of scores."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ..cfmt import flt, indent
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..loops import broadcast_strides
+
+declare_spec("attention", ("dims", "rank", "scale", "softcap", "is_causal", "mask_shape",
+                           "mask_dtype"))
+
+
+def _at(ptr: str, rank: int, heads: int, seq: int, size: int, head: str, row: str) -> str:
+    """Pointer to row `row` of head `head` (batch b) of a Q/K/V/Y tensor."""
+    if rank == 4:
+        return f"{ptr} + ((b * {heads} + {head}) * {seq} + {row}) * {size}"
+    return f"{ptr} + (b * {seq} + {row}) * {heads * size} + {head} * {size}"
+
+
+def attention(dims: Tuple[int, ...], rank: int, scale: float, softcap: float, is_causal: bool,
+              mask_shape: Optional[Tuple[int, ...]], mask_dtype: Optional[str]) -> Lowered:
+    """dims = (B, Hq, Hkv, Sq, Skv, D, Dv); params q, k, v, [mask], y."""
+    b_, hq, hk, sq, skv, d, dv = dims
+    reps = hq // hk
+    score = f"sc * {flt(scale)}"
+    if softcap > 0:
+        score = f"{flt(softcap)} * tanhf(({score}) / {flt(softcap)})"
+    masks = []
+    if mask_shape is not None:
+        st = broadcast_strides(mask_shape, (b_, hq, sq, skv))
+        off = " + ".join(f"{v} * {s}" for v, s in zip(("b", "h", "i", "j"), st) if s) or "0"
+        if mask_dtype == "bool":
+            masks.append(f"if (!mask[{off}]) s = -INFINITY;")
+        else:
+            masks.append(f"s += mask[{off}];")
+    if is_causal:
+        masks.append("if (j > i) s = -INFINITY;")
+    q = _at("q", rank, hq, sq, d, "h", "i")
+    k = _at("k", rank, hk, skv, d, f"(h / {reps})", "j")
+    v = _at("v", rank, hk, skv, dv, f"(h / {reps})", "j")
+    y = _at("y", rank, hq, sq, dv, "h", "i")
+    body = f"""for (long b = 0; b < {b_}; ++b) {{
+    for (long h = 0; h < {hq}; ++h) {{
+        for (long i = 0; i < {sq}; ++i) {{
+            const float *__restrict qi = {q};
+            float *__restrict yi = {y};
+            float mx = -INFINITY;
+            for (long j = 0; j < {skv}; ++j) {{
+                const float *__restrict kj = {k};
+                float sc = 0.0f;
+                for (long t = 0; t < {d}; ++t) sc += qi[t] * kj[t];
+                float s = {score};
+{indent(chr(10).join(masks), 4)}
+                ws[j] = s;
+                mx = s > mx ? s : mx;
+            }}
+            for (long t = 0; t < {dv}; ++t) yi[t] = 0.0f;
+            if (mx == -INFINITY) continue;   /* every key masked: zeros */
+            float sum = 0.0f;
+            for (long j = 0; j < {skv}; ++j) {{
+                ws[j] = expf(ws[j] - mx);
+                sum += ws[j];
+            }}
+            const float inv = 1.0f / sum;
+            for (long j = 0; j < {skv}; ++j) {{
+                const float *__restrict vj = {v};
+                const float p = ws[j] * inv;
+                for (long t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
+            }}
+        }}
+    }}
+}}"""
+    params = [Param("q"), Param("k"), Param("v")]
+    if mask_shape is not None:
+        params.append(Param("mask", dtype=mask_dtype))
+    params.append(Param("y", False))
+    spec = make_spec("attention", dims=dims, rank=rank, scale=scale, softcap=softcap,
+                     is_causal=is_causal, mask_shape=mask_shape, mask_dtype=mask_dtype)
+    macs = b_ * hq * sq * skv * (d + dv)
+    return Lowered(Kernel("attention", tuple(params), indent(body) + "\n", skv, macs=macs,
+                          spec=spec))

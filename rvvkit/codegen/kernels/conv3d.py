@@ -1,0 +1,134 @@
+"""Convolution and pooling of any spatial rank as direct loop nests (3-D models: video, medical
+volumes), and the mapping of 1-D ops onto the 2-D kernels (H = 1) so that 1-D convolutions
+(speech front ends) run on the packed GEMM and depthwise paths of conv.py.
+
+The direct kernels favour correctness and small code: per output element the window taps are
+bounds-checked, the innermost loop runs along the last (contiguous) kernel axis."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+from ...ops.activations import Act, act_expr
+from ..cfmt import indent
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..loops import strides_of
+
+declare_spec("conv_nd", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
+                         "dilations", "bias", "residual", "act"))
+declare_spec("pool_nd", ("kind", "x_shape", "y_shape", "kernel", "strides", "pads",
+                         "dilations", "count_include_pad"))
+
+XY = (Param("x"), Param("y", False))
+
+
+def as_2d(x_shape, y_shape, kernel, strides, pads, dilations, w_shape=None):
+    """The 2-D (H = 1) form of a 1-D window op: shapes, kernel, strides, pads, dilations."""
+    def lift(s):
+        return None if s is None else tuple(s[:2]) + (1,) + tuple(s[2:])
+    return (lift(x_shape), lift(y_shape), (1,) + tuple(kernel), (1,) + tuple(strides),
+            (0, pads[0], 0, pads[1]), (1,) + tuple(dilations), lift(w_shape))
+
+
+def _origin(nd: int, ys, strides, pads) -> str:
+    """Declarations of the window origin b<d> of flat output position `o`, per spatial axis."""
+    ost = strides_of(ys)
+    lines = []
+    for d in range(nd):
+        idx = f"o / {ost[d]}" if ost[d] > 1 else "o"
+        idx = f"({idx}) % {ys[d]}" if d > 0 else idx
+        lines.append(f"const long b{d} = ({idx}) * {strides[d]} - {pads[d]};")
+    return "\n".join(lines)
+
+
+def _taps(nd: int, xs, kernel, dil, inner: str) -> str:
+    """Loops over the kernel taps i<d> whose input position p<d> lies inside the input; the
+    flat offsets of the tap in the input (xo) and in the kernel (ko) are defined for `inner`."""
+    xst, kst = strides_of(xs), strides_of(kernel)
+    xo = " + ".join(f"p{d} * {xst[d]}" if xst[d] > 1 else f"p{d}" for d in range(nd))
+    ko = " + ".join(f"i{d} * {kst[d]}" if kst[d] > 1 else f"i{d}" for d in range(nd))
+    text = f"const long xo = {xo};\nconst long ko = {ko};\n{inner}"
+    for d in reversed(range(nd)):
+        text = f"""for (long i{d} = 0; i{d} < {kernel[d]}; ++i{d}) {{
+    const long p{d} = b{d} + i{d} * {dil[d]};
+    if (p{d} < 0 || p{d} >= {xs[d]}) continue;
+{indent(text)}
+}}"""
+    return text
+
+
+def conv_nd(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, bias: bool,
+            residual: bool, act: Optional[Act]) -> Lowered:
+    """Direct convolution, any spatial rank: y = act(conv(x, w) + b[m] + r).
+    Params: x, w, [b], [r], y (w in its ONNX layout)."""
+    xs, ws_, ys = (tuple(int(v) for v in s) for s in (x_shape, w_shape, y_shape))
+    n, cin = xs[:2]
+    m, cg = ws_[:2]
+    nd = len(xs) - 2
+    mg = m // group
+    xv, yv, kv = math.prod(xs[2:]), math.prod(ys[2:]), math.prod(ws_[2:])
+    tap = "acc += xc[xo] * wc[ko];"
+    taps = _taps(nd, xs[2:], ws_[2:], dilations, tap)
+    init = "b[m]" if bias else "0.0f"
+    res = f"acc += r[(n * {m} + m) * {yv} + o];\n" if residual else ""
+    body = f"""for (long n = 0; n < {n}; ++n) {{
+    for (long m = 0; m < {m}; ++m) {{
+        const float *__restrict xg = x + (n * {cin} + (m / {mg}) * {cg}) * {xv};
+        const float *__restrict wm = w + m * {cg * kv};
+        for (long o = 0; o < {yv}; ++o) {{
+{indent(_origin(nd, ys[2:], strides, pads), 3)}
+            float acc = {init};
+            for (long c = 0; c < {cg}; ++c) {{
+                const float *__restrict xc = xg + c * {xv};
+                const float *__restrict wc = wm + c * {kv};
+{indent(taps, 4)}
+            }}
+{indent(res, 3)}            y[(n * {m} + m) * {yv} + o] = {act_expr(act, "acc")};
+        }}
+    }}
+}}"""
+    params = tuple([Param("x"), Param("w")] + ([Param("b")] if bias else []) +
+                   ([Param("r")] if residual else []) + [Param("y", False)])
+    spec = make_spec("conv_nd", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
+                     strides=strides, pads=pads, dilations=dilations, bias=bias,
+                     residual=residual, act=act)
+    return Lowered(Kernel(f"conv{nd}d", params, indent(body) + "\n", macs=n * m * yv * cg * kv,
+                          spec=spec))
+
+
+def pool_nd(kind: str, x_shape, y_shape, kernel: Sequence[int], strides, pads, dilations,
+            count_include_pad: bool) -> Lowered:
+    """Direct max/average pooling, any spatial rank (divisors as ONNX: see pool.pool_terms)."""
+    xs, ys = tuple(int(v) for v in x_shape), tuple(int(v) for v in y_shape)
+    nd = len(xs) - 2
+    nc, xv, yv = xs[0] * xs[1], math.prod(xs[2:]), math.prod(ys[2:])
+    if kind == "max":
+        init, upd, fin = "-INFINITY", "acc = xc[xo] > acc ? xc[xo] : acc;", "acc"
+    else:
+        init, upd = "0.0f", "acc += xc[xo];\n++cnt;"
+        fin = "acc / (float)cnt"
+        if count_include_pad:   # the window clipped to the padded input
+            ext = " * ".join(f"((b{d} + {kernel[d]} < {xs[2 + d] + pads[nd + d]} ? b{d} + "
+                             f"{kernel[d]} : {xs[2 + d] + pads[nd + d]}) - b{d})"
+                             for d in range(nd))
+            fin = f"acc / (float)({ext})"
+    # `ko` is unused by pooling: the void cast keeps -Wextra quiet
+    taps = _taps(nd, xs[2:], kernel, dilations, f"(void)ko;\n{upd}")
+    cnt = "" if kind == "max" else "long cnt = 0;\n"
+    cnt_use = "(void)cnt;\n" if kind != "max" and count_include_pad else ""
+    body = f"""for (long nc = 0; nc < {nc}; ++nc) {{
+    const float *__restrict xc = x + nc * {xv};
+    for (long o = 0; o < {yv}; ++o) {{
+{indent(_origin(nd, ys[2:], strides, pads), 2)}
+        float acc = {init};
+{indent(cnt + taps, 2)}
+{indent(cnt_use, 2)}        y[nc * {yv} + o] = {fin};
+    }}
+}}"""
+    spec = make_spec("pool_nd", kind=kind, x_shape=xs, y_shape=ys, kernel=tuple(kernel),
+                     strides=tuple(strides), pads=tuple(pads), dilations=tuple(dilations),
+                     count_include_pad=count_include_pad)
+    return Lowered(Kernel(f"{kind}pool{nd}d", XY, indent(body) + "\n", spec=spec))
+
+
+__all__ = ["as_2d", "conv_nd", "pool_nd"]

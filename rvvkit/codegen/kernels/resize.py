@@ -1,0 +1,104 @@
+"""Resize/Upsample kernel: a gather with per-axis tables computed at build time
+(rvvkit.ops.resize.axis_taps). Axis k reads taps[k] input positions per output coordinate,
+stored as element offsets (index * stride) with their weights; an identity axis needs no
+table, a nearest axis one tap, linear two, cubic four. The output element is the weighted sum
+over the taps of every axis (for nearest: the single element, any dtype, moved exactly)."""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import List, Optional
+
+import numpy as np
+
+from ...ops.resize import axis_taps
+from ..cfmt import flt, ilist, indent
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..loops import strides_of
+
+RZ_KEYS = ("in_shape", "out_shape", "mode", "coord", "nearest", "cubic_a", "exclude_outside",
+           "scales")
+declare_spec("resize", RZ_KEYS)
+
+
+@dataclass
+class AxisTable:
+    n_out: int
+    taps: int
+    offsets: Optional[np.ndarray]   # [n_out * taps] element offsets; None: identity axis
+    weights: Optional[np.ndarray]   # [n_out * taps]; None when taps == 1
+    stride: int
+
+
+def tables(rz: dict) -> List[AxisTable]:
+    out = []
+    for k, st in enumerate(strides_of(rz["in_shape"])):
+        idx, w = axis_taps(rz, k)
+        n_out, taps = idx.shape
+        ident = taps == 1 and n_out == rz["in_shape"][k] and np.array_equal(idx[:, 0],
+                                                                           np.arange(n_out))
+        out.append(AxisTable(n_out, taps, None if ident else (idx * st).reshape(-1),
+                             None if taps == 1 else w.reshape(-1), st))
+    return out
+
+
+def table_decls(tabs: List[AxisTable], prefix: str, qual: str) -> List[str]:
+    """C definitions of the tables (`qual`: "static const" in C, plus __device__ in CUDA)."""
+    lines = []
+    for k, t in enumerate(tabs):
+        if t.offsets is not None:
+            lines.append(f"{qual} int32_t {prefix}o{k}[{t.offsets.size}] = "
+                         f"{{{ilist(t.offsets)}}};")
+        if t.weights is not None:
+            lines.append(f"{qual} float {prefix}w{k}[{t.weights.size}] = "
+                         f"{{{', '.join(flt(v) for v in t.weights)}}};")
+    return lines
+
+
+def value_expr(tabs: List[AxisTable], prefix: str, coord, base: str, x: str) -> str:
+    """C: the output value at coordinates coord(k) (C expressions), `base` the offset that
+    single-tap axes add up to (computed by the caller; see `single_terms`)."""
+    multi = [k for k, t in enumerate(tabs) if t.taps > 1]
+    if not multi:
+        return f"{x}[{base}]"
+    terms = []
+    for combo in itertools.product(*(range(tabs[k].taps) for k in multi)):
+        w = " * ".join(f"{prefix}w{k}[{coord(k)} * {tabs[k].taps} + {j}]"
+                       for k, j in zip(multi, combo))
+        off = " + ".join(f"{prefix}o{k}[{coord(k)} * {tabs[k].taps} + {j}]"
+                         for k, j in zip(multi, combo))
+        terms.append(f"{w} * {x}[{base} + {off}]")
+    return " +\n    ".join(terms)
+
+
+def single_term(t: AxisTable, prefix: str, k: int, c: str) -> str:
+    """C: the offset a single-tap (or identity) axis k adds at coordinate c ("" if none)."""
+    if t.taps > 1:
+        return ""
+    if t.offsets is None:
+        return f"{c} * {t.stride}" if t.stride != 1 else c
+    return f"{prefix}o{k}[{c}]"
+
+
+def resize(rz: dict, dtype: str) -> Lowered:
+    tabs = tables(rz)
+    lines = table_decls(tabs, "rz_", "static const")
+    loops = ["long at = 0;"]
+    prev = "0"
+    for k, t in enumerate(tabs):
+        loops.append("    " * k + f"for (long i{k} = 0; i{k} < {t.n_out}; ++i{k}) {{")
+        term = single_term(t, "rz_", k, f"i{k}")
+        cur = f"{prev} + {term}" if term and prev != "0" else (term or prev)
+        loops.append("    " * (k + 1) + f"const long b{k} = {cur};")
+        prev = f"b{k}"
+    r = len(tabs)
+    val = value_expr(tabs, "rz_", lambda k: f"i{k}", prev, "x")
+    loops.append("    " * r + f"y[at++] = {indent(val, r).strip()};")
+    loops += ["    " * k + "}" for k in range(r - 1, -1, -1)]
+    body = indent("\n".join(lines + loops))
+    params = (Param("x", dtype=dtype), Param("y", const=False, dtype=dtype))
+    spec = make_spec("resize", **{k: rz[k] for k in RZ_KEYS})
+    n_taps = math.prod(t.taps for t in tabs)
+    return Lowered(Kernel(f"resize_{rz['mode']}_{dtype}", params, body, spec=spec,
+                          macs=n_taps * math.prod(rz["out_shape"]) if n_taps > 1 else 0))
