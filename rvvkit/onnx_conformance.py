@@ -241,6 +241,7 @@ def run_many(items: Iterable[Tuple[object, Callable[[], None]]], jobs: int = 1,
              timeout: float = 300) -> Iterator[Tuple[object, bool, str]]:
     """Run each (key, fn) in its own forked child, `jobs` at a time; yield (key, passed, why)
     as they finish. A child that crashes or runs past `timeout` seconds is a failure."""
+    _import_before_fork()
     pending = iter(items)
     running: Dict[int, list] = {}  # read fd -> [key, pid, deadline, data]
     while True:
@@ -273,6 +274,18 @@ def run_many(items: Iterable[Tuple[object, Callable[[], None]]], jobs: int = 1,
             os.waitpid(pid, 0)
             os.close(rfd)
             yield key, False, f"timeout after {timeout:.0f} s"
+
+
+def _import_before_fork() -> None:
+    """Import what every child needs once, here: a child's own imports (the whole code
+    generator, cffi, onnxruntime) would cost seconds per case."""
+    import importlib
+    for name in ("rvvkit.builder", "rvvkit.onnx_backend", "rvvkit.runtime.host",
+                 "rvvkit.runtime.qemu", "rvvkit.runtime.cuda", "cffi", "onnxruntime"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional one (onnxruntime) that is absent
+            pass
 
 
 def _fork(fn: Callable[[], None]) -> Tuple[int, int]:

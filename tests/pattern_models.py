@@ -23,6 +23,13 @@ def silu(x, y, p="silu", swapped=False):
             node("Mul", mul, [y], name=f"{p}/Mul")], {}
 
 
+def quick_gelu(x, y, p="qg"):
+    """CLIP's QuickGELU: x * sigmoid(1.702 x)."""
+    return [node("Mul", [x, f"{p}_k"], [f"{p}_kx"], name=f"{p}/Mul"),
+            node("Sigmoid", [f"{p}_kx"], [f"{p}_s"], name=f"{p}/Sigmoid"),
+            node("Mul", [x, f"{p}_s"], [y], name=f"{p}/Mul_1")], _k(p, k=1.702)
+
+
 def gelu_torch(x, y, p="gelu"):
     """torch nn.GELU(): Mul(Mul(x, 1 + Erf(x / 1.4142135)), 0.5)."""
     return [node("Div", [x, f"{p}_sqrt2"], [f"{p}_d"], name=f"{p}/Div"),
@@ -124,6 +131,7 @@ ACTIVATION_PATTERNS = {
     # id: (builder, the op it becomes, the ops it needs besides Mul/Add/Div)
     "silu": (silu, "rvvkit.Silu", ()),
     "silu_swapped": (lambda x, y: silu(x, y, swapped=True), "rvvkit.Silu", ()),
+    "quick_gelu": (quick_gelu, "Swish", ()),
     "gelu_torch": (gelu_torch, "Gelu", ("Erf",)),
     "gelu_hf": (gelu_hf, "Gelu", ("Erf",)),
     "gelu_tanh_torch": (gelu_tanh_torch, "Gelu", ()),

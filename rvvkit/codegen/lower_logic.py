@@ -70,36 +70,56 @@ def _where(n: Node, g: Graph) -> Lowered:
     return _lower(n, g, "a0 ? a1 : a2")
 
 
-def _cast_expr(src: str, dst: str) -> str:
+# float -> integer through a call the compiler cannot vectorise on RISC-V: a plain cast loop
+# becomes vfcvt.rtz.* vector conversions, on which QEMU 7.2 (Debian 12's) aborts.
+TRUNC = {"hd_rvk_trunc_i64": """\
+#if defined(__riscv) && !defined(__CUDACC__) && !defined(RVK_CUDA_EMU)
+__attribute__((noinline, unused)) static int64_t rvk_trunc_i64(float a) {
+#else
+static RVK_HD inline int64_t rvk_trunc_i64(float a) {
+#endif
+    return (int64_t)a;   /* toward zero, as ONNX Cast asks */
+}"""}
+
+
+def _cast_expr(src: str, dst: str) -> Tuple[str, Dict[str, str]]:
     """ONNX Cast as C: to bool is != 0; float -> integer truncates toward zero (a C cast)."""
     if dst == "bool":
-        return "a0 != 0"
-    return f"({dtypes.TABLE[dst].ctype})a0"
+        return "a0 != 0", {}
+    if src == "float32" and dst != "float32":
+        return f"({dtypes.TABLE[dst].ctype})rvk_trunc_i64(a0)", TRUNC
+    return f"({dtypes.TABLE[dst].ctype})a0", {}
 
 
 @lowering("Cast", "CastLike")
 def _cast(n: Node, g: Graph) -> Lowered:
-    return _lower(n, g, _cast_expr(g.t(n.inputs[0]).dtype.name, g.t(n.outputs[0]).dtype.name))
+    return _lower(n, g, *_cast_expr(g.t(n.inputs[0]).dtype.name, g.t(n.outputs[0]).dtype.name))
 
 
 def typed_nary(n: Node, g: Graph) -> Lowered:
     """Integer Add/Sub/Mul/Div/Sum (float32 ones are kernels/elementwise.py's nary). Division
     truncates toward zero, as C and onnxruntime do; x / 0 gives 0 instead of a trap."""
-    if n.act is not None:
-        raise bad(n, f"activation {n.act.kind} fused into integer arithmetic")
     if n.op == "Div":
-        return _lower(n, g, "a1 == 0 ? 0 : a0 / a1")
-    return _lower(n, g, _chain(_ARITH[n.op], len([i for i in n.inputs if i])))
+        expr = "a1 == 0 ? 0 : a0 / a1"
+    else:
+        expr = _chain(_ARITH[n.op], len([i for i in n.inputs if i]))
+    if n.act is not None:    # an integer Abs/Neg/Sign fused after it (passes/fuse.py)
+        expr = _int_unary(n, g, n.act.kind).replace("a0", f"({expr})")
+    return _lower(n, g, expr)
+
+
+def _int_unary(n: Node, g: Graph, kind: str) -> str:
+    forms = {"abs": "a0 < 0 ? -a0 : a0", "neg": "-a0", "sign": "(a0 > 0) - (a0 < 0)"}
+    if g.t(n.outputs[0]).dtype == np.uint8:      # no sign: avoid always-false comparisons
+        forms = {"abs": "a0", "neg": "-a0", "sign": "a0 != 0"}
+    if kind not in forms:
+        raise bad(n, f"{kind} computes on float32 only")
+    return forms[kind]
 
 
 def typed_unary(n: Node, g: Graph) -> Lowered:
     """Abs, Neg and Sign of integer tensors."""
-    forms = {"Abs": "a0 < 0 ? -a0 : a0", "Neg": "-a0", "Sign": "(a0 > 0) - (a0 < 0)"}
-    if n.op not in forms:
-        raise bad(n, f"{n.op} computes on float32 only")
-    if g.t(n.inputs[0]).dtype == np.uint8:       # no sign: avoid always-false comparisons
-        forms = {"Abs": "a0", "Neg": "-a0", "Sign": "a0 != 0"}
-    return _lower(n, g, forms[n.op])
+    return _lower(n, g, _int_unary(n, g, n.op.lower()))
 
 
 @lowering("Pow")
@@ -107,7 +127,8 @@ def _pow(n: Node, g: Graph) -> Lowered:
     base, expo = (g.t(i) for i in n.inputs[:2])
     if base.dtype != np.float32:    # through double, as onnxruntime computes integer powers
         return _lower(n, g, "pow((double)a0, (double)a1)")
-    if g.is_const(n.inputs[1]) and expo.size == 1 and float(g.const(n.inputs[1]).reshape(-1)[0]) == 2.0:
+    if g.is_const(n.inputs[1]) and expo.size == 1 and \
+            float(g.const(n.inputs[1]).reshape(-1)[0]) == 2.0:
         return _lower(n, g, "a0 * a0")      # LayerNorm's square: exact, no libm call
     return _lower(n, g, "powf(a0, (float)a1)")
 

@@ -190,6 +190,10 @@ def _gelu_tanh_rvv(v, lmul, vl):
     return _x_over_1_plus_exp(v, lmul, vl, arg)
 
 
+def _swish_act(alpha: float) -> "Act":
+    return Act("silu") if alpha == 1.0 else Act("swish", (alpha,))
+
+
 def _vgelu():
     from ..codegen.kernels import vgelu
     return vgelu
@@ -269,6 +273,14 @@ _ROWS = (
         rvv=lambda v, lmul, vl: _x_over_1_plus_exp(
             v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, -1.0f, {vl})"),
         rvv_support=lambda lmul: _vmath().exp_support(lmul)),
+    ActivationDef(   # x * sigmoid(alpha x) (opset 24; QuickGELU is alpha = 1.702)
+        "swish", ("Swish",),
+        numpy=lambda x, alpha: x / (1 + np.exp(-alpha * x)),
+        c=lambda v, alpha: f"({v} / (1.0f + expf({lit(-alpha)} * {v})))",
+        rvv=lambda v, lmul, vl, alpha: _x_over_1_plus_exp(
+            v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, {lit(-alpha)}, {vl})"),
+        rvv_support=lambda lmul: _vmath().exp_support(lmul),
+        of_node=lambda n: _swish_act(float(n.attrs.get("alpha", 1.0)))),
 )
 
 ACTIVATIONS: Dict[str, ActivationDef] = {}   # kind -> row

@@ -96,6 +96,8 @@ def _prelu_eval(node, xs):
 
 @register("PRelu", _prelu_eval, dtypes=ANY)
 def _prelu(node, g):
+    if len(node.inputs) != 2:
+        raise bad(node, "expects two inputs (X, slope)")
     x = in_shape(node, g, 0)
     slope = in_shape(node, g, 1)
     out = _shapes(node, g)      # slope broadcasts to X (unidirectionally)

@@ -37,8 +37,7 @@ for _op in BINARY:
     register(_op, _binary_eval, act_epilogue=True, dtypes=NUMERIC)(_binary_infer)
 
 
-@register("Sum", lambda node, xs: [np.asarray(sum(xs[1:], xs[0]))], act_epilogue=True,
-          dtypes=NUMERIC)
+@register("Sum", lambda node, xs: [np.asarray(sum(xs[1:], xs[0]))], act_epilogue=True)
 def _sum(node, g):
     shapes = [in_shape(node, g, i) for i in range(len(node.inputs))]
     return [(broadcast_shapes(node, shapes), g.t(node.inputs[0]).dtype)]

@@ -97,8 +97,8 @@ for _op in RNN_GATES:
 # Einsum
 
 def _einsum_terms(node, shapes):
-    """(input terms, output term) with "..." expanded to capital letters (not valid in ONNX
-    equations, so they cannot clash)."""
+    """(input terms, output term) with "..." expanded to digits (never letters of an ONNX
+    equation, so they cannot clash), right-aligned as broadcasting aligns the axes."""
     eq = _text(node.attrs["equation"]).replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
@@ -110,18 +110,21 @@ def _einsum_terms(node, shapes):
         if "..." in t:
             k = len(s) - (len(t) - 3)
             nell = max(nell, k)
-            t = t.replace("...", "ABCDEFGHIJ"[10 - k:] if k else "")
-        if len(t) != len(s) or not t.isalpha():
+            t = t.replace("...", DIGITS[10 - k:] if k > 0 else "")
+        if len(t) != len(s) or not all(c.isalpha() or c.isdigit() for c in t):
             raise bad(node, f"term {t!r} does not fit input shape {list(s)}")
         out.append(t)
-    ell = "ABCDEFGHIJ"[10 - nell:] if nell else ""
+    ell = DIGITS[10 - nell:] if nell else ""
     if arrow:
         rhs = rhs.replace("...", ell)
     else:   # implicit output: the ellipsis, then letters used once, alphabetically
         letters = "".join(out)
-        rhs = ell + "".join(sorted(c for c in set(letters) if c.islower()
+        rhs = ell + "".join(sorted(c for c in set(letters) if c.isalpha()
                                    and letters.count(c) == 1))
     return out, rhs
+
+
+DIGITS = "0123456789"
 
 
 @register("Einsum", lambda node, xs: [np.einsum(_text(node.attrs["equation"]), *xs)

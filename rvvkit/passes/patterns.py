@@ -15,8 +15,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import ModelError
 from ..ir import Graph, Node
 from ..ops import REGISTRY
+from .layernorm import match_layernorm
 
 RTOL = 1e-4
 SILU = "rvvkit.Silu"
@@ -41,11 +43,11 @@ class _View:
         return len(self.cons.get(name, [])) == 1 and name not in self.g.outputs
 
     def scalar(self, name: str) -> Optional[float]:
-        """The value of a one-element float constant, else None."""
+        """The value of a one-element numeric constant, else None."""
         if not self.g.is_const(name):
             return None
         data = self.g.const(name)
-        return float(data.reshape(-1)[0]) if data.size == 1 and data.dtype.kind == "f" else None
+        return float(data.reshape(-1)[0]) if data.size == 1 and data.dtype.kind in "fiu" else None
 
     def product(self, name: str, nodes: List[Node], root: bool = False
                 ) -> Tuple[float, List[str]]:
@@ -71,7 +73,7 @@ class _View:
 
     def plus_const(self, name: str, nodes: List[Node]) -> Tuple[Optional[str], float]:
         """`name` = other + c for a single-use Add with a scalar constant: (other, c)."""
-        n = self.node(name, "Add")
+        n = self.node(name, "Add", "Sum")
         if n is None or len(n.inputs) != 2 or not self.single(name):
             return None, 0.0
         for a, b in (n.inputs, n.inputs[::-1]):
@@ -111,6 +113,7 @@ def _one_of(factors: List[str], want: int) -> List[Tuple[str, List[str]]]:
 # -- the activations -------------------------------------------------------------------------
 
 def _silu(v: _View, anchor: Node):
+    """x * Sigmoid(x) -> rvvkit.Silu; x * Sigmoid(alpha * x) -> Swish(alpha) (QuickGELU)."""
     if anchor.op != "Mul":
         return None
     nodes: List[Node] = []
@@ -119,8 +122,14 @@ def _silu(v: _View, anchor: Node):
         return None
     for x, (s,) in _one_of(fs, 2):
         sig = v.node(s, "Sigmoid")
-        if sig is not None and sig.inputs[0] == x and v.single(s):
-            return SILU, [x], {}, nodes + [sig]
+        if sig is None or not v.single(s):
+            continue
+        inner = [sig]
+        alpha, arg = v.product(sig.inputs[0], inner)
+        if arg == [x] and close(alpha, 1.0):
+            return SILU, [x], {}, nodes + inner
+        if arg == [x] and alpha > 0:
+            return "Swish", [x], {"alpha": alpha}, nodes + inner
     return None
 
 
@@ -173,7 +182,7 @@ def _gelu(v: _View, anchor: Node):
 
 def _x_plus_cube(v: _View, name: str, x: str, nodes: List[Node]) -> bool:
     """`name` = x + 0.044715 * x^3 (x*x*x or Pow(x, 3))."""
-    add = v.node(name, "Add")
+    add = v.node(name, "Add", "Sum")
     if add is None or len(add.inputs) != 2 or not v.single(name) or x not in add.inputs:
         return False
     w = add.inputs[1] if add.inputs[0] == x else add.inputs[0]
@@ -192,9 +201,7 @@ def _x_plus_cube(v: _View, name: str, x: str, nodes: List[Node]) -> bool:
 
 # -- the rewrite -----------------------------------------------------------------------------
 
-def _matchers():
-    from .layernorm import match_layernorm   # noqa: F401 (kept apart: its own file)
-    return (_gelu, _hard_swish, _silu, match_layernorm)
+MATCHERS = (_gelu, _hard_swish, _silu, match_layernorm)
 
 
 def _fits(v: _View, anchor: Node, op: str, inputs: List[str], nodes: List[Node]) -> bool:
@@ -205,35 +212,42 @@ def _fits(v: _View, anchor: Node, op: str, inputs: List[str], nodes: List[Node])
 
 
 def _rewrite(g: Graph, anchor: Node, op: str, inputs: List[str], attrs: dict,
-             nodes: List[Node]) -> None:
+             nodes: List[Node]) -> bool:
     """Put one `op` node where `anchor` was; it computes anchor's output from `inputs` and
-    lists every other matched node (graph order) in `fused`."""
+    lists every other matched node (graph order) in `fused`. False (graph untouched) when
+    the op's own shape inference does not give the anchor's output."""
     ids = {id(n) for n in nodes}
     new = Node(op, anchor.name, list(inputs), [anchor.outputs[0]], dict(attrs))
     new.fused = [(n.op, n.name) for n in g.nodes if id(n) in ids and n is not anchor]
-    REGISTRY[op].infer(new, g)   # canonical attributes; the output tensor is already known
+    out = g.t(anchor.outputs[0])
+    try:   # also canonicalises the new node's attributes
+        (shape, dtype), *_ = REGISTRY[op].infer(new, g)
+    except (ModelError, IndexError, KeyError, TypeError, ValueError):
+        return False
+    if tuple(shape) != out.shape or np.dtype(dtype) != out.dtype:
+        return False
     g.nodes[g.nodes.index(anchor)] = new
     g.remove_nodes([n for n in nodes if n is not anchor])
+    return True
 
 
 def fuse_patterns(g: Graph) -> Graph:
     """Rewrite every match, trying anchors from the graph's end so a longer pattern is seen
     before a shorter one inside it."""
-    matchers = _matchers()
     gone: set = set()
     v = _View(g)
     for anchor in reversed(list(g.nodes)):
         if id(anchor) in gone or anchor.act is not None or anchor.residual:
             continue
-        for match in matchers:
+        for match in MATCHERS:
             found = match(v, anchor)
             if found is None:
                 continue
             op, inputs, attrs, nodes = found
             nodes = list({id(n): n for n in nodes}.values())   # Mul(d, d) is one node
-            if not _fits(v, anchor, op, inputs, nodes):
+            if not _fits(v, anchor, op, inputs, nodes) or \
+                    not _rewrite(g, anchor, op, inputs, attrs, nodes):
                 continue
-            _rewrite(g, anchor, op, inputs, attrs, nodes)
             gone.update(id(n) for n in nodes)
             v = _View(g)
             break

@@ -99,19 +99,54 @@ def _sequence_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
 
 
+def _math_model():
+    """Unary math rows (vector exp ones), typed element-wise ops on every dtype."""
+    node = helper.make_node
+    r = np.random.default_rng(0)
+    inits = [onnx.numpy_helper.from_array(a, n) for n, a in (
+        ("w", r.standard_normal((4, 1, 3, 3)).astype(np.float32)),
+        ("slope", np.full((4, 1, 1), 0.1, np.float32)), ("two", np.array(2.0, np.float32)),
+        ("k", np.array([3], np.int64)), ("k8", np.array([3], np.uint8)),
+        ("ks8", np.array([-3], np.int8)))]
+    nodes = [
+        node("Conv", ["x", "w"], ["c"], group=4, pads=[1, 1, 1, 1]),
+        node("Sigmoid", ["c"], ["s"]), node("Tanh", ["s"], ["t"]), node("Mish", ["t"], ["m"]),
+        node("Elu", ["m"], ["e"]), node("Exp", ["e"], ["ex"]), node("Erf", ["ex"], ["er"]),
+        node("Round", ["er"], ["ro"]), node("PRelu", ["ro", "slope"], ["pr"]),
+        node("Pow", ["pr", "two"], ["p2"]), node("Max", ["p2", "x", "e"], ["mx"]),
+        node("Mod", ["mx", "two"], ["md"], fmod=1), node("Less", ["md", "x"], ["lt"]),
+        node("Not", ["lt"], ["nl"]), node("Xor", ["lt", "nl"], ["xo"]),
+        node("Where", ["xo", "md", "x"], ["wh"]), node("IsNaN", ["wh"], ["nan"]),
+        node("IsInf", ["wh"], ["inf"], detect_negative=0), node("Or", ["nan", "inf"], ["bad"]),
+        node("Cast", ["wh"], ["i64"], to=TensorProto.INT64), node("Mod", ["i64", "k"], ["im"]),
+        node("Div", ["im", "k"], ["idv"]), node("Neg", ["idv"], ["ng"]),
+        node("Cast", ["ng"], ["u8"], to=TensorProto.UINT8), node("Mod", ["u8", "k8"], ["um"]),
+        node("Abs", ["um"], ["ua"]), node("Sign", ["ua"], ["us"]),
+        node("Max", ["us", "ua"], ["up"]),
+        node("Cast", ["up"], ["i8"], to=TensorProto.INT8), node("Mod", ["i8", "ks8"], ["i8m"]),
+        node("Min", ["i8m", "i8"], ["i8n"]), node("Cast", ["i8n"], ["y"], to=TensorProto.FLOAT),
+        node("Softplus", ["y"], ["sp"]), node("Mean", ["sp", "x"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "math", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 6])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("bad", TensorProto.BOOL, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("src")
     out = {}
     for name, model in (("mixed", _mixed_model()), ("shufflenet", light_model("shufflenet")),
-                        ("sequence", _sequence_model())):
+                        ("sequence", _sequence_model()), ("math", _math_model())):
         path = d / f"{name}.c"
         path.write_text(rvvkit.build(model).c_source)
         out[name] = path
     return out
 
 
-@pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence"])
+@pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

@@ -40,12 +40,15 @@ def tokens(vocab: int):
 class Outputs(nn.Module):
     """Wraps a model whose forward returns a ModelOutput/dict: a plain tuple of chosen fields."""
 
-    def __init__(self, model, fields):
+    def __init__(self, model, fields, arg_names=None):
         super().__init__()
-        self.model, self.fields = model, fields
+        self.model, self.fields, self.arg_names = model, fields, arg_names
 
     def forward(self, *args):
-        out = self.model(*args)
+        if self.arg_names:   # by keyword: e.g. GPT-2's second positional is past_key_values
+            out = self.model(**dict(zip(self.arg_names, args)))
+        else:
+            out = self.model(*args)
         return tuple(out[f] for f in self.fields)
 
 
@@ -156,9 +159,15 @@ def mobilevit():
 
 
 def efficientformer():
-    from timm.models.efficientformer import EfficientFormer
-    return EfficientFormer(depths=(1, 1, 1, 2), embed_dims=(16, 24, 32, 48), num_vit=1,
-                           num_classes=10), image()
+    from timm.models.efficientformer import Attention, EfficientFormer
+    model = EfficientFormer(depths=(1, 1, 1, 2), embed_dims=(16, 24, 32, 48), num_vit=1,
+                            num_classes=10)
+    # The attention's position biases are sized for the last stage's map (7x7 at 224x224):
+    # at 64x64 it is 2x2; narrower heads too.
+    for mod in model.modules():
+        if isinstance(getattr(mod, "token_mixer", None), Attention):
+            mod.token_mixer = Attention(48, key_dim=8, num_heads=2, attn_ratio=2, resolution=2)
+    return model, image()
 
 
 def levit():
@@ -172,7 +181,7 @@ def levit():
 
 def _hf(cls, cfg, fields, inputs):
     cfg._attn_implementation = "eager"
-    return Outputs(cls(cfg), fields), inputs
+    return Outputs(cls(cfg), fields, inputs[1]), inputs
 
 
 def bert():
@@ -208,7 +217,8 @@ def whisper_encoder():
     cfg = WhisperConfig(vocab_size=128, d_model=32, encoder_layers=2, encoder_attention_heads=2,
                         decoder_layers=1, decoder_attention_heads=2, encoder_ffn_dim=64,
                         decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=16,
-                        max_target_positions=16)
+                        max_target_positions=16, pad_token_id=0, bos_token_id=1,
+                        eos_token_id=2, decoder_start_token_id=1)
     cfg._attn_implementation = "eager"
     enc = WhisperModel(cfg).get_encoder()
     return Outputs(enc, ["last_hidden_state"]), ((torch.randn(1, 16, 32),), ["input_features"])
@@ -255,6 +265,11 @@ def yolo():
     return YoloLite(), image()
 
 
+def detr():
+    from detr_lite import DetrLite
+    return DetrLite(), image()
+
+
 ARCHS = {
     "mobilenet_v3_small": mobilenet_v3_small, "mobilenet_v2": mobilenet_v2,
     "efficientnet_b0": efficientnet_b0, "regnet": regnet, "convnext": convnext, "vit": vit,
@@ -262,5 +277,5 @@ ARCHS = {
     "mobilevit": mobilevit, "efficientformer": efficientformer, "levit": levit,
     "bert": bert, "distilbert": distilbert, "gpt2": gpt2, "t5_encoder": t5_encoder,
     "whisper_encoder": whisper_encoder, "wav2vec2": wav2vec2,
-    "lstm_kws": lstm_kws, "gru_kws": gru_kws, "yolo": yolo,
+    "lstm_kws": lstm_kws, "gru_kws": gru_kws, "yolo": yolo, "detr": detr,
 }

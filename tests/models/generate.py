@@ -21,6 +21,7 @@ in manifest.json, which also lists each model's parameters, size and ONNX operat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -81,12 +82,47 @@ def ort_run(path: Path, feeds):
     return dict(zip(names, sess.run(names, feeds)))
 
 
+@contextlib.contextmanager
+def traceable_masks(exporter: str):
+    """transformers (>= 4.5x, torch >= 2.6) builds attention masks with torch.vmap, which the
+    TorchScript tracer of the legacy exporter cannot follow (RuntimeError unordered_map::at);
+    its variant for older torch builds the same mask by broadcasting."""
+    try:
+        from transformers import masking_utils as mu
+    except ImportError:
+        mu = None
+    if exporter != "legacy" or mu is None or not hasattr(mu, "sdpa_mask_older_torch"):
+        yield
+        return
+    saved = mu.sdpa_mask
+    mu.sdpa_mask = mu.sdpa_mask_older_torch
+    try:
+        yield
+    finally:
+        mu.sdpa_mask = saved
+
+
 def export(model, args, in_names, out_names, path: Path, exporter: str) -> None:
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), traceable_masks(exporter):
         warnings.simplefilter("ignore")
         torch.onnx.export(model, args, str(path), input_names=in_names, output_names=out_names,
                           **EXPORTERS[exporter])
+    strip_metadata(path)
     onnx.checker.check_model(str(path))
+
+
+def strip_metadata(path: Path) -> None:
+    """Drops the per-node provenance the dynamo exporter records (FX node, module path:
+    a third of the file), which no runtime reads."""
+    m = onnx.load(str(path))
+    for node in m.graph.node:
+        del node.metadata_props[:]
+        node.doc_string = ""
+    for vi in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output):
+        del vi.metadata_props[:]
+    for init in m.graph.initializer:
+        del init.metadata_props[:]
+    onnx.save(m, str(path))
 
 
 def output_names(model, n: int):

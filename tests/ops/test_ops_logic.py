@@ -50,7 +50,8 @@ COMPARE_CASES = [
 @pytest.mark.parametrize("op, elem, sa, sb", [c[1:] for c in COMPARE_CASES],
                          ids=[c[0] for c in COMPARE_CASES])
 def test_compare(op, elem, sa, sb, op_executor):
-    run(op_executor, [node(op, ["a", "b"], ["y"])], [("a", elem, sa), ("b", elem, sb)], [("y", TP.BOOL)])
+    run(op_executor, [node(op, ["a", "b"], ["y"])], [("a", elem, sa), ("b", elem, sb)],
+        [("y", TP.BOOL)])
 
 
 def test_and_or_xor_not(op_executor):

@@ -28,6 +28,7 @@ ACT_OPS = [
     ("hardswish", "HardSwish", {}, 14),
     ("gelu", "Gelu", {}, 20),
     ("gelu_tanh", "Gelu", dict(approximate="tanh"), 20),
+    ("swish_alpha", "Swish", dict(alpha=0.6), 24),
 ]
 
 

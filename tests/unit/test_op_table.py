@@ -47,7 +47,8 @@ def test_activation_row_is_a_whole_operator(kind):
         assert BY_OP[op] is row
         assert REGISTRY[op].evaluate is not None and REGISTRY[op].lower is not None
     params = {"clip": (-1.0, 2.0), "leaky_relu": (0.2,),
-              "hard_sigmoid": (0.2, 0.5)}.get(kind, ())
+              "hard_sigmoid": (0.2, 0.5), "swish": (1.702,), "elu": (0.5,), "celu": (2.0,),
+              "selu": (1.5, 2.0), "thresholded_relu": (0.3,)}.get(kind, ())
     act = Act(kind, params)
     assert "v" in act.c_expr("v") and "v" in act.cuda_expr("v")
     assert act.has_vector_form == (row.rvv is not None)
@@ -65,9 +66,12 @@ def test_forms_of_the_existing_activations():
     assert Act("leaky_relu", (2.0,)).rvv_expr("v", 8).startswith("__riscv_vfmin_vv_f32m8(v, ")
     assert Act("clip", (0.0, 6.0)).rvv_expr("v", 8, "n").startswith(
         "__riscv_vfmin_vf_f32m8(__riscv_vfmax_vf_f32m8(v, ")
-    assert not Act("tanh").has_vector_form and not Act("sigmoid").has_vector_form
+    # sigmoid and tanh call the vector exp helpers (codegen/kernels/vmath.py), carried as support
+    assert Act("tanh").rvv_expr("v", 8) == "rvk_vtanh_f32m8(v, vl)"
+    assert any("rvk_vexp_f32m4(" in t for t in Act("sigmoid").rvv_support(4).values())
+    assert not Act("thresholded_relu", (1.0,)).has_vector_form
     with pytest.raises(ValueError, match="no vector form"):
-        Act("tanh").rvv_expr("v", 8)
+        Act("thresholded_relu", (1.0,)).rvv_expr("v", 8)
     # fused-epilogue helper names hash the repr: it stays two fields
     assert repr(Act("clip", (0.0, 6.0))) == "Act(kind='clip', params=(0.0, 6.0))"
 

@@ -18,8 +18,9 @@ from .serial import serial_generator
 serial_generator("scatter_nd", "scatter_elements")
 
 
-def _coords(dims, var="i", name="c"):
-    return [f"const I {name}{k} = {_coord(dims, k, var)};" for k in range(len(dims))]
+def _coords(dims, var="i", name="c", skip=()):
+    return [f"const I {name}{k} = {_coord(dims, k, var)};" for k in range(len(dims))
+            if k not in skip]
 
 
 def _checked(var: str, expr: str, dim: int) -> str:
@@ -116,7 +117,7 @@ def gather(spec: dict, kernel: Kernel) -> CudaKernel:
 def gather_elements(spec: dict, kernel: Kernel) -> CudaKernel:
     data, ind, axis = spec["data_shape"], spec["idx_shape"], spec["axis"]
     ds = strides_of(data)
-    lines = _coords(ind) + [_checked("t", "ind[i]", data[axis])]
+    lines = _coords(ind, skip=(axis,)) + [_checked("t", "ind[i]", data[axis])]
     terms = [f"c{k} * {ds[k]}" for k in range(len(data)) if k != axis] + [f"(I)t * {ds[axis]}"]
     lines.append(f"y[i] = data[{' + '.join(terms)}];")
     return per_element(kernel.hint, kernel, math.prod(ind), "\n".join(lines),

@@ -11,6 +11,7 @@ from typing import Optional, Tuple
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import broadcast_strides
+from .rnn import DOT
 
 declare_spec("attention", ("dims", "rank", "scale", "softcap", "is_causal", "mask_shape",
                            "mask_dtype"))
@@ -53,8 +54,7 @@ def attention(dims: Tuple[int, ...], rank: int, scale: float, softcap: float, is
             float mx = -INFINITY;
             for (long j = 0; j < {skv}; ++j) {{
                 const float *__restrict kj = {k};
-                float sc = 0.0f;
-                for (long t = 0; t < {d}; ++t) sc += qi[t] * kj[t];
+                const float sc = rvk_dot(qi, kj, {d});
                 float s = {score};
 {indent(chr(10).join(masks), 4)}
                 ws[j] = s;
@@ -83,5 +83,5 @@ def attention(dims: Tuple[int, ...], rank: int, scale: float, softcap: float, is
     spec = make_spec("attention", dims=dims, rank=rank, scale=scale, softcap=softcap,
                      is_causal=is_causal, mask_shape=mask_shape, mask_dtype=mask_dtype)
     macs = b_ * hq * sq * skv * (d + dv)
-    return Lowered(Kernel("attention", tuple(params), indent(body) + "\n", skv, macs=macs,
-                          spec=spec))
+    return Lowered(Kernel("attention", tuple(params), indent(body) + "\n", skv, dict(DOT),
+                          macs=macs, spec=spec))

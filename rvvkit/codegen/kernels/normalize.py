@@ -8,6 +8,7 @@ LMUL-8 registers and end in one vfredusum; the output pass is strip-mined."""
 from __future__ import annotations
 
 from ..cfmt import flt, indent
+from ..loops import loop
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..rvv import guarded, header, vle, vse, vsetvl, vsetvlmax, vsplat, vt
 from .reduce import layout
@@ -105,7 +106,7 @@ for (size_t k = 0; k < {n};) {{
 
 
 def _per_row(rows: int, body: str, var: str = "r") -> str:
-    return f"for (long {var} = 0; {var} < {rows}; ++{var}) {{\n{indent(body)}\n}}"
+    return loop(var, 0, rows, body, "long")
 
 
 def groupnorm(x_shape, groups: int, eps: float, per_channel: bool) -> Lowered:
@@ -128,17 +129,16 @@ def groupnorm(x_shape, groups: int, eps: float, per_channel: bool) -> Lowered:
 }}"""
         else:
             apply = f"for (long k = 0; k < {sp}; ++k) yc[k] = xc[k] * a + b;"
+        per_channel_body = f"""const float a = rs * scale[{ch}];
+const float b = bias[{ch}] - mu * a;
+const float *__restrict xc = xp + cc * {sp};
+float *__restrict yc = yp + cc * {sp};
+"""
         return f"""const long g = r % {groups};
 const float *__restrict xp = x + r * {row};
 float *__restrict yp = y + r * {row};
 {_stats(row, False, eps, vector)}
-for (long cc = 0; cc < {cg}; ++cc) {{
-    const float a = rs * scale[{ch}];
-    const float b = bias[{ch}] - mu * a;
-    const float *__restrict xc = xp + cc * {sp};
-    float *__restrict yc = yp + cc * {sp};
-{indent(apply)}
-}}"""
+{loop("cc", 0, cg, per_channel_body + apply, "long")}"""
     code = guarded(_per_row(n * groups, body(True)), _per_row(n * groups, body(False)))
     params = (Param("x"), Param("scale"), Param("bias"), Param("y", const=False))
     spec = make_spec("groupnorm", x_shape=tuple(x_shape), groups=groups, eps=eps,

@@ -17,6 +17,7 @@ from typing import List, Tuple
 from ...dtypes import TABLE
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..loops import loop
 from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 declare_spec("reduce", ("fn", "dtype", "x_shape", "axes"))
@@ -95,6 +96,12 @@ def ori(groups) -> Tuple[int, int, int]:
             math.prod(g[0] for g in groups[j + 1:]))
 
 
+def _outer_head(outer: int) -> str:
+    """The head of the loop over o (a block with o fixed when there is one)."""
+    return "{\n    const long o = 0;" if outer == 1 else \
+        f"for (long o = 0; o < {outer}; ++o) {{"
+
+
 def _terms(fn: str, dtype: str, n: int) -> Form:
     f = FORMS[fn]
     hi, lo = _LIMITS[dtype]
@@ -105,18 +112,13 @@ def _terms(fn: str, dtype: str, n: int) -> Form:
 def _rows(fn, ty, f, outer, r) -> str:
     """Portable: one accumulator per row of r contiguous elements."""
     lse = fn == "ReduceLogSumExp"
-    pre = f"""float m = -INFINITY;
-for (long k = 0; k < {r}; ++k) m = xp[k] > m ? xp[k] : m;
-""" if lse else ""
-    return f"""for (long o = 0; o < {outer}; ++o) {{
-    const {ty} *__restrict xp = x + o * {r};
-{indent(pre) + chr(10) if pre else ''}    {ty} a = {f.init};
-    for (long k = 0; k < {r}; ++k) {{
-        const {ty} v = xp[k];
-        a = {f.step};
-    }}
-    y[o] = {f.post};
-}}"""
+    pre = loop("k", 0, r, "m = xp[k] > m ? xp[k] : m;", "long") if lse else ""
+    pre = f"float m = -INFINITY;\n{pre}\n" if lse else ""
+    step = loop("k", 0, r, f"const {ty} v = xp[k];\na = {f.step};", "long")
+    return loop("o", 0, outer, f"""const {ty} *__restrict xp = x + o * {r};
+{pre}{ty} a = {f.init};
+{step}
+y[o] = {f.post};""", "long")
 
 
 def _rows_rvv(f, outer, r) -> str:
@@ -124,7 +126,7 @@ def _rows_rvv(f, outer, r) -> str:
     reduction of the accumulator and one of the (mapped) remainder."""
     tail = _sub(f.vacc, a=vsplat(L, f.init), v="vt")
     return f"""const size_t vm = {vsetvlmax(L)};
-for (long o = 0; o < {outer}; ++o) {{
+{_outer_head(outer)}
     const float *__restrict xp = x + o * {r};
     {vt(L)} acc = {vsplat(L, f.init, 'vm')};
     size_t k = 0;
@@ -165,7 +167,7 @@ for (long i = 0; i < {inner}; ++i) ws[i] = 0.0f;
         f"\nfor (long i = 0; i < {inner}; ++i) yp[i] = {_sub(f.post, a=acc, m='yp[i]')};"
     body = f"""{head}for (long k = 0; k < {r}; ++k)
     for (long i = 0; i < {inner}; ++i) {acc} = {step};{post}"""
-    return f"for (long o = 0; o < {outer}; ++o) {{\n{indent(body)}\n}}"
+    return loop("o", 0, outer, body, "long")
 
 
 def _planes_rvv(f, outer, r, inner) -> str:
@@ -179,7 +181,7 @@ def _planes_rvv(f, outer, r, inner) -> str:
         vpost = None
     scalar_post = "" if vpost is not None else \
         f"\nfor (long i = 0; i < {inner}; ++i) {{ const float a = yp[i]; yp[i] = {f.post}; }}"
-    return f"""for (long o = 0; o < {outer}; ++o) {{
+    return f"""{_outer_head(outer)}
     const float *__restrict xp = x + o * {r * inner};
     float *__restrict yp = y + o * {inner};
     for (size_t i = 0; i < {inner};) {{

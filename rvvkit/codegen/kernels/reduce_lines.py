@@ -10,6 +10,7 @@ from typing import List, Tuple
 
 from ...dtypes import TABLE
 from ..cfmt import indent
+from ..loops import loop
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 
 # rows = (outer, n, inner); k = TopK's K or LpNormalization's p; flag = select_last_index
@@ -115,7 +116,7 @@ def lines(fn: str, dtype: str, rows, k: int = 0, flag: int = 0, const_dtype: str
     count, body = line_body(spec)
     params = _params(fn, dtype, const_dtype)
     pre = "(void)k;\n" if fn == "TopK" and const_dtype else ""
-    code = f"{pre}for (long ln = 0; ln < {count}; ++ln) {{\n{indent(body)}\n}}"
+    code = pre + loop("ln", 0, count, body, "long")
     return Lowered(Kernel(fn.lower(), tuple(params), indent(code), spec=spec))
 
 
@@ -131,11 +132,13 @@ def cumsum(dtype: str, rows, exclusive: bool, reverse: bool, axis_dtype: str) ->
     src = at("(j - 1)") if exclusive else at("j")
     body = f"""const {ty} *__restrict xp = x + o * {n * inner};
 {ty} *__restrict yp = y + o * {n * inner};
-for (long i = 0; i < {inner}; ++i) yp[{at('0')} * {inner} + i] = {first};
-for (long j = 1; j < {n}; ++j)
-    for (long i = 0; i < {inner}; ++i)
-        yp[{at('j')} * {inner} + i] = yp[{at('(j - 1)')} * {inner} + i] + xp[{src} * {inner} + i];"""
-    code = f"(void)axis;\nfor (long o = 0; o < {outer}; ++o) {{\n{indent(body)}\n}}"
+{loop("i", 0, inner, f"yp[{at('0')} * {inner} + i] = {first};", "long")}
+for (long j = 1; j < {n}; ++j) {{
+{indent(loop("i", 0, inner, f"yp[{at('j')} * {inner} + i] = "
+                                f"yp[{at('(j - 1)')} * {inner} + i] + xp[{src} * {inner} + i];",
+                  "long"))}
+}}"""
+    code = "(void)axis;\n" + loop("o", 0, outer, body, "long")
     params = (Param("x", dtype=dtype), Param("axis", dtype=axis_dtype),
               Param("y", const=False, dtype=dtype))
     spec = make_spec("cumsum", dtype=dtype, rows=tuple(rows), exclusive=int(exclusive),

@@ -36,13 +36,23 @@ def act_c(act: Tuple[str, float, float], v: str) -> str:
     }[name]
 
 
+# A dot product in 8 interleaved partial sums: compilers vectorise it without -ffast-math
+# (a single running sum is a serial chain they must keep in order). Shared with attention.py.
+DOT = {"hd_rvk_dot": """static RVK_HD inline float rvk_dot(const float *__restrict a,
+                                     const float *__restrict b, long n) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+    }
+    float s = 0.0f;
+    for (; i < n; ++i) s += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + s;
+}"""}
+
+
 def _dot(dst: str, wrow: str, vec: str, n: int) -> str:
-    return f"""{{
-    const float *__restrict wr = {wrow};
-    float dsum = 0.0f;
-    for (long i = 0; i < {n}; ++i) dsum += wr[i] * {vec}[i];
-    {dst} += dsum;
-}}"""
+    return f"{dst} += rvk_dot({wrow}, {vec}, {n});"
 
 
 def _gates_pre(ng: int, hid: int, inp: int, has_b: bool, clip: Optional[float],
@@ -181,17 +191,14 @@ def rnn(op: str, seq: int, batch: int, inp: int, hid: int, ndirs: int, reverse: 
     zero = f"for (long i = 0; i < {seq * ndirs * batch * hid}; ++i) y[i] = 0.0f;\n" \
         if has_y else ""
     ws = ng * hid + 3 * hid
-    head = f"""float *__restrict gates = ws;
-float *__restrict h = ws + {ng * hid};
-float *__restrict c = ws + {ng * hid + hid};
-float *__restrict tmp = ws + {ng * hid + 2 * hid};
-(void)c;
-(void)tmp;
-"""
+    # (nvcc warns of a pointer set and never used, even through a void cast)
+    head = f"float *__restrict gates = ws;\nfloat *__restrict h = ws + {ng * hid};\n"
+    head += f"float *__restrict c = ws + {ng * hid + hid};\n" if lstm else ""
+    head += f"float *__restrict tmp = ws + {ng * hid + 2 * hid};\n" if op == "GRU" else ""
     body = head + zero + "\n".join(steps)
     spec = make_spec("rnn", cell=op, seq=seq, batch=batch, input=inp, hidden=hid, ndirs=ndirs,
                      reverse=reverse, layout=layout, acts=acts, clip=clip, lbr=lbr,
                      inputs=tuple(inputs), outputs=tuple(outputs))
     macs = seq * batch * ndirs * ng * hid * (inp + hid)
-    return Lowered(Kernel(op.lower(), tuple(params), indent(body) + "\n", ws, macs=macs,
-                          spec=spec))
+    return Lowered(Kernel(op.lower(), tuple(params), indent(body) + "\n", ws, dict(DOT),
+                          macs=macs, spec=spec))

@@ -65,7 +65,8 @@ __attribute__((unused)) static inline vfloat32m{m}_t {exp_name(m)}(vfloat32m{m}_
     const vint32m{m}_t n1 = __riscv_vsra_vx_{i}(n, 1, vl);
     const vint32m{m}_t n2 = __riscv_vsub_vv_{i}(n, n1, vl);
     const vfloat32m{m}_t y = __riscv_vfadd_vf_{f}(q, 1.0f, vl);
-    return __riscv_vfmul_vv_{f}(__riscv_vfmul_vv_{f}(y, {_pow2(m, "n1")}, vl), {_pow2(m, "n2")}, vl);
+    const vfloat32m{m}_t y1 = __riscv_vfmul_vv_{f}(y, {_pow2(m, "n1")}, vl);
+    return __riscv_vfmul_vv_{f}(y1, {_pow2(m, "n2")}, vl);
 }}
 #endif"""
     return {f"1_rvk_vexp_{m}": text}
@@ -109,8 +110,9 @@ def tanh_support(m: int) -> Dict[str, str]:
 
 def mish_support(m: int) -> Dict[str, str]:
     f = f"f32m{m}"
-    body = f"""    /* x tanh(log(1 + e^x)) = x n / (n + 2) with n = e^x (e^x + 2); beyond 20 it is x */
+    body = f"""    /* x tanh(log(1 + e^x)) = x n / (n + 2), n = e^x (e^x + 2); beyond 20 it is x */
     const vfloat32m{m}_t e = {exp_name(m)}(__riscv_vfmin_vf_{f}(x, 20.0f, vl), vl);
     const vfloat32m{m}_t n = __riscv_vfmul_vv_{f}(e, __riscv_vfadd_vf_{f}(e, 2.0f, vl), vl);
-    return __riscv_vfmul_vv_{f}(x, __riscv_vfdiv_vv_{f}(n, __riscv_vfadd_vf_{f}(n, 2.0f, vl), vl), vl);"""
+    const vfloat32m{m}_t t = __riscv_vfdiv_vv_{f}(n, __riscv_vfadd_vf_{f}(n, 2.0f, vl), vl);
+    return __riscv_vfmul_vv_{f}(x, t, vl);"""
     return _helper(f"rvk_vmish_f32m{m}", m, "mish on a vector", body, exp_support(m))
