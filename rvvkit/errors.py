@@ -42,7 +42,8 @@ class ModelProblems(UnsupportedOperator):
         self.problems: List[Tuple[str, str, str]] = list(problems)
         self.ops = [(op, where) for op, where, _ in self.problems if op]
         lines = [" ".join(msg.split()) for _, _, msg in self.problems]
-        ModelError.__init__(self, f"{len(lines)} problem(s) in the model:\n"
+        count = "1 problem" if len(lines) == 1 else f"{len(lines)} problems"
+        ModelError.__init__(self, f"{count} in the model:\n"
                             + "\n".join(f"  {line}" for line in lines))
 
 

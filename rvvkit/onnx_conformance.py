@@ -215,7 +215,10 @@ def run_rvvkit(case, on: str = "host", **options) -> None:
     from .onnx_backend import RvvkitBackend
     for inputs, want in case.data_sets:
         model, feeds = bind(case.model, feeds_of(case.model, inputs))
-        rep = RvvkitBackend.prepare(model, on=on, cuda=on.startswith("cuda"), **options)
+        # the case's data fixes any dimension its model leaves symbolic
+        shapes = {k: np.shape(v) for k, v in feeds.items()}
+        rep = RvvkitBackend.prepare(model, on=on, cuda=on.startswith("cuda"),
+                                    input_shapes=shapes, **options)
         compare(case, list(rep.run(feeds)), want)
 
 

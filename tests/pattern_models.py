@@ -50,6 +50,16 @@ def gelu_hf(x, y, p="gelu"):
         _k(p, rsqrt2=0.7071067811865476, one=1.0, half=0.5)
 
 
+def gelu_onnx_function(x, y, p="gelu"):
+    """ONNX's own Gelu function body: Sum(1, Erf(x / sqrt 2)), (0.5 * x) * that."""
+    return [node("Div", [x, f"{p}_sqrt2"], [f"{p}_d"], name=f"{p}/Div"),
+            node("Erf", [f"{p}_d"], [f"{p}_e"], name=f"{p}/Erf"),
+            node("Sum", [f"{p}_one", f"{p}_e"], [f"{p}_a"], name=f"{p}/Sum"),
+            node("Mul", [f"{p}_half", x], [f"{p}_h"], name=f"{p}/Mul"),
+            node("Mul", [f"{p}_h", f"{p}_a"], [y], name=f"{p}/Mul_1")], \
+        _k(p, sqrt2=1.4142135623730951, one=1.0, half=0.5)
+
+
 def gelu_tanh_torch(x, y, p="gelu"):
     """torch nn.GELU(approximate='tanh'): cube as x * (x * x), constants on the left."""
     return [node("Mul", [x, x], [f"{p}_xx"], name=f"{p}/Mul"),
@@ -127,6 +137,30 @@ def layernorm(x, y, p="ln", width=None, square="Pow", affine=True, opset=13, eps
     return nodes, inits
 
 
+def rmsnorm(x, y, p="rms", width=None, inverse="Reciprocal", weight=True, eps=1e-6, seed=0):
+    """LLaMA's RMSNorm as torch exports it: Pow(x, 2), ReduceMean(-1), Add(eps), Sqrt,
+    Reciprocal (torch.rsqrt), Mul(x, .), Mul(weight, .); `inverse`: "Div" for x / Sqrt(..),
+    "one_over" for x * (1 / Sqrt(..))."""
+    inits = _k(p, eps=eps, two=2.0, one=1.0)
+    nodes = [node("Pow", [x, f"{p}_two"], [f"{p}_p"], name=f"{p}/Pow"),
+             node("ReduceMean", [f"{p}_p"], [f"{p}_v"], axes=[-1], name=f"{p}/ReduceMean"),
+             node("Add", [f"{p}_v", f"{p}_eps"], [f"{p}_ve"], name=f"{p}/Add"),
+             node("Sqrt", [f"{p}_ve"], [f"{p}_s"], name=f"{p}/Sqrt")]
+    last = f"{p}_n" if weight else y
+    if inverse == "Div":
+        nodes.append(node("Div", [x, f"{p}_s"], [last], name=f"{p}/Div"))
+    else:
+        nodes += [node("Reciprocal", [f"{p}_s"], [f"{p}_r"], name=f"{p}/Reciprocal")
+                  if inverse == "Reciprocal" else
+                  node("Div", [f"{p}_one", f"{p}_s"], [f"{p}_r"], name=f"{p}/Div"),
+                  node("Mul", [x, f"{p}_r"], [last], name=f"{p}/Mul")]
+    if weight:
+        inits[f"{p}_weight"] = (1 + 0.3 * np.random.default_rng(seed).standard_normal(width)
+                                ).astype(F)
+        nodes.append(node("Mul", [f"{p}_weight", f"{p}_n"], [y], name=f"{p}/Mul_1"))
+    return nodes, inits
+
+
 ACTIVATION_PATTERNS = {
     # id: (builder, the op it becomes, the ops it needs besides Mul/Add/Div)
     "silu": (silu, "rvvkit.Silu", ()),
@@ -134,6 +168,7 @@ ACTIVATION_PATTERNS = {
     "quick_gelu": (quick_gelu, "Swish", ()),
     "gelu_torch": (gelu_torch, "Gelu", ("Erf",)),
     "gelu_hf": (gelu_hf, "Gelu", ("Erf",)),
+    "gelu_onnx_function": (gelu_onnx_function, "Gelu", ("Erf",)),
     "gelu_tanh_torch": (gelu_tanh_torch, "Gelu", ()),
     "gelu_tanh_hf": (gelu_tanh_hf, "Gelu", ("Pow",)),
     "hardswish_hardsigmoid": (hard_swish_hsig, "HardSwish", ()),

@@ -35,8 +35,9 @@ def _conv(n: Node, g: Graph) -> Lowered:
     xs, ws, ys = _shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0])
     st, pads, dil = a["strides"], a["pads"], a["dilations"]
     if len(xs) == 5:
-        return conv3d.conv_nd(xs, ws, ys, group=a["group"], strides=st, pads=pads,
-                              dilations=dil, bias=has_bias, residual=n.residual, act=n.act)
+        fn = conv3d.conv_nd_gemm if g.is_const(n.inputs[1]) else conv3d.conv_nd
+        return fn(xs, ws, ys, group=a["group"], strides=st, pads=pads, dilations=dil,
+                  bias=has_bias, residual=n.residual, act=n.act)
     if len(xs) == 3:   # 1-D: the 2-D kernels with H = 1 (same buffers, same weight layout)
         xs, ys, _, st, pads, dil, ws = conv3d.as_2d(xs, ys, ws[2:], st, pads, dil, ws)
     return convk.conv2d(xs, ws, ys, group=a["group"], strides=st, pads=pads, dilations=dil,

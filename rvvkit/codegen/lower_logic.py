@@ -171,8 +171,16 @@ def _prelu(n: Node, g: Graph) -> Lowered:
 
 @lowering("BitShift")
 def _bitshift(n: Node, g: Graph) -> Lowered:
-    sym = "<<" if n.attrs["direction"] == "LEFT" else ">>"
-    return _lower(n, g, f"a1 >= 8 ? 0 : a0 {sym} a1")
+    """Shift amounts outside [0, width) give 0 (-1 for a negative value shifted right); left
+    shifts go through the unsigned type (no signed overflow)."""
+    dt = g.t(n.inputs[0]).dtype
+    width, ct = dt.itemsize * 8, _ctype(g, n.inputs[0])
+    outside = f"a1 >= {width}" if dt == np.uint8 else f"a1 < 0 || a1 >= {width}"
+    if n.attrs["direction"] == "LEFT":
+        ut = f"uint{width}_t"
+        return _lower(n, g, f"({outside}) ? 0 : ({ct})({ut})(({ut})a0 << a1)")
+    far = "0" if dt == np.uint8 else "(a0 < 0 ? -1 : 0)"
+    return _lower(n, g, f"({outside}) ? {far} : a0 >> a1")
 
 
 __all__: Tuple[str, ...] = ("typed_nary", "typed_unary", "helper")

@@ -83,7 +83,9 @@ def _full(n: Node, g: Graph, i: int, size: int, norm_shape):
 
 @lowering("LayerNormalization", "RMSNormalization")
 def _rownorm(n: Node, g: Graph) -> Lowered:
-    shape, axis = _x(n, g)[0], n.attrs["axis"]
+    # read leniently: pattern fusion (passes/patterns.py) builds these nodes too
+    shape = _x(n, g)[0]
+    axis = int(n.attrs.get("axis", -1)) % max(1, len(shape))
     rows, size = math.prod(shape[:axis]), math.prod(shape[axis:])
     extra = [bool(o) for o in n.outputs[1:]]
     if any(extra) and not all(extra + [len(extra) == 2]):
@@ -94,8 +96,8 @@ def _rownorm(n: Node, g: Graph) -> Lowered:
         t = _full(n, g, i, size, shape[axis:])
         if t is not None:
             transforms[i] = t
-    low = normalize.rownorm(n.op == "RMSNormalization", rows, size, n.attrs["epsilon"], bias,
-                            any(extra))
+    low = normalize.rownorm(n.op == "RMSNormalization", rows, size,
+                            float(n.attrs.get("epsilon", 1e-5)), bias, any(extra))
     return Lowered(low.kernel, transforms or None)
 
 

@@ -20,9 +20,10 @@ def _shape(g: Graph, name: str):
 def _conv_transpose(n: Node, g: Graph) -> Lowered:
     a = n.attrs
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
-    return convt.conv_transpose(_shape(g, n.inputs[0]), _shape(g, n.inputs[1]),
-                                _shape(g, n.outputs[0]), group=a["group"], strides=a["strides"],
-                                pads=a["pads"], dilations=a["dilations"], bias=has_bias)
+    fn = convt.conv_transpose_gemm if g.is_const(n.inputs[1]) else convt.conv_transpose
+    return fn(_shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0]),
+              group=a["group"], strides=a["strides"], pads=a["pads"], dilations=a["dilations"],
+              bias=has_bias)
 
 
 @lowering("RNN", "GRU", "LSTM")

@@ -136,8 +136,11 @@ def _concat_views(g: Graph) -> Dict[str, Tuple[str, int]]:
     producers = g.producers()
     views: Dict[str, Tuple[str, int]] = {}
     for n in g.nodes:
-        if n.op != "Concat" or n.outputs[0] in g.outputs or g.t(n.outputs[0]).dtype != np.float32:
-            continue  # (offsets are in 4-byte words: float32 slices only)
+        if n.op != "Concat" or n.outputs[0] in g.outputs:
+            continue
+        esize = dtypes.of(g.t(n.outputs[0]).dtype).size
+        if any(g.t(i).size * esize % 4 for i in n.inputs):
+            continue  # offsets are in 4-byte words: every slice must be whole words
         axis = n.attrs["axis"]
         if math.prod(g.t(n.outputs[0]).shape[:axis]) != 1 or len(set(n.inputs)) != len(n.inputs):
             continue
@@ -148,7 +151,7 @@ def _concat_views(g: Graph) -> Dict[str, Tuple[str, int]]:
         off = 0
         for i in n.inputs:
             views[i] = (n.outputs[0], off)
-            off += g.t(i).size
+            off += g.t(i).size * esize // 4
     return views
 
 

@@ -2,6 +2,7 @@
 rvvkit.codegen.lower attaches the C lowerings to the same entries."""
 from . import (activations, elementwise, logic, movement, nn, norm, reduce,  # noqa: F401
                sequence, shape)  # (registration side effects)
+from . import activations_modern  # noqa: F401,E402  (HardSwish, Gelu, SiLU... rows)
 from .registry import REGISTRY, OpDef
 
 __all__ = ["REGISTRY", "OpDef"]

@@ -107,20 +107,28 @@ def _prelu(node, g):
 
 
 def _shift_eval(node, xs):
-    a, b = xs
-    left = node.attrs["direction"] == "LEFT"
-    with np.errstate(all="ignore"):
-        out = np.left_shift(a, b) if left else np.right_shift(a, b)
-    return [np.where(b >= a.itemsize * 8, 0, out).astype(a.dtype)]
+    """Shifts by less than 0 or by the width or more give 0 (-1 for a negative value shifted
+    right); a left shift of a signed value shifts its bits (wraps)."""
+    a, b = np.broadcast_arrays(*xs)
+    width = a.itemsize * 8
+    outside = (b < 0) | (b >= width)
+    bs = np.where(outside, 0, b).astype(np.uint64)
+    bits = a.view(f"u{a.itemsize}")
+    if node.attrs["direction"] == "LEFT":
+        out = np.left_shift(bits, bs.astype(bits.dtype)).view(a.dtype)
+        return [np.where(outside, 0, out).astype(a.dtype)]
+    out = np.right_shift(a, bs.astype(a.dtype))
+    return [np.where(outside, np.where(a < 0, -1, 0), out).astype(a.dtype)]
 
 
-@register("BitShift", _shift_eval, dtypes=("uint8",))
+@register("BitShift", _shift_eval, dtypes=("uint8", "int8", "int32", "int64"))
 def _bitshift(node, g):
     d = node.attrs.get("direction", b"")
     d = d.decode() if isinstance(d, bytes) else d
     if d not in ("LEFT", "RIGHT"):
         raise bad(node, f"direction {d!r} must be LEFT or RIGHT")
     node.attrs["direction"] = d
-    if _same(node, g) != np.uint8:
-        raise bad(node, "rvvkit computes BitShift on uint8 only")
-    return [(_shapes(node, g), np.dtype(np.uint8))]
+    dt = _same(node, g)
+    if dt == np.float32:
+        raise bad(node, "BitShift takes integers")
+    return [(_shapes(node, g), dt)]

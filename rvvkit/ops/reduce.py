@@ -29,8 +29,9 @@ REDUCE_NP = {
     "ReduceLogSum": lambda x, a: np.log(np.sum(x, axis=a)),
     "ReduceLogSumExp": lambda x, a: np.log(np.sum(np.exp(x), axis=a)),
 }
-# the reductions whose kernels also take integer tensors
+# the reductions whose kernels also take integer tensors (Max/Min also small ones, bool)
 INT_REDUCE = ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
+SMALL = ("int8", "uint8", "bool")
 
 
 def _reduce_eval(node, xs):
@@ -62,9 +63,10 @@ def reduce_axes(node, g, rank: int):
 
 def _reduce(node, g):
     x = g.t(node.inputs[0])
-    if x.dtype.name not in (NUMERIC if node.op in INT_REDUCE else ("float32",)):
-        raise bad(node, f"input dtype {x.dtype} is not supported (float32"
-                        f"{', int64, int32' if node.op in INT_REDUCE else ''} only)")
+    takes = ("float32",) + (INTS if node.op in INT_REDUCE else ()) + \
+        (SMALL if node.op in ("ReduceMax", "ReduceMin") else ())
+    if x.dtype.name not in takes:
+        raise bad(node, f"input dtype {x.dtype} is not supported ({', '.join(takes)} only)")
     if "canonical" not in node.attrs:   # inference may run again on a canonical node
         node.attrs["axes"] = reduce_axes(node, g, len(x.shape))
         node.attrs["keepdims"] = int(node.attrs.get("keepdims", 1))
@@ -76,7 +78,8 @@ def _reduce(node, g):
 
 
 for _op in REDUCE_NP:
-    register(_op, _reduce_eval, dtypes=NUMERIC)(_reduce)
+    register(_op, _reduce_eval, dtypes=NUMERIC + SMALL * (_op in ("ReduceMax", "ReduceMin"))
+             )(_reduce)
 
 
 # ArgMax / ArgMin

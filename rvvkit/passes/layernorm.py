@@ -1,10 +1,17 @@
-"""The decomposed LayerNorm exporters write before opset 17, matched for passes/patterns.py:
+"""The decomposed normalisations exporters write, matched for passes/patterns.py.
+
+LayerNorm (torch before opset 17):
 
     m = ReduceMean(x, trailing axes); d = x - m; p = Pow(d, 2) or d * d
     y = d / Sqrt(ReduceMean(p, same axes) + eps) [* gamma] [+ beta]
 
-becomes LayerNormalization(x, scale, bias; axis, epsilon); an absent gamma or beta is a
-constant of ones or zeros over the normalised shape."""
+becomes LayerNormalization(x, scale, bias; axis, epsilon). RMSNorm (LLaMA-style models):
+
+    y = x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) + eps)) [* gamma]   (or x / Sqrt(...),
+                                                                      or x * (1 / Sqrt(...)))
+
+becomes RMSNormalization(x, scale; axis, epsilon). An absent gamma or beta is a constant of
+ones or zeros over the normalised shape."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, List, Optional, Tuple
@@ -17,6 +24,7 @@ if TYPE_CHECKING:
     from .patterns import _View
 
 LAYERNORM = "LayerNormalization"
+RMSNORM = "RMSNormalization"
 
 
 def _const_operand(v: "_View", n: Node) -> Tuple[Optional[str], Optional[str]]:
@@ -121,3 +129,56 @@ def match_layernorm(v: "_View", anchor: Node):
         v.g.add_const(names[-1], data)
     attrs = {"axis": axes[0] - rank, "epsilon": float(eps)}
     return LAYERNORM, [x, *names], attrs, nodes + [sq, mean2, sqr, sub, mean]
+
+
+def _inverse_sqrt(v: "_View", n: Node, nodes: List[Node]) -> Tuple[Optional[str], Optional[str]]:
+    """(x, s) when `n` is x / s or x * r with r = Reciprocal(s) or 1 / s (r read once)."""
+    if n.op == "Div":
+        return n.inputs[0], n.inputs[1]
+    for x, r in (n.inputs, n.inputs[::-1]):
+        rec = v.node(r, "Reciprocal", "Div") if v.single(r) else None
+        if rec is not None and rec.op == "Reciprocal":
+            nodes.append(rec)
+            return x, rec.inputs[0]
+        if rec is not None and len(rec.inputs) == 2 and v.scalar(rec.inputs[0]) == 1.0:
+            nodes.append(rec)
+            return x, rec.inputs[1]
+    return None, None
+
+
+def match_rmsnorm(v: "_View", anchor: Node):
+    if anchor.op not in ("Mul", "Div") or len(anchor.inputs) != 2:
+        return None
+    nodes: List[Node] = [anchor]
+    n, gamma = anchor, None
+    if n.op == "Mul":
+        inner, gamma = _const_operand(v, n)
+        if gamma is not None:
+            n = v.node(inner, "Mul", "Div") if v.single(inner) else None
+            if n is None or len(n.inputs) != 2:
+                return None
+            nodes.append(n)
+    x, s = _inverse_sqrt(v, n, nodes)
+    sq = v.node(s, "Sqrt") if s is not None and v.single(s) else None
+    if sq is None:
+        return None
+    var, eps = v.plus_const(sq.inputs[0], nodes)
+    rank = len(v.g.t(x).shape)
+    mean = _reduce_mean(v, var, rank) if var is not None and v.single(var) else None
+    if mean is None or not v.single(mean.inputs[0]):
+        return None
+    sqr = v.node(mean.inputs[0], "Pow", "Mul")
+    if sqr is None or sqr.inputs[0] != x:
+        return None
+    if sqr.op == "Mul" and sqr.inputs[1] != x:
+        return None
+    if sqr.op == "Pow" and v.scalar(sqr.inputs[1]) != 2.0:
+        return None
+    axes = tuple(mean.attrs["axes"])
+    scale = _params(v, gamma, v.g.t(x).shape[axes[0]:], 1.0)
+    if scale is None or not eps > 0:
+        return None
+    name = v.g.fresh_name(f"{anchor.name or 'rmsnorm'}_scale")
+    v.g.add_const(name, scale)
+    attrs = {"axis": axes[0] - rank, "epsilon": float(eps)}
+    return RMSNORM, [x, name], attrs, nodes + [sq, mean, sqr]

@@ -1,5 +1,5 @@
-"""Pattern fusion: the decomposed forms exporters write for SiLU, GELU, HardSwish and
-LayerNorm become one node each, so a modern model runs one kernel (or none: an activation
+"""Pattern fusion: the decomposed forms exporters write for SiLU, GELU, HardSwish, LayerNorm
+and RMSNorm become one node each, so a modern model runs one kernel (or none: an activation
 then folds into its producer's epilogue, passes/fuse.py) instead of a chain of tiny passes.
 
 A match is anchored at the pattern's last node and walks back through producers. Products
@@ -18,9 +18,10 @@ import numpy as np
 from ..errors import ModelError
 from ..ir import Graph, Node
 from ..ops import REGISTRY
-from .layernorm import match_layernorm
+from .layernorm import match_layernorm, match_rmsnorm
 
 RTOL = 1e-4
+MAX_DEPTH = 8   # nested Mul/Div levels read as one product
 SILU = "rvvkit.Silu"
 
 
@@ -49,26 +50,28 @@ class _View:
         data = self.g.const(name)
         return float(data.reshape(-1)[0]) if data.size == 1 and data.dtype.kind in "fiu" else None
 
-    def product(self, name: str, nodes: List[Node], root: bool = False
+    def product(self, name: str, nodes: List[Node], root: bool = False, depth: int = 0
                 ) -> Tuple[float, List[str]]:
         """`name` as coef * prod(factors): Mul and Div-by-constant nodes whose output is read
-        once (or the root) are opened and added to `nodes`; constants join the coefficient."""
+        once (or the root) are opened and added to `nodes`; constants join the coefficient.
+        Patterns are a few factors deep: longer chains stay factors (no deep recursion)."""
         c = self.scalar(name)
         if c is not None:
             return c, []
         n = self.node(name, "Mul", "Div")
-        if n is None or len(n.inputs) != 2 or not (root or self.single(name)):
+        if (n is None or len(n.inputs) != 2 or not (root or self.single(name))
+                or depth > MAX_DEPTH):
             return 1.0, [name]
         if n.op == "Div":
             d = self.scalar(n.inputs[1])
             if d is None or d == 0:
                 return 1.0, [name]
             nodes.append(n)
-            c, fs = self.product(n.inputs[0], nodes)
+            c, fs = self.product(n.inputs[0], nodes, depth=depth + 1)
             return c / d, fs
         nodes.append(n)
-        c0, f0 = self.product(n.inputs[0], nodes)
-        c1, f1 = self.product(n.inputs[1], nodes)
+        c0, f0 = self.product(n.inputs[0], nodes, depth=depth + 1)
+        c1, f1 = self.product(n.inputs[1], nodes, depth=depth + 1)
         return c0 * c1, f0 + f1
 
     def plus_const(self, name: str, nodes: List[Node]) -> Tuple[Optional[str], float]:
@@ -201,7 +204,7 @@ def _x_plus_cube(v: _View, name: str, x: str, nodes: List[Node]) -> bool:
 
 # -- the rewrite -----------------------------------------------------------------------------
 
-MATCHERS = (_gelu, _hard_swish, _silu, match_layernorm)
+MATCHERS = (_gelu, _hard_swish, _silu, match_layernorm, match_rmsnorm)
 
 
 def _fits(v: _View, anchor: Node, op: str, inputs: List[str], nodes: List[Node]) -> bool:
@@ -218,7 +221,9 @@ def _rewrite(g: Graph, anchor: Node, op: str, inputs: List[str], attrs: dict,
     the op's own shape inference does not give the anchor's output."""
     ids = {id(n) for n in nodes}
     new = Node(op, anchor.name, list(inputs), [anchor.outputs[0]], dict(attrs))
-    new.fused = [(n.op, n.name) for n in g.nodes if id(n) in ids and n is not anchor]
+    for n in g.nodes:   # what a matched node had absorbed comes along
+        if id(n) in ids:
+            new.fused.extend(([] if n is anchor else [(n.op, n.name)]) + n.fused)
     out = g.t(anchor.outputs[0])
     try:   # also canonicalises the new node's attributes
         (shape, dtype), *_ = REGISTRY[op].infer(new, g)

@@ -134,19 +134,105 @@ def _math_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
+def _reduce_model() -> onnx.ModelProto:
+    """Reductions (rows, planes, split axes, integer), ArgMax, TopK, CumSum, Hardmax and the
+    normalisations."""
+    rng = np.random.default_rng(0)
+    arrays = {"ax23": np.array([2, 3], np.int64), "ax13": np.array([1, 3], np.int64),
+              "ax1": np.array([1], np.int64), "k": np.array([3], np.int64),
+              "cax": np.array(1, np.int32), "s57": np.ones((5, 7), np.float32),
+              **{n: rng.standard_normal(s).astype(np.float32)
+                 for n, s in (("s7", 7), ("b7", 7), ("s6", 6), ("b6", 6))}}
+    inits = [onnx.numpy_helper.from_array(a, n) for n, a in arrays.items()]
+    node = helper.make_node
+    nodes = [node("ReduceMean", ["x", "ax23"], ["o1"]),
+             node("ReduceMax", ["x", "ax13"], ["o2"], keepdims=0),
+             node("ReduceL1", ["x", "ax1"], ["o3"]),
+             node("ReduceLogSumExp", ["x", "ax13"], ["o4"]),
+             node("ReduceLogSumExp", ["x", "ax1"], ["o5"]),
+             node("ReduceLogSum", ["x", "ax23"], ["o6"]),
+             node("ReduceProd", ["x", "ax1"], ["o7"]),
+             node("ArgMax", ["x"], ["a1"], axis=1),
+             node("ReduceSum", ["a1", "ax23"], ["a2"]),
+             node("TopK", ["x", "k"], ["t1", "t2"], axis=2),
+             node("CumSum", ["x", "cax"], ["c1"], exclusive=1, reverse=1),
+             node("Hardmax", ["x"], ["h1"]),
+             node("LayerNormalization", ["x", "s7", "b7"], ["n1"]),
+             node("LayerNormalization", ["x", "s57"], ["n2", "n2m", "n2i"], axis=2),
+             node("RMSNormalization", ["x", "s7"], ["n3"]),
+             node("GroupNormalization", ["x", "s6", "b6"], ["n4"], num_groups=2),
+             node("InstanceNormalization", ["x", "s6", "b6"], ["n5"]),
+             node("LpNormalization", ["x"], ["n6"], axis=1),
+             node("MeanVarianceNormalization", ["x"], ["n7"])]
+    outs = [o for n in nodes for o in n.output if o != "a1"]
+    graph = helper.make_graph(
+        nodes, "reduce", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 5, 7])],
+        [helper.make_tensor_value_info(o, TensorProto.INT64 if o in ("a2", "t2")
+                                       else TensorProto.FLOAT, None) for o in outs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+
+
+def _movement_model():
+    """Data movement, index and resize kernels on float, int64 and bool tensors."""
+    node = helper.make_node
+    r = np.random.default_rng(0)
+
+    def i64(*v):
+        return np.asarray(v, np.int64)
+    arrays = {"emb": r.standard_normal((20, 12)).astype(np.float32),
+              "st": i64(3, -1), "en": i64(-100, 0), "ax": i64(2, 3), "sp": i64(-1, -2),
+              "rep": i64(1, 2, 1, 2), "pads": i64(0, 0, 1, 2, 0, 0, 2, 1), "k": i64(1),
+              "v": np.array(0.5, np.float32), "sc": np.array([1, 1, 1.5, 2], np.float32),
+              "gi": np.zeros((1, 4, 2, 5), np.int64), "ni": i64([0, 1], [0, 3]),
+              "nu": r.standard_normal((2, 6, 5)).astype(np.float32), "d": i64(7),
+              "ov": np.array([0, 1], np.int64)}
+    inits = [onnx.numpy_helper.from_array(a, n) for n, a in arrays.items()]
+    nodes = [
+        node("Gather", ["emb", "ids"], ["e"]),
+        node("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+        node("Tile", ["x", "rep"], ["t"]),
+        node("Pad", ["x", "pads"], ["p"], mode="reflect"),
+        node("Pad", ["x", "pads", "v"], ["pc"]),
+        node("DepthToSpace", ["x"], ["d2"], blocksize=2),
+        node("Split", ["x"], ["sa", "sb"], axis=1, num_outputs=2),
+        node("Trilu", ["x", "k"], ["tr"]),
+        node("Resize", ["x", "", "sc"], ["rl"], mode="linear"),
+        node("Resize", ["x", "", "sc"], ["rc"], mode="cubic"),
+        node("Resize", ["x", "", "sc"], ["rn"]),
+        node("GatherElements", ["x", "gi"], ["ge"], axis=2),
+        node("GatherND", ["x", "ni"], ["gn"]),
+        node("ScatterND", ["x", "ni", "nu"], ["sn"], reduction="add"),
+        node("ScatterElements", ["x", "gi", "ge"], ["se"], axis=2, reduction="max"),
+        node("OneHot", ["ids", "d", "ov"], ["oh"]),
+        node("Transpose", ["oh"], ["oht"]),
+        node("Concat", ["oht", "oht"], ["ohc"], axis=0),
+    ]
+    outs = ["e", "s", "t", "p", "pc", "d2", "sa", "sb", "tr", "rl", "rc", "rn", "ge", "gn",
+            "sn", "se"]
+    graph = helper.make_graph(
+        nodes, "movement",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 5]),
+         helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs] +
+        [helper.make_tensor_value_info("ohc", TensorProto.INT64, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("src")
     out = {}
     for name, model in (("mixed", _mixed_model()), ("shufflenet", light_model("shufflenet")),
-                        ("sequence", _sequence_model()), ("math", _math_model())):
+                        ("sequence", _sequence_model()), ("math", _math_model()),
+                        ("reduce", _reduce_model()), ("movement", _movement_model())):
         path = d / f"{name}.c"
         path.write_text(rvvkit.build(model).c_source)
         out[name] = path
     return out
 
 
-@pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math"])
+@pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
+                                   "movement"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

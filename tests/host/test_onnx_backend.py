@@ -15,7 +15,8 @@ Node tests feed build-time operands (Reshape's shape, Slice's starts, weights, .
 inputs; the runner binds them as initializers (PARAM_OPERANDS in rvvkit/onnx_conformance.py).
 Each case runs in a forked child, so a crash in generated code fails that case only.
 
-Regenerate the lists after adding or fixing operators (runs the suite, ~20 min on 2 cores):
+Regenerate the lists after adding or fixing operators (runs the suite on rvvkit and
+onnxruntime, ~11 min on 2 busy cores; the host tests below take about as long):
 
     python3 benchmarks/conformance.py --write-lists tests/host/conformance_lists.py
 """

@@ -11,6 +11,7 @@ import numpy as np
 
 from rvvkit.codegen.kernels import elementwise as ew
 from rvvkit.codegen.kernels import layout
+from rvvkit.ops.activations import Act
 from kernel_cases.case import (CLIP, LEAKY, LEAKY2, RELU, RELU_INF, SIGMOID, TANH, Case,
                                act_name, act_ref, dims, table)
 
@@ -101,7 +102,11 @@ NARY = table(200, [
 UNARY = table(300, [unary(act, shape) for act, shape in [
     (RELU, (3, 77)), (CLIP, (1000,)), (LEAKY, (5, 7)), (LEAKY2, (65,)), (TANH, (33,)),
     (SIGMOID, (9, 9)), (RELU_INF, (100,))]] + [
-    unary(act, (3, 7, 5)) for act in (RELU, CLIP, LEAKY, SIGMOID, TANH)])
+    unary(act, (3, 7, 5)) for act in (RELU, CLIP, LEAKY, SIGMOID, TANH)] + [
+    # vector exp helpers (codegen/kernels/vmath.py) at awkward lengths, large magnitudes
+    unary(act, shape) for act, shape in [
+        (Act("exp"), (71,)), (Act("elu", (0.7,)), (3, 41)), (Act("mish"), (130,)),
+        (Act("selu", (1.5, 2.0)), (17,)), (Act("softsign"), (19,))]])
 AFFINE = table(400, [affine(shape, act) for shape, act in [
     ((2, 5, 7, 9), RELU), ((1, 16, 1), None), ((1, 3, 33, 33), CLIP), ((2, 4, 5), SIGMOID),
     ((2, 3, 5, 7), LEAKY), ((3, 4), None), ((1, 5, 1, 3), RELU)]])

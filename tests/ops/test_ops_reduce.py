@@ -1,5 +1,5 @@
 """Operator cases: Reduce* (attribute and input axes, keepdims, empty axes, strided axes,
-integer tensors), ArgMax/ArgMin, TopK, CumSum, Hardmax; compared with onnxruntime on every
+integer tensors), ArgMax/ArgMin, TopK, CumSum, Hardmax, long Softmax rows; compared with onnxruntime on every
 sampled executor. Shapes are awkward on purpose: primes, rows longer than one LMUL-8 register
 group at VLEN 512, reduced axes split by kept ones."""
 import numpy as np
@@ -128,3 +128,9 @@ def test_cumsum(shape, axis, excl, rev, dtype, op_executor):
 @pytest.mark.parametrize("axis, opset", [(-1, 13), (1, 11)], ids=["axis_last13", "coerce11"])
 def test_hardmax(axis, opset, op_executor):
     _run(op_executor, [node("Hardmax", ["x"], ["y"], axis=axis)], rand(3, 4, 5), opset=opset)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_long_rows(op, op_executor):
+    """Rows longer than one LMUL-4 register group at VLEN 512 (the vector exp's main loop)."""
+    _run(op_executor, [node(op, ["x"], ["y"], axis=-1)], rand(3, 197, scale=4), opset=13)

@@ -56,7 +56,7 @@ def test_every_problem_in_one_error(monkeypatch):
         rvvkit.build(m)
     err = info.value
     lines = str(err).splitlines()
-    assert lines[0] == "5 problem(s) in the model:"
+    assert lines[0] == "5 problems in the model:"
     for where in ("mystery", "bad_axis", "fold_only", "'h'", "'s'"):
         assert sum(where in line for line in lines[1:]) == 1, (where, lines)
     assert not any(w in str(err) for w in ("reads_half", "reads_sym", "'fine'"))
@@ -79,7 +79,7 @@ def test_cli_lists_every_problem_without_traceback(tmp_path):
     text = err.getvalue()
     assert code == 1 and "Traceback" not in text
     lines = text.strip().splitlines()
-    assert lines[0] == "rvvkit: error: 2 problem(s) in the model:"
+    assert lines[0] == "rvvkit: error: 2 problems in the model:"
     assert len(lines) == 3 and "mystery" in lines[1] and "bad_axis" in lines[2]
     assert not (tmp_path / "two.rvv").exists()
 
@@ -328,3 +328,18 @@ def test_opset_is_the_graphs_not_a_node_attribute(opset, axis, coerce):
     (sm,) = g.nodes
     assert (sm.attrs["axis"], sm.attrs["coerce"]) == (axis, coerce)
     assert not [k for n in g.nodes for k in n.attrs if k.startswith("_")]
+
+
+def test_cli_build_says_the_opset_was_upgraded(tmp_path):
+    import contextlib
+    import io
+    import onnx
+    from rvvkit.cli import main
+    path = tmp_path / "old.onnx"
+    onnx.save(relu_model(opset=6), str(path))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["build", str(path), "-q", "-o", str(tmp_path / "old.rvv")])
+    assert code == 0 and (tmp_path / "old.rvv").exists()
+    assert err.getvalue().strip() == ("rvvkit: model uses opset 6; upgraded to opset 13 with "
+                                      "onnx.version_converter")

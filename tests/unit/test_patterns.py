@@ -7,7 +7,7 @@ from onnx import helper
 
 import rvvkit
 from conftest import make_model
-from pattern_models import ACTIVATION_PATTERNS, layernorm, silu
+from pattern_models import ACTIVATION_PATTERNS, layernorm, rmsnorm, silu
 from rvvkit.frontend.onnx import from_onnx
 from rvvkit.ops import REGISTRY
 from rvvkit.passes import optimize
@@ -150,3 +150,35 @@ def test_layernorm_over_other_axes_is_left_alone():
                 a.ints[:] = [1]
     m = make_model(nodes, [("x", (2, 5, 3))], ["y"], inits)
     assert "LayerNormalization" not in [n.op for n in optimize(from_onnx(m)).nodes]
+
+
+RMS_CASES = {
+    "reciprocal_weight": dict(),
+    "div_no_weight": dict(inverse="Div", weight=False),
+    "one_over_weight": dict(inverse="one_over"),
+}
+
+
+@pytest.mark.parametrize("cid", sorted(RMS_CASES))
+def test_rmsnorm_becomes_one_node(cid):
+    needs("Pow", "Sqrt", "Reciprocal", "RMSNormalization")
+    kw = RMS_CASES[cid]
+    nodes, inits = rmsnorm("x", "y", width=16, **kw)
+    m = make_model(nodes, [("x", (2, 3, 16))], ["y"], inits)
+    g = optimize(from_onnx(m))
+    assert [n.op for n in g.nodes] == ["RMSNormalization"]
+    rms = g.nodes[0]
+    assert rms.inputs[0] == "x" and len(rms.fused) == len(nodes) - 1
+    assert rms.attrs["epsilon"] == pytest.approx(1e-6)
+    want = inits["rms_weight"] if kw.get("weight", True) else np.ones(16, np.float32)
+    np.testing.assert_array_equal(g.const(rms.inputs[1]), want)
+    assert plan_ops(m) == ["RMSNormalization"]
+
+
+def test_layernorm_is_not_taken_for_an_rmsnorm():
+    """LayerNorm's own Div(d, Sqrt(mean(d^2) + eps)) is an RMSNorm of d: the whole LayerNorm
+    must win."""
+    needs("Pow", "Sqrt", "LayerNormalization")
+    nodes, inits = layernorm("x", "y", width=8, affine=False)
+    g = optimize(from_onnx(make_model(nodes, [("x", (3, 8))], ["y"], inits)))
+    assert [n.op for n in g.nodes] == ["LayerNormalization"]

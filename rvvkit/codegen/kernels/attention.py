@@ -17,11 +17,33 @@ declare_spec("attention", ("dims", "rank", "scale", "softcap", "is_causal", "mas
                            "mask_dtype"))
 
 
-def _at(ptr: str, rank: int, heads: int, seq: int, size: int, head: str, row: str) -> str:
+def at(ptr: str, rank: int, heads: int, seq: int, size: int, head: str, row: str) -> str:
     """Pointer to row `row` of head `head` (batch b) of a Q/K/V/Y tensor."""
     if rank == 4:
         return f"{ptr} + ((b * {heads} + {head}) * {seq} + {row}) * {size}"
     return f"{ptr} + (b * {seq} + {row}) * {heads * size} + {head} * {size}"
+
+
+def score_terms(dims, scale: float, softcap: float, is_causal: bool, mask_shape, mask_dtype,
+                row: str = "i"):
+    """(expression of the score s of query `row` and key j from the dot product `sc`,
+    statements applying the masks to s), shared with the CUDA generator; they read b, h, row,
+    j and mask."""
+    b_, hq, _, sq, skv = dims[:5]
+    score = f"sc * {flt(scale)}"
+    if softcap > 0:
+        score = f"{flt(softcap)} * tanhf(({score}) / {flt(softcap)})"
+    masks = []
+    if mask_shape is not None:
+        st = broadcast_strides(mask_shape, (b_, hq, sq, skv))
+        off = " + ".join(f"{v} * {s}" for v, s in zip(("b", "h", row, "j"), st) if s) or "0"
+        if mask_dtype == "bool":
+            masks.append(f"if (!mask[{off}]) s = -INFINITY;")
+        else:
+            masks.append(f"s += mask[{off}];")
+    if is_causal:
+        masks.append(f"if (j > {row}) s = -INFINITY;")
+    return score, "\n".join(masks)
 
 
 def attention(dims: Tuple[int, ...], rank: int, scale: float, softcap: float, is_causal: bool,
@@ -29,23 +51,11 @@ def attention(dims: Tuple[int, ...], rank: int, scale: float, softcap: float, is
     """dims = (B, Hq, Hkv, Sq, Skv, D, Dv); params q, k, v, [mask], y."""
     b_, hq, hk, sq, skv, d, dv = dims
     reps = hq // hk
-    score = f"sc * {flt(scale)}"
-    if softcap > 0:
-        score = f"{flt(softcap)} * tanhf(({score}) / {flt(softcap)})"
-    masks = []
-    if mask_shape is not None:
-        st = broadcast_strides(mask_shape, (b_, hq, sq, skv))
-        off = " + ".join(f"{v} * {s}" for v, s in zip(("b", "h", "i", "j"), st) if s) or "0"
-        if mask_dtype == "bool":
-            masks.append(f"if (!mask[{off}]) s = -INFINITY;")
-        else:
-            masks.append(f"s += mask[{off}];")
-    if is_causal:
-        masks.append("if (j > i) s = -INFINITY;")
-    q = _at("q", rank, hq, sq, d, "h", "i")
-    k = _at("k", rank, hk, skv, d, f"(h / {reps})", "j")
-    v = _at("v", rank, hk, skv, dv, f"(h / {reps})", "j")
-    y = _at("y", rank, hq, sq, dv, "h", "i")
+    score, masks = score_terms(dims, scale, softcap, is_causal, mask_shape, mask_dtype)
+    q = at("q", rank, hq, sq, d, "h", "i")
+    k = at("k", rank, hk, skv, d, f"(h / {reps})", "j")
+    v = at("v", rank, hk, skv, dv, f"(h / {reps})", "j")
+    y = at("y", rank, hq, sq, dv, "h", "i")
     body = f"""for (long b = 0; b < {b_}; ++b) {{
     for (long h = 0; h < {hq}; ++h) {{
         for (long i = 0; i < {sq}; ++i) {{
@@ -56,7 +66,7 @@ def attention(dims: Tuple[int, ...], rank: int, scale: float, softcap: float, is
                 const float *__restrict kj = {k};
                 const float sc = rvk_dot(qi, kj, {d});
                 float s = {score};
-{indent(chr(10).join(masks), 4)}
+{indent(masks, 4)}
                 ws[j] = s;
                 mx = s > mx ? s : mx;
             }}

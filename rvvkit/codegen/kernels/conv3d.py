@@ -1,21 +1,28 @@
-"""Convolution and pooling of any spatial rank as direct loop nests (3-D models: video, medical
-volumes), and the mapping of 1-D ops onto the 2-D kernels (H = 1) so that 1-D convolutions
-(speech front ends) run on the packed GEMM and depthwise paths of conv.py.
+"""Convolution and pooling of any spatial rank (3-D models: video, medical volumes), and the
+mapping of 1-D ops onto the 2-D kernels (H = 1) so that 1-D convolutions (speech front ends)
+run on the packed GEMM and depthwise paths of conv.py.
 
-The direct kernels favour correctness and small code: per output element the window taps are
-bounds-checked, the innermost loop runs along the last (contiguous) kernel axis."""
+3-D convolution with a constant weight: explicit im2col and the packed GEMM (conv_nd_gemm);
+otherwise, and for pooling, direct loop nests favouring correctness and small code: per output
+element the window taps are bounds-checked, the innermost loop along the last kernel axis."""
 from __future__ import annotations
 
 import math
 from typing import Optional, Sequence
 
+import numpy as np
+
 from ...ops.activations import Act, act_expr
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..loops import strides_of
+from ..loops import cdiv, strides_of
+from .gemm_core import core
+from .gemm_emit import Epilogue, Side
+from .gemm_tiling import choose_tile, pack_panels
 
+# w_panel: panel width of the packed weight (GEMM form, as conv's), None: ONNX layout
 declare_spec("conv_nd", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
-                         "dilations", "bias", "residual", "act"))
+                         "dilations", "bias", "residual", "act", "w_panel"))
 declare_spec("pool_nd", ("kind", "x_shape", "y_shape", "kernel", "strides", "pads",
                          "dilations", "count_include_pad"))
 
@@ -91,7 +98,7 @@ def conv_nd(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, 
                    ([Param("r")] if residual else []) + [Param("y", False)])
     spec = make_spec("conv_nd", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
                      strides=strides, pads=pads, dilations=dilations, bias=bias,
-                     residual=residual, act=act)
+                     residual=residual, act=act, w_panel=None)
     return Lowered(Kernel(f"conv{nd}d", params, indent(body) + "\n", macs=n * m * yv * cg * kv,
                           spec=spec))
 
@@ -131,4 +138,62 @@ def pool_nd(kind: str, x_shape, y_shape, kernel: Sequence[int], strides, pads, d
     return Lowered(Kernel(f"{kind}pool{nd}d", XY, indent(body) + "\n", spec=spec))
 
 
-__all__ = ["as_2d", "conv_nd", "pool_nd"]
+
+
+def conv_nd_gemm(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations,
+                 bias: bool, residual: bool, act: Optional[Act]) -> Lowered:
+    """conv_nd with a constant weight: per image and group, an explicit im2col of the input
+    into the workspace ([cg * taps][positions]), then the packed GEMM with bias, residual and
+    activation in its epilogue. The weight is packed at build time (transform of input 1)."""
+    xs, ws_, ys = (tuple(int(v) for v in s) for s in (x_shape, w_shape, y_shape))
+    n, cin = xs[:2]
+    m, cg = ws_[:2]
+    nd = len(xs) - 2
+    mg = m // group
+    xv, yv, kv = math.prod(xs[2:]), math.prod(ys[2:]), math.prod(ws_[2:])
+    k = cg * kv
+    mr, nr = choose_tile(mg, yv, k)
+    adds = ((("b", "{m}", None),) if bias else ()) + \
+        ((("r", f"{{m}} * {yv} + {{n}}", None),) if residual else ())
+    c = core("convnd", mg, yv, k, Side("packed"), Side("strided", si=1, sk=yv),
+             Epilogue(ldy=yv, addends=adds, act=act), mr, nr)
+    wgrp = cdiv(mg, mr) * mr * k
+
+    def transform(wt: np.ndarray) -> np.ndarray:
+        wt = np.asarray(wt, np.float32).reshape(group, mg, k)
+        return np.concatenate([pack_panels(wt[g], mr) for g in range(group)])
+
+    kst, xst = strides_of(ws_[2:]), strides_of(xs[2:])
+    tap = [f"const long k{d} = kk / {kst[d]} % {ws_[2 + d]};" for d in range(nd)]
+    pos = [f"const long p{d} = b{d} + k{d} * {dilations[d]};" for d in range(nd)]
+    inside = " && ".join(f"p{d} >= 0 && p{d} < {xs[2 + d]}" for d in range(nd))
+    xo = " + ".join(f"p{d} * {xst[d]}" for d in range(nd))
+    cols = f"ws + {c.workspace}" if c.workspace else "ws"
+    rest = ("b + g * %d, " % mg if bias else "") + \
+        (f"r + (n * {m} + g * {mg}) * {yv}, " if residual else "")
+    body = f"""float *__restrict cols = {cols};
+for (long n = 0; n < {n}; ++n) {{
+    for (long g = 0; g < {group}; ++g) {{
+        for (long c = 0; c < {cg}; ++c) {{   /* im2col: row (c, tap), column o */
+            const float *__restrict xc = x + (n * {cin} + g * {cg} + c) * {xv};
+            for (long kk = 0; kk < {kv}; ++kk) {{
+{indent(chr(10).join(tap), 4)}
+                float *__restrict col = cols + (c * {kv} + kk) * {yv};
+                for (long o = 0; o < {yv}; ++o) {{
+{indent(_origin(nd, ys[2:], strides, pads) + chr(10) + chr(10).join(pos), 5)}
+                    col[o] = ({inside}) ? xc[{xo}] : 0.0f;
+                }}
+            }}
+        }}
+        {c.name}(w + g * {wgrp}, cols, {rest}y + (n * {m} + g * {mg}) * {yv}, \
+{"ws" if c.workspace else "(float *)0"});
+    }}
+}}"""
+    params = tuple([Param("x"), Param("w")] + ([Param("b")] if bias else []) +
+                   ([Param("r")] if residual else []) + [Param("y", False)])
+    spec = make_spec("conv_nd", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
+                     strides=strides, pads=pads, dilations=dilations, bias=bias,
+                     residual=residual, act=act, w_panel=mr)
+    kern = Kernel(f"conv{nd}d", params, indent(body) + "\n", c.workspace + k * yv, c.support,
+                  macs=n * m * yv * k, spec=spec)
+    return Lowered(kern, {1: transform})

@@ -12,7 +12,7 @@ from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import strides_of
 
-declare_spec("einsum", ("terms", "out_term", "in_shapes", "out_shape"))
+declare_spec("einsum", ("terms", "out_term", "in_shapes", "out_shape", "dims"))
 
 
 def _offset(term: str, shape, idx: Dict[str, str]) -> str:
@@ -23,11 +23,9 @@ def _offset(term: str, shape, idx: Dict[str, str]) -> str:
     return " + ".join(parts) or "0"
 
 
-def einsum(terms: Sequence[str], out_term: str, in_shapes, out_shape,
-           dims: Dict[str, int]) -> Lowered:
-    """y[out_term] = sum over the other letters of prod_i x_i[terms[i]]; params x0.., y."""
-    in_shapes = [tuple(int(v) for v in s) for s in in_shapes]
-    out_shape = tuple(int(v) for v in out_shape)
+def per_output(terms: Sequence[str], out_term: str, in_shapes, out_shape,
+               dims: Dict[str, int]) -> str:
+    """Statements computing output element y[o] (shared with the CUDA generator)."""
     contracted = sorted({c for t in terms for c in t} - set(out_term))
     ost = strides_of(out_shape)
     idx = {c: f"i_{c}" for c in set("".join(terms)) | set(out_term)}
@@ -41,17 +39,24 @@ def einsum(terms: Sequence[str], out_term: str, in_shapes, out_shape,
     inner = f"acc += {prod};"
     for c in reversed(contracted):
         inner = f"for (long i_{c} = 0; i_{c} < {dims[c]}; ++i_{c}) {{\n{indent(inner)}\n}}"
+    return "\n".join(decl) + f"\nfloat acc = 0.0f;\n{inner}\ny[o] = acc;"
+
+
+def einsum(terms: Sequence[str], out_term: str, in_shapes, out_shape,
+           dims: Dict[str, int]) -> Lowered:
+    """y[out_term] = sum over the other letters of prod_i x_i[terms[i]]; params x0.., y."""
+    in_shapes = [tuple(int(v) for v in s) for s in in_shapes]
+    out_shape = tuple(int(v) for v in out_shape)
+    contracted = sorted({c for t in terms for c in t} - set(out_term))
     n_out = math.prod(out_shape)
-    body = f"""for (long o = 0; o < {n_out}; ++o) {{
-{indent(chr(10).join(decl))}
-    float acc = 0.0f;
-{indent(inner)}
-    y[o] = acc;
-}}"""
-    if not out_term:   # scalar output: no index to decompose
-        body = body.replace("for (long o = 0; o < 1; ++o) {", "{\n    const long o = 0;")
+    stmts = per_output(terms, out_term, in_shapes, out_shape, dims)
+    if n_out == 1:   # one output element (a scalar): no loop
+        body = f"{{\n    const long o = 0;\n{indent(stmts)}\n}}"
+    else:
+        body = f"for (long o = 0; o < {n_out}; ++o) {{\n{indent(stmts)}\n}}"
     params = tuple(Param(f"x{k}") for k in range(len(terms))) + (Param("y", False),)
     spec = make_spec("einsum", terms=tuple(terms), out_term=out_term,
-                     in_shapes=tuple(in_shapes), out_shape=out_shape)
+                     in_shapes=tuple(in_shapes), out_shape=out_shape,
+                     dims=tuple(sorted(dims.items())))
     macs = n_out * math.prod(dims[c] for c in contracted)
     return Lowered(Kernel("einsum", params, indent(body) + "\n", macs=macs, spec=spec))

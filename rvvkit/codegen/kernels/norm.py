@@ -1,7 +1,7 @@
 """LRN and softmax kernels, and the RVV row reduction they share with global pooling.
 
-Under RVV intrinsics (see rvv.py): softmax uses vector max/sum reductions (expf stays scalar
-libm); LRN sums squares in registers and raises to -beta with square roots for beta in
+Under RVV intrinsics (see rvv.py): softmax uses vector max/sum reductions and the vector
+exp of vmath.py; LRN sums squares in registers and raises to -beta with square roots for beta in
 {0.5, 0.75, 1} (other betas keep the scalar powf)."""
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Sequence
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, make_spec
 from ..loops import loop
+from .reduce import vexp_sum
+from .vmath import exp_support
 from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 XY = (Param("x"), Param("y", const=False))
@@ -110,19 +112,14 @@ for (long k = 0; k < {n}; ++k) {{
     if inner != 1:
         return Lowered(Kernel(name, XY, code, spec=spec))
     L = 8
+    # the exponentials with the vector exp of vmath.py (kernels/reduce.py vexp_sum)
     if log:
-        rest = f"""float s = 0.0f;
-for (long k = 0; k < {n}; ++k) s += expf(xp[k] - m);
+        rest = f"""{vexp_sum("s", "xp", n, "m")}
 const float ls = logf(s);
 {_strip("k", n, f'''{vt(L)} v = {vop('vfsub_vf', L)}({vle(L, 'xp + k')}, m, vl);
 {vse(L, 'yp + k', vop('vfsub_vf', L) + '(v, ls, vl)')}''')}"""
     else:
-        rest = f"""float s = 0.0f;
-for (long k = 0; k < {n}; ++k) {{
-    const float e = expf(xp[k] - m);
-    yp[k] = e;
-    s += e;
-}}
+        rest = f"""{vexp_sum("s", "xp", n, "m", store="yp")}
 const float r = 1.0f / s;
 {_strip("k", n, vse(L, 'yp + k', vop('vfmul_vf', L) + '(' + vle(L, 'yp + k') + ', r, vl)'))}"""
     rvv = indent(loop("o", 0, outer, f"""const float *__restrict xp = x + o * {n};
@@ -130,4 +127,5 @@ float *__restrict yp = y + o * {n};
 {reduce_rvv("max", "xp", str(n), "-INFINITY")}
 const float m = red;
 {rest}""", "long", flat=True))
-    return Lowered(Kernel(name, XY, guarded(rvv, code), support=header(), spec=spec))
+    return Lowered(Kernel(name, XY, guarded(rvv, code), support={**header(), **exp_support(4)},
+                          spec=spec))

@@ -18,6 +18,7 @@ from ...dtypes import TABLE
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import loop
+from .vmath import exp_support
 from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 declare_spec("reduce", ("fn", "dtype", "x_shape", "axes"))
@@ -55,7 +56,8 @@ FORMS = {
     "ReduceLogSumExp": Form("0", "a + expf(v - m)", "m + logf(a)"),   # after a max pass
 }
 _LIMITS = {"float32": ("INFINITY", "(-INFINITY)"), "int64": ("INT64_MAX", "INT64_MIN"),
-           "int32": ("INT32_MAX", "INT32_MIN")}
+           "int32": ("INT32_MAX", "INT32_MIN"), "int8": ("INT8_MAX", "INT8_MIN"),
+           "uint8": ("UINT8_MAX", "0"), "bool": ("1", "0")}
 
 
 def _sub(expr: str, **names: str) -> str:
@@ -147,6 +149,49 @@ def _rows_rvv(f, outer, r) -> str:
 }}"""
 
 
+def vexp_sum(out: str, ptr: str, n: int, m: str, store: str = "") -> str:
+    """RVV statements declaring float `out` = sum of e^(ptr[k] - m) over [0, n), with the
+    vector exp of kernels/vmath.py (LMUL 4: its temporaries need the registers); `store`: a
+    pointer that also receives each e^(ptr[k] - m). Needs `exp_support(4)`."""
+    e = (f"rvk_vexp_f32m4(__riscv_vfsub_vf_f32m4(__riscv_vle32_v_f32m4({ptr} + k, vl), {m}, "
+         "vl), vl)")
+    st = f"\n        __riscv_vse32_v_f32m4({store} + k, e, vl);" if store else ""
+    return f"""float {out};
+{{
+    const size_t vm = __riscv_vsetvlmax_e32m4();
+    vfloat32m4_t acc = __riscv_vfmv_v_f_f32m4(0.0f, vm);
+    size_t k = 0;
+    for (; k + vm <= (size_t){n}; k += vm) {{
+        const size_t vl = vm;
+        const vfloat32m4_t e = {e};{st}
+        acc = __riscv_vfadd_vv_f32m4(acc, e, vl);
+    }}
+    vfloat32m1_t r1 = __riscv_vfmv_v_f_f32m1(0.0f, 1);
+    r1 = __riscv_vfredusum_vs_f32m4_f32m1(acc, r1, vm);
+    if (k < (size_t){n}) {{
+        const size_t vl = __riscv_vsetvl_e32m4((size_t){n} - k);
+        const vfloat32m4_t e = {e};{st}
+        r1 = __riscv_vfredusum_vs_f32m4_f32m1(e, r1, vl);
+    }}
+    {out} = __riscv_vfmv_f_s_f32m1_f32(r1);
+}}"""
+
+
+def _lse_rvv(outer: int, r: int) -> str:
+    """RVV LogSumExp rows: a vector max, then the vector-exp sum."""
+    from .norm import reduce_rvv
+    return f"""{_outer_head(outer)}
+    const float *__restrict xp = x + o * {r};
+    float m;
+    {{
+{indent(reduce_rvv("max", "xp", str(r), "-INFINITY"), 2)}
+        m = red;
+    }}
+{indent(vexp_sum("s", "xp", r, "m"))}
+    y[o] = m + logf(s);
+}}"""
+
+
 def _planes(fn, ty, f, outer, r, inner) -> str:
     """Portable: the `inner` outputs of one `o` accumulate together in y (LogSumExp: the max in
     y, the sum in ws)."""
@@ -231,12 +276,16 @@ def reduce(fn: str, dtype: str, x_shape, axes, axes_param: str = "") -> Lowered:
     shape = ori(groups)
     ws = 0
     rvv = ""
+    support = header()
     if shape is None:
         code = _general(fn, ty, f, groups)
     elif shape[2] == 1:
         code = _rows(fn, ty, f, shape[0], shape[1])
         if f.vred and dtype == "float32":
             rvv = _rows_rvv(f, shape[0], shape[1])
+        elif fn == "ReduceLogSumExp":
+            rvv = _lse_rvv(shape[0], shape[1])
+            support.update(exp_support(4))
     else:
         code = _planes(fn, ty, f, *shape)
         ws = shape[2] if fn == "ReduceLogSumExp" else 0
@@ -251,4 +300,4 @@ def reduce(fn: str, dtype: str, x_shape, axes, axes_param: str = "") -> Lowered:
     body = pre + (guarded("(void)ws;\n" * bool(ws) + rvv, code) if rvv else code)
     spec = make_spec("reduce", fn=fn, dtype=dtype, x_shape=tuple(x_shape), axes=tuple(axes))
     return Lowered(Kernel(fn.lower(), tuple(params), indent(body), workspace=ws,
-                          support=header() if rvv else {}, spec=spec))
+                          support=support if rvv else {}, spec=spec))

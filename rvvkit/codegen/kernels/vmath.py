@@ -5,10 +5,12 @@ sigmoid, tanh, exp, ELU and friends stay in registers instead of calling scalar 
 Method: x = n ln2 + r with n = round(x / ln2) (vfcvt rounds to nearest even under the default
 rounding mode) and |r| <= ln2 / 2, ln2 split in two parts so r is exact to a few ulp; e^r - 1 =
 r + r^2 P(r) with P of degree 5 (the classic single-precision expf polynomial, ~1 ulp on that
-range); 2^n is built in the exponent field through an int32 reinterpretation. Only intrinsics
-the 0.11 and 1.0 APIs share are used (integer vadd/vsub/vsra/vsll .vx/.vv, vfcvt between i32
-and f32, vreinterpret i32 -> f32, vfnmsac/vfmacc/vfmadd), and no masks: out-of-range inputs are
-clamped first (a NaN input comes out as the value of a clamp bound, not NaN).
+range; Horner steps multiply, then add a scalar, so no constant takes a register group: LMUL 8
+has only four); 2^n is built in the exponent field through an int32 reinterpretation. Only
+intrinsics the 0.11 and 1.0 APIs share are used (integer vadd/vsub/vsra/vsll .vx/.vv, vfcvt
+between i32 and f32 with the dynamic rounding mode (QEMU 7.2 aborts on the .rtz forms),
+vreinterpret i32 -> f32, vfnmsac/vfmacc), and no masks: out-of-range inputs are clamped first
+(a NaN input comes out as the value of a clamp bound, not NaN).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def _reduce(m: int, lo: str, hi: str) -> str:
     """Statements leaving n (int), r and q = e^r - 1 for x clamped to [lo, hi]."""
     f, i = f"f32m{m}", f"i32m{m}"
     horner = "\n".join(
-        f"    p = __riscv_vfmadd_vv_{f}(p, r, __riscv_vfmv_v_f_{f}({c}, vl), vl);"
+        f"    p = __riscv_vfadd_vf_{f}(__riscv_vfmul_vv_{f}(p, r, vl), {c}, vl);"
         for c in POLY[1:])
     return f"""    x = __riscv_vfmin_vf_{f}(__riscv_vfmax_vf_{f}(x, {lo}, vl), {hi}, vl);
     const vint32m{m}_t n = __riscv_vfcvt_x_f_v_{i}(__riscv_vfmul_vf_{f}(x, 1.44269504f, vl), vl);
