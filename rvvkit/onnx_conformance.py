@@ -10,15 +10,12 @@ before building, as a model exporter would have."""
 from __future__ import annotations
 
 import functools
-import os
 import re
-import select
-import signal
-import time
-import traceback
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
+
+from .forked import isolated, run_many  # noqa: F401 (the harness's API)
 
 # op -> operand positions that are build-time parameters (never the data operand)
 _REDUCE = ("ReduceMax", "ReduceMin", "ReduceMean", "ReduceSum", "ReduceProd", "ReduceL1",
@@ -231,89 +228,3 @@ def run_onnxruntime(case) -> None:
                                     providers=["CPUExecutionProvider"])
         feeds = feeds_of(case.model, inputs)
         compare(case, sess.run(None, feeds), want)
-
-
-def isolated(fn: Callable[[], None], timeout: float = 300) -> Tuple[bool, str]:
-    """Run fn() in a forked child (a crash in generated code must not end the caller):
-    (passed, first line of why not)."""
-    ((_, passed, why),) = run_many([(None, fn)], jobs=1, timeout=timeout)
-    return passed, why
-
-
-def run_many(items: Iterable[Tuple[object, Callable[[], None]]], jobs: int = 1,
-             timeout: float = 300) -> Iterator[Tuple[object, bool, str]]:
-    """Run each (key, fn) in its own forked child, `jobs` at a time; yield (key, passed, why)
-    as they finish. A child that crashes or runs past `timeout` seconds is a failure."""
-    _import_before_fork()
-    pending = iter(items)
-    running: Dict[int, list] = {}  # read fd -> [key, pid, deadline, data]
-    while True:
-        while len(running) < jobs:
-            item = next(pending, None)
-            if item is None:
-                break
-            rfd, pid = _fork(item[1])
-            running[rfd] = [item[0], pid, time.monotonic() + timeout, b""]
-        if not running:
-            return
-        ready, _, _ = select.select(list(running), [], [], 1.0)
-        for rfd in ready:
-            chunk = os.read(rfd, 65536)
-            if chunk:
-                running[rfd][3] += chunk
-                continue
-            key, pid, _, data = running.pop(rfd)
-            os.close(rfd)
-            _, status = os.waitpid(pid, 0)
-            if os.WIFSIGNALED(status):
-                yield key, False, f"crashed with signal {os.WTERMSIG(status)}"
-            else:
-                text = data.decode(errors="replace")
-                yield key, text == "ok", text
-        now = time.monotonic()
-        for rfd in [fd for fd, r in running.items() if r[2] < now]:
-            key, pid, _, _ = running.pop(rfd)
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(rfd)
-            yield key, False, f"timeout after {timeout:.0f} s"
-
-
-def _import_before_fork() -> None:
-    """Import what every child needs once, here: a child's own imports (the whole code
-    generator, cffi, onnxruntime) would cost seconds per case."""
-    import importlib
-    for name in ("rvvkit.builder", "rvvkit.onnx_backend", "rvvkit.runtime.host",
-                 "rvvkit.runtime.qemu", "rvvkit.runtime.cuda", "cffi", "onnxruntime"):
-        try:
-            importlib.import_module(name)
-        except ImportError:  # an optional one (onnxruntime) that is absent
-            pass
-
-
-def _fork(fn: Callable[[], None]) -> Tuple[int, int]:
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(wfd)
-        return rfd, pid
-    os.close(rfd)  # the child: report "ok" or why not, and never return into the caller
-    try:
-        fn()
-        msg = b"ok"
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        msg = _why(exc).encode(errors="replace")
-    try:
-        os.write(wfd, msg[:4000])
-    finally:
-        os._exit(0)
-
-
-def _why(exc: BaseException) -> str:
-    from .errors import RvvkitError
-    if isinstance(exc, (AssertionError, RvvkitError)):
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        head = type(exc).__name__ + ": " + " | ".join(lines[:3])
-    else:
-        head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return " ".join(head.split())[:300]

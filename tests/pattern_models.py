@@ -108,6 +108,14 @@ def hard_swish_clip(x, y, p="hsw", sixth=False, inner=False):
     return nodes, _k(p, three=3.0, zero=0.0, six=6.0, sixth=1 / 6)
 
 
+def hard_sigmoid_relu6(x, y, p="hsig"):
+    """relu6(x + 3) * (1/6), as TensorFlow models write hard sigmoid."""
+    return [node("Add", [x, f"{p}_three"], [f"{p}_a"], name=f"{p}/Add"),
+            node("Clip", [f"{p}_a", f"{p}_zero", f"{p}_six"], [f"{p}_c"], name=f"{p}/Clip"),
+            node("Mul", [f"{p}_c", f"{p}_sixth"], [y], name=f"{p}/Mul")], \
+        _k(p, three=3.0, zero=0.0, six=6.0, sixth=1 / 6)
+
+
 def layernorm(x, y, p="ln", width=None, square="Pow", affine=True, opset=13, eps=1e-5,
               seed=0):
     """torch LayerNorm exported before opset 17: ReduceMean over the last axis, Sub, Pow(2)
@@ -171,6 +179,7 @@ ACTIVATION_PATTERNS = {
     "gelu_onnx_function": (gelu_onnx_function, "Gelu", ("Erf",)),
     "gelu_tanh_torch": (gelu_tanh_torch, "Gelu", ()),
     "gelu_tanh_hf": (gelu_tanh_hf, "Gelu", ("Pow",)),
+    "hardsigmoid_relu6": (hard_sigmoid_relu6, "HardSigmoid", ()),
     "hardswish_hardsigmoid": (hard_swish_hsig, "HardSwish", ()),
     "hardswish_clip_div": (hard_swish_clip, "HardSwish", ()),
     "hardswish_clip_mul_sixth": (lambda x, y: hard_swish_clip(x, y, sixth=True),

@@ -86,5 +86,8 @@ def _attention(n: Node, g: Graph) -> Lowered:
     mask = n.inputs[3] if len(n.inputs) > 3 else ""
     mshape = tuple(_shape(g, mask)) if mask else None
     mdtype = g.t(mask).dtype.name if mask else None
-    return attk.attention(a["dims"], len(_shape(g, n.inputs[0])), a["scale_val"], a["softcap"],
-                          bool(a["is_causal"]), mshape, mdtype)
+    sq, skv = a["dims"][3:5]
+    # GEMM form unless one head's score matrix would be a huge workspace (> 64 MiB)
+    fn = attk.attention_gemm if sq * skv <= (16 << 20) else attk.attention
+    return fn(a["dims"], len(_shape(g, n.inputs[0])), a["scale_val"], a["softcap"],
+              bool(a["is_causal"]), mshape, mdtype)

@@ -1,7 +1,7 @@
 """The operator table. Importing this package registers every supported operator; importing
 rvvkit.codegen.lower attaches the C lowerings to the same entries."""
-from . import (activations, elementwise, logic, movement, nn, norm, reduce,  # noqa: F401
-               sequence, shape)  # (registration side effects)
+from . import (activations, activations_math, arith, elementwise, logic,  # noqa: F401
+               movement, nn, norm, reduce, sequence, shape)  # (registration side effects)
 from . import activations_modern  # noqa: F401,E402  (HardSwish, Gelu, SiLU... rows)
 from .registry import REGISTRY, OpDef
 

@@ -2,10 +2,13 @@
 
 A row names the ONNX op(s) that are this activation and how its float parameters come from a
 node, and gives its forms: numpy (constant folding, test references), C (portable kernels and
-fused epilogues), RVV intrinsics (None when there is no vector form: sigmoid and tanh need an
-exp, so their loops stay scalar) and CUDA (None: the C form). Adding a row is all a new
-activation needs: it is registered as an operator here, lowered as a unary kernel on every
-target, fused into the epilogue of its producer (passes/fuse.py) and folded on constants.
+fused epilogues), RVV intrinsics (None when there is no vector form: the loops stay scalar;
+forms calling vector helpers such as the exp of sigmoid and tanh, codegen/kernels/vmath.py,
+list them in `rvv_support`, which every kernel applying the form merges) and CUDA (None: the C
+form). Adding a row is all a new activation needs: it is registered as an operator here,
+lowered as a unary kernel on every target, fused into the epilogue of its producer
+(passes/fuse.py) and folded on constants. The unary math rows (Abs, Exp, Erf, Elu...) are in
+activations_math.py.
 
 Forms take the value as a plain C variable name `v` (it may be evaluated more than once) and
 the parameters as Python floats; `lit` turns one into a C float literal.
@@ -215,5 +218,3 @@ def _register(op: str, row: ActivationDef) -> None:
 
 for _row in _ROWS:
     define(_row)
-
-from . import activations_math  # noqa: E402,F401  (the unary math rows: Abs, Exp, Erf, Elu...)

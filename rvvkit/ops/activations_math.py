@@ -103,7 +103,9 @@ ROWS = (
     ActivationDef(   # log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|)
         "softplus", ("Softplus",),
         numpy=_np(lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))),
-        c=lambda v: f"(fmaxf({v}, 0.0f) + log1pf(expf(-fabsf({v}))))"),
+        c=lambda v: f"(fmaxf({v}, 0.0f) + log1pf(expf(-fabsf({v}))))",
+        rvv=lambda v, lmul, vl: f"rvk_vsoftplus_f32m{lmul}({v}, {vl})",
+        rvv_support=lambda lmul: _vmath().softplus_support(lmul)),
     ActivationDef(
         "softsign", ("Softsign",), numpy=lambda x: x / (1 + np.abs(x)),
         c=lambda v: f"({v} / (1.0f + fabsf({v})))",

@@ -109,5 +109,3 @@ def _bn(node, g):
                             f"elements, expected {x[1]} (channels)")
     return [(x, F32)]
 
-
-from . import arith  # noqa: E402,F401  (Pow, Mod, Min/Max/Mean, PRelu, BitShift)

@@ -51,8 +51,8 @@ def _gather_elements(node, g):
     x, i = in_shape(node, g, 0), in_shape(node, g, 1)
     _index_dtype(node, g, 1)
     axis = norm_axis(node, node.attrs.get("axis", 0), len(x))
-    if len(i) != len(x):
-        raise bad(node, f"indices of rank {len(i)} for data of rank {len(x)}")
+    if len(i) != len(x) or any(a > b for k, (a, b) in enumerate(zip(i, x)) if k != axis):
+        raise bad(node, f"indices {list(i)} do not fit data {list(x)} off axis {axis}")
     node.attrs["axis"] = axis
     return [(i, g.t(node.inputs[0]).dtype)]
 
@@ -128,7 +128,8 @@ def _scatter_elements(node, g):
     _index_dtype(node, g, 1)
     _reduction(node, REDUCTIONS)
     axis = norm_axis(node, node.attrs.get("axis", 0), len(x))
-    if len(i) != len(x) or u != i:
+    if len(i) != len(x) or u != i or any(a > b for k, (a, b) in enumerate(zip(i, x))
+                                         if k != axis):
         raise bad(node, f"indices {list(i)} / updates {list(u)} do not fit data {list(x)}")
     node.attrs["axis"] = axis
     return [(x, g.t(node.inputs[0]).dtype)]

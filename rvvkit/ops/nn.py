@@ -55,7 +55,31 @@ def _spatial(node, x_shape, kernel):
     return tuple(out)
 
 
-@register("Conv", act_epilogue=True)
+def _conv_eval(node, xs):
+    """numpy Conv of any spatial rank (folding of constant inputs): per kernel tap, the strided
+    window of the padded input times that tap's weights, per group."""
+    x, w = np.asarray(xs[0], np.float64), np.asarray(xs[1], np.float64)
+    a = node.attrs
+    nd, group = x.ndim - 2, a["group"]
+    pads, st, dil = a["pads"], a["strides"], a["dilations"]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[d], pads[nd + d]) for d in range(nd)])
+    out = [(xp.shape[2 + d] - (w.shape[2 + d] - 1) * dil[d] - 1) // st[d] + 1 for d in range(nd)]
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    y = np.zeros((x.shape[0], w.shape[0], *out))
+    for tap in np.ndindex(*w.shape[2:]):
+        win = xp[(slice(None), slice(None)) + tuple(
+            slice(t * dil[d], t * dil[d] + (out[d] - 1) * st[d] + 1, st[d])
+            for d, t in enumerate(tap))]
+        for gi in range(group):
+            wt = w[(slice(gi * mg, (gi + 1) * mg), slice(None)) + tap]
+            y[:, gi * mg:(gi + 1) * mg] += np.einsum("nc...,mc->nm...",
+                                                     win[:, gi * cg:(gi + 1) * cg], wt)
+    if len(xs) > 2 and xs[2] is not None:
+        y += np.asarray(xs[2], np.float64).reshape((1, -1) + (1,) * nd)
+    return [y.astype(np.float32)]
+
+
+@register("Conv", _conv_eval, act_epilogue=True)
 def _conv(node, g):
     x, w = in_shape(node, g, 0), in_shape(node, g, 1)
     group = int(node.attrs.get("group", 1))

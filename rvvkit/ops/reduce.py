@@ -65,7 +65,7 @@ def _reduce(node, g):
     x = g.t(node.inputs[0])
     takes = ("float32",) + (INTS if node.op in INT_REDUCE else ()) + \
         (SMALL if node.op in ("ReduceMax", "ReduceMin") else ())
-    if x.dtype.name not in takes:
+    if x.dtype.name not in takes and not g.is_const(node.inputs[0]):   # (constants fold)
         raise bad(node, f"input dtype {x.dtype} is not supported ({', '.join(takes)} only)")
     if "canonical" not in node.attrs:   # inference may run again on a canonical node
         node.attrs["axes"] = reduce_axes(node, g, len(x.shape))

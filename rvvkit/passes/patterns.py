@@ -1,6 +1,7 @@
-"""Pattern fusion: the decomposed forms exporters write for SiLU, GELU, HardSwish, LayerNorm
-and RMSNorm become one node each, so a modern model runs one kernel (or none: an activation
-then folds into its producer's epilogue, passes/fuse.py) instead of a chain of tiny passes.
+"""Pattern fusion: the decomposed forms exporters write for SiLU, GELU, HardSwish,
+HardSigmoid, LayerNorm and RMSNorm become one node each, so a modern model runs one kernel
+(or none: an activation then folds into its producer's epilogue, passes/fuse.py) instead of a
+chain of tiny passes.
 
 A match is anchored at the pattern's last node and walks back through producers. Products
 are read as a whole: a chain of Mul (and Div by a constant) with single-use intermediates is
@@ -136,25 +137,40 @@ def _silu(v: _View, anchor: Node):
     return None
 
 
+def _relu6_shift(v: _View, name: str, nodes: List[Node]) -> Optional[str]:
+    """x when `name` = Clip(x + 3, 0, 6) with single-use intermediates (added to `nodes`)."""
+    clip = v.node(name, "Clip")
+    if clip is None or not v.single(name):
+        return None
+    lo, hi = clip.attrs.get("bounds", (None, None))
+    inner: List[Node] = []
+    x, three = v.plus_const(clip.inputs[0], inner)
+    if x is None or not close(three, 3.0) or lo != 0.0 or hi is None or not close(hi, 6.0):
+        return None
+    nodes.extend([clip] + inner)
+    return x
+
+
 def _hard_swish(v: _View, anchor: Node):
+    """x * HardSigmoid(x; 1/6, 1/2) and x * Clip(x + 3, 0, 6) / 6 -> HardSwish; a lone
+    Clip(x + 3, 0, 6) / 6 -> HardSigmoid(1/6, 1/2)."""
     if anchor.op not in ("Mul", "Div"):
         return None
     nodes: List[Node] = []
     coef, fs = v.product(anchor.outputs[0], nodes, root=True)
+    if len(fs) == 1 and close(coef, 1 / 6):
+        x = _relu6_shift(v, fs[0], nodes)
+        if x is not None:
+            return "HardSigmoid", [x], {"alpha": 1 / 6, "beta": 0.5}, nodes
     for x, (h,) in _one_of(fs, 2):
-        hs = v.node(h, "HardSigmoid")   # x * HardSigmoid(x; 1/6, 1/2)
+        hs = v.node(h, "HardSigmoid")
         if (hs is not None and hs.inputs[0] == x and v.single(h) and close(coef, 1.0)
                 and close(float(hs.attrs.get("alpha", 0.2)), 1 / 6)
                 and close(float(hs.attrs.get("beta", 0.5)), 0.5)):
             return "HardSwish", [x], {}, nodes + [hs]
-        clip = v.node(h, "Clip")          # x * Clip(x + 3, 0, 6) / 6
-        if clip is None or not v.single(h) or not close(coef, 1 / 6):
-            continue
-        lo, hi = clip.attrs.get("bounds", (None, None))
-        inner: List[Node] = []
-        y, three = v.plus_const(clip.inputs[0], inner)
-        if y == x and close(three, 3.0) and lo == 0.0 and hi is not None and close(hi, 6.0):
-            return "HardSwish", [x], {}, nodes + [clip] + inner
+        found: List[Node] = []
+        if close(coef, 1 / 6) and _relu6_shift(v, h, found) == x:
+            return "HardSwish", [x], {}, nodes + found
     return None
 
 

@@ -6,451 +6,838 @@ passes: regenerate). QEMU_SAMPLE: small passing cases, a few per operator, that
 tests/qemu/test_conformance_sample.py runs on QEMU and the CUDA emulator."""
 
 NOT_YET = {
-    'test_affine_grid_2d': "ModelProblems: 1 problem(s) in the model: | AffineGrid node '#0': unsupported operator",
-    'test_affine_grid_2d_align_corners': "ModelProblems: 1 problem(s) in the model: | AffineGrid node '#0': unsupported operator",
-    'test_affine_grid_3d': "ModelProblems: 1 problem(s) in the model: | AffineGrid node '#0': unsupported operator",
-    'test_affine_grid_3d_align_corners': "ModelProblems: 1 problem(s) in the model: | AffineGrid node '#0': unsupported operator",
-    'test_attention_23_fullymasked_qk_matmul_output_mode3_zero': "ModelError: Attention node 'Attention_0': only output Y is supported (not present_key/present_value/qk_matmul_output)",
-    'test_attention_24_fullymasked_qk_matmul_output_mode3_zero': "ModelError: Attention node 'Attention_0': only output Y is supported (not present_key/present_value/qk_matmul_output)",
-    'test_attention_24_fullymasked_qk_matmul_output_mode3_zero_expanded': "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_24_fullymasked_qk_matmul_output_mode3_zero_expanded_function_FloatNegInfCast')",
-    'test_attention_3d_diff_heads_with_past_and_present': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_3d_gqa_with_past_and_present': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_3d_local_window': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 47 / 192 (24.5%)',
-    'test_attention_3d_with_past_and_present': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_3d_with_past_and_present_qk_matmul': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_3d_with_past_and_present_qk_matmul_bias': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_3d_with_past_and_present_qk_matmul_softcap': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_3d_with_past_and_present_qk_matmul_softmax': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_causal_nonpad_attn_mask_composition': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_nonpad_attn_mask_composition_expanded': "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_4d_causal_nonpad_attn_mask_composition_expanded_function_FloatNegInfCast') mus",
-    'test_attention_4d_causal_nonpad_batch_prefill': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_nonpad_continued_prefill': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_nonpad_negative_offset_structural_empty': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_with_past_and_present': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_diff_heads_mask4d_padded_kv': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_diff_heads_mask4d_padded_kv_expanded': "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_4d_diff_heads_mask4d_padded_kv_expanded_function_FloatNegInfCast') must be a b",
-    'test_attention_4d_diff_heads_with_past_and_present': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_diff_heads_with_past_and_present_mask3d': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_diff_heads_with_past_and_present_mask4d': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_gqa_causal_nonpad_decode': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_gqa_with_past_and_present': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_past_and_present': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_past_and_present_qk_matmul': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_attention_4d_with_qk_matmul': "ModelError: Attention node 'Attention_0': only output Y is supported (not present_key/present_value/qk_matmul_output)",
-    'test_attention_4d_with_qk_matmul_bias': "ModelError: Attention node 'Attention_0': only output Y is supported (not present_key/present_value/qk_matmul_output)",
-    'test_attention_4d_with_qk_matmul_softcap': "ModelError: Attention node 'Attention_0': only output Y is supported (not present_key/present_value/qk_matmul_output)",
-    'test_attention_4d_with_qk_matmul_softmax': "ModelError: Attention node 'Attention_0': only output Y is supported (not present_key/present_value/qk_matmul_output)",
-    'test_attention_bidirectional_window': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 5 / 5 (100%)',
-    'test_attention_causal_boolmask_nan_robustness_expanded': "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_causal_boolmask_nan_robustness_expanded_function_FloatNegInfCast') must be a b",
-    'test_attention_local_window': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 48 / 192 (25%)',
-    'test_attention_local_window_ext_cache_rank2_mask': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_local_window_ext_cache_rank2_mask_expanded': "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_local_window_ext_cache_rank2_mask_expanded_function_FloatNegInfCast') must be ",
-    'test_attention_local_window_ext_cache_rank3_head_mask': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_local_window_ext_cache_rank3_head_mask_expanded': "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_local_window_ext_cache_rank3_head_mask_expanded_function_FloatNegInfCast') mus",
-    'test_attention_local_window_ext_cache_rank4_batch_mask': "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_local_window_ext_cache_rank4_batch_mask_expanded': "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_local_window_ext_cache_rank4_batch_mask_expanded_function_FloatNegInfCast') mu",
-    'test_attention_local_window_gqa_rank4_mask': "ModelError: Attention node 'Attention_0': only output Y is supported (not present_key/present_value/qk_matmul_output)",
-    'test_attention_local_window_rank1_boolean_mask': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 48 / 192 (25%)',
-    'test_attention_local_window_rank1_boolean_mask_expanded': "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_local_window_rank1_boolean_mask_expanded_function_FloatNegInfCast') must be a ",
-    'test_attention_local_window_with_past': "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not supported",
-    'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 217 / 729 (29.8%)',
-    'test_basic_deform_conv_with_padding': "ModelProblems: 1 problem(s) in the model: | DeformConv node '#0': unsupported operator",
-    'test_basic_deform_conv_without_padding': "ModelProblems: 1 problem(s) in the model: | DeformConv node '#0': unsupported operator",
-    'test_bitcast_2d_float32_to_int32': "ModelProblems: 1 problem(s) in the model: | BitCast node '#0': unsupported operator",
-    'test_bitcast_bool_to_uint8': "ModelProblems: 1 problem(s) in the model: | BitCast node '#0': unsupported operator",
-    'test_bitcast_float32_to_int32': "ModelProblems: 1 problem(s) in the model: | BitCast node '#0': unsupported operator",
-    'test_bitcast_int32_to_float32': "ModelProblems: 1 problem(s) in the model: | BitCast node '#0': unsupported operator",
-    'test_bitcast_int8_to_uint8': "ModelProblems: 1 problem(s) in the model: | BitCast node '#0': unsupported operator",
-    'test_bitcast_scalar_float32_to_int32': "ModelProblems: 1 problem(s) in the model: | BitCast node '#0': unsupported operator",
-    'test_bitshift_left_int32': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int32_negative_shift': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int32_overflow': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int32_shift_ge_width': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int64': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int8': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int8_negative_shift': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int8_overflow': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_left_int8_shift_ge_width': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int32': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int32_negative_input': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int32_negative_shift': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int32_shift_ge_width': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int64': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int8': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int8_negative_input': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int8_negative_shift': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitshift_right_int8_shift_ge_width': "ModelError: BitShift node 'BitShift_0': rvvkit computes BitShift on uint8 only",
-    'test_bitwise_and_i32_2d': "ModelProblems: 1 problem(s) in the model: | BitwiseAnd node '#0': unsupported operator",
-    'test_bitwise_and_ui8_bcast_4v3d': "ModelProblems: 1 problem(s) in the model: | BitwiseAnd node '#0': unsupported operator",
-    'test_bitwise_not_2d': "ModelProblems: 1 problem(s) in the model: | BitwiseNot node '#0': unsupported operator",
-    'test_bitwise_not_4d': "ModelProblems: 1 problem(s) in the model: | BitwiseNot node '#0': unsupported operator",
-    'test_bitwise_or_i16_4d': "ModelProblems: 1 problem(s) in the model: | BitwiseOr node '#0': unsupported operator",
-    'test_bitwise_or_i32_2d': "ModelProblems: 1 problem(s) in the model: | BitwiseOr node '#0': unsupported operator",
-    'test_bitwise_or_ui8_bcast_4v3d': "ModelProblems: 1 problem(s) in the model: | BitwiseOr node '#0': unsupported operator",
-    'test_bitwise_xor_i32_2d': "ModelProblems: 1 problem(s) in the model: | BitwiseXor node '#0': unsupported operator",
-    'test_bitwise_xor_ui8_bcast_4v3d': "ModelProblems: 1 problem(s) in the model: | BitwiseXor node '#0': unsupported operator",
-    'test_blackmanwindow': "ModelProblems: 1 problem(s) in the model: | BlackmanWindow node '#0': unsupported operator",
-    'test_blackmanwindow_expanded': "ModelError: Range node 'Range_16': limit (input 1, 'BlackmanWindow_test_blackmanwindow_expanded_function_Periodic_Size_FP') must be a build-time constant; rvvki",
-    'test_blackmanwindow_symmetric': "ModelProblems: 1 problem(s) in the model: | BlackmanWindow node '#0': unsupported operator",
-    'test_blackmanwindow_symmetric_expanded': "ModelError: Range node 'Range_16': limit (input 1, 'BlackmanWindow_test_blackmanwindow_symmetric_expanded_function_Periodic_Size_FP') must be a build-time const",
-    'test_causal_conv_with_state_b1_c1_degenerate': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_basic': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_decode_step': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_kernel_size_one': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_short_input_no_past_state': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_silu': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_silu_with_past_state': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_swish_alias': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_with_bias': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_with_bias_and_past_state': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_causal_conv_with_state_with_past_state': "ModelProblems: 1 problem(s) in the model: | CausalConvWithState node '#0': unsupported operator",
-    'test_center_crop_pad_crop': "ModelProblems: 1 problem(s) in the model: | CenterCropPad node '#0': unsupported operator",
-    'test_center_crop_pad_crop_and_pad': "ModelProblems: 1 problem(s) in the model: | CenterCropPad node '#0': unsupported operator",
-    'test_center_crop_pad_crop_and_pad_expanded': "ModelError: Pad node 'Pad_7': pads (input 1, 'CenterCropPad_test_center_crop_pad_crop_and_pad_expanded_function_pads') must be a build-time constant; rvvkit com",
-    'test_center_crop_pad_crop_axes_chw': "ModelProblems: 1 problem(s) in the model: | CenterCropPad node '#0': unsupported operator",
-    'test_center_crop_pad_crop_axes_chw_expanded': "ModelError: Pad node 'Pad_9': pads (input 1, 'CenterCropPad_test_center_crop_pad_crop_axes_chw_expanded_function_pads') must be a build-time constant; rvvkit co",
-    'test_center_crop_pad_crop_axes_hwc': "ModelProblems: 1 problem(s) in the model: | CenterCropPad node '#0': unsupported operator",
-    'test_center_crop_pad_crop_axes_hwc_expanded': "ModelError: Pad node 'Pad_9': pads (input 1, 'CenterCropPad_test_center_crop_pad_crop_axes_hwc_expanded_function_pads') must be a build-time constant; rvvkit co",
-    'test_center_crop_pad_crop_expanded': "ModelError: Pad node 'Pad_7': pads (input 1, 'CenterCropPad_test_center_crop_pad_crop_expanded_function_pads') must be a build-time constant; rvvkit compiles st",
-    'test_center_crop_pad_crop_negative_axes_hwc': "ModelProblems: 1 problem(s) in the model: | CenterCropPad node '#0': unsupported operator",
-    'test_center_crop_pad_crop_negative_axes_hwc_expanded': "ModelError: Pad node 'Pad_9': pads (input 1, 'CenterCropPad_test_center_crop_pad_crop_negative_axes_hwc_expanded_function_pads') must be a build-time constant; ",
-    'test_center_crop_pad_pad': "ModelProblems: 1 problem(s) in the model: | CenterCropPad node '#0': unsupported operator",
-    'test_center_crop_pad_pad_expanded': "ModelError: Pad node 'Pad_7': pads (input 1, 'CenterCropPad_test_center_crop_pad_pad_expanded_function_pads') must be a build-time constant; rvvkit compiles sta",
-    'test_clip_default_int8_inbounds': "UnsupportedOperator: unsupported operator(s) in model: | Clip: Clip_0 | Clip_0: tensor 'x' has dtype int8; Clip computes on float32",
-    'test_clip_default_int8_max': "UnsupportedOperator: unsupported operator(s) in model: | Clip: Clip_0 | Clip_0: tensor 'x' has dtype int8; Clip computes on float32",
-    'test_clip_default_int8_min': "UnsupportedOperator: unsupported operator(s) in model: | Clip: Clip_0 | Clip_0: tensor 'x' has dtype int8; Clip computes on float32",
-    'test_col2im': "ModelProblems: 1 problem(s) in the model: | Col2Im node '#0': unsupported operator",
-    'test_col2im_5d': "ModelProblems: 1 problem(s) in the model: | Col2Im node '#0': unsupported operator",
-    'test_col2im_dilations': "ModelProblems: 1 problem(s) in the model: | Col2Im node '#0': unsupported operator",
-    'test_col2im_pads': "ModelProblems: 1 problem(s) in the model: | Col2Im node '#0': unsupported operator",
-    'test_col2im_strides': "ModelProblems: 1 problem(s) in the model: | Col2Im node '#0': unsupported operator",
-    'test_compress_0': "ModelProblems: 1 problem(s) in the model: | Compress node '#0': unsupported operator",
-    'test_compress_1': "ModelProblems: 1 problem(s) in the model: | Compress node '#0': unsupported operator",
-    'test_compress_default_axis': "ModelProblems: 1 problem(s) in the model: | Compress node '#0': unsupported operator",
-    'test_compress_negative_axis': "ModelProblems: 1 problem(s) in the model: | Compress node '#0': unsupported operator",
-    'test_convinteger_with_padding': "ModelProblems: 1 problem(s) in the model: | ConvInteger node '#0': unsupported operator",
-    'test_convinteger_without_padding': "ModelProblems: 1 problem(s) in the model: | ConvInteger node '#0': unsupported operator",
-    'test_cumprod_1d_int32_exclusive': "ModelProblems: 1 problem(s) in the model: | CumProd node '#0': unsupported operator",
-    'test_cumprod_2d_int32': "ModelProblems: 1 problem(s) in the model: | CumProd node '#0': unsupported operator",
-    'test_deform_conv_with_mask_bias': "ModelProblems: 1 problem(s) in the model: | DeformConv node '#0': unsupported operator",
-    'test_deform_conv_with_multiple_offset_groups': "ModelProblems: 1 problem(s) in the model: | DeformConv node '#0': unsupported operator",
-    'test_dequantizelinear': "ModelProblems: 1 problem(s) in the model: | DequantizeLinear node '#0': unsupported operator",
-    'test_dequantizelinear_axis': "ModelProblems: 1 problem(s) in the model: | DequantizeLinear node '#0': unsupported operator",
-    'test_dequantizelinear_blocked': "ModelProblems: 1 problem(s) in the model: | DequantizeLinear node '#0': unsupported operator",
-    'test_det_2d': "ModelProblems: 1 problem(s) in the model: | Det node '#0': unsupported operator",
-    'test_det_nd': "ModelProblems: 1 problem(s) in the model: | Det node '#0': unsupported operator",
-    'test_dft': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_axis': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_axis_opset19': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_inverse': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_inverse_opset19': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_irfft': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_irfft_opset19': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_opset19': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_rfft': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dft_rfft_opset19': "ModelProblems: 1 problem(s) in the model: | DFT node '#0': unsupported operator",
-    'test_dynamicquantizelinear': "ModelProblems: 1 problem(s) in the model: | DynamicQuantizeLinear node '#0': unsupported operator",
-    'test_dynamicquantizelinear_expanded': "ModelProblems: 1 problem(s) in the model: | QuantizeLinear node '#15': unsupported operator",
-    'test_dynamicquantizelinear_max_adjusted': "ModelProblems: 1 problem(s) in the model: | DynamicQuantizeLinear node '#0': unsupported operator",
-    'test_dynamicquantizelinear_max_adjusted_expanded': "ModelProblems: 1 problem(s) in the model: | QuantizeLinear node '#15': unsupported operator",
-    'test_dynamicquantizelinear_min_adjusted': "ModelProblems: 1 problem(s) in the model: | DynamicQuantizeLinear node '#0': unsupported operator",
-    'test_dynamicquantizelinear_min_adjusted_expanded': "ModelProblems: 1 problem(s) in the model: | QuantizeLinear node '#15': unsupported operator",
-    'test_eyelike_populate_off_main_diagonal': "ModelProblems: 1 problem(s) in the model: | EyeLike node '#0': unsupported operator",
-    'test_eyelike_without_dtype': "ModelProblems: 1 problem(s) in the model: | EyeLike node '#0': unsupported operator",
-    'test_gridsample': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_aligncorners_true': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bicubic': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bicubic_align_corners_0_additional_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bicubic_align_corners_1_additional_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bilinear': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bilinear_align_corners_0_additional_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bilinear_align_corners_1_additional_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_border_padding': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_nearest': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_nearest_align_corners_0_additional_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_nearest_align_corners_1_additional_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_reflection_padding': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_bilinear_align_corners_0': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_bilinear_align_corners_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_nearest_align_corners_0': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_nearest_align_corners_1': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_zeros_padding': "ModelProblems: 1 problem(s) in the model: | GridSample node '#0': unsupported operator",
-    'test_hammingwindow': "ModelProblems: 1 problem(s) in the model: | HammingWindow node '#0': unsupported operator",
-    'test_hammingwindow_expanded': "ModelError: Range node 'Range_16': limit (input 1, 'HammingWindow_test_hammingwindow_expanded_function_Periodic_Size_FP') must be a build-time constant; rvvkit ",
-    'test_hammingwindow_symmetric': "ModelProblems: 1 problem(s) in the model: | HammingWindow node '#0': unsupported operator",
-    'test_hammingwindow_symmetric_expanded': "ModelError: Range node 'Range_16': limit (input 1, 'HammingWindow_test_hammingwindow_symmetric_expanded_function_Periodic_Size_FP') must be a build-time constan",
-    'test_hannwindow': "ModelProblems: 1 problem(s) in the model: | HannWindow node '#0': unsupported operator",
-    'test_hannwindow_expanded': "ModelError: Range node 'Range_16': limit (input 1, 'HannWindow_test_hannwindow_expanded_function_Periodic_Size_FP') must be a build-time constant; rvvkit compil",
-    'test_hannwindow_symmetric': "ModelProblems: 1 problem(s) in the model: | HannWindow node '#0': unsupported operator",
-    'test_hannwindow_symmetric_expanded': "ModelError: Range node 'Range_16': limit (input 1, 'HannWindow_test_hannwindow_symmetric_expanded_function_Periodic_Size_FP') must be a build-time constant; rvv",
-    'test_image_decoder_decode_bmp_rgb': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_jpeg2k_rgb': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_jpeg_bgr': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_jpeg_grayscale': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_jpeg_rgb': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_png_rgb': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_pnm_rgb': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_tiff_rgb': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_image_decoder_decode_webp_rgb': "ModelProblems: 1 problem(s) in the model: | ImageDecoder node '#0': unsupported operator",
-    'test_l2normalization_axis_0': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | nan location mismatch:',
-    'test_layer_normalization_2d_axis0_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_2d_axis0_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_2d_axis1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_2d_axis1_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_2d_axis_negative_1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_2d_axis_negative_1_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_2d_axis_negative_2_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_2d_axis_negative_2_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis0_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis0_epsilon_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis1_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis1_epsilon_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis2_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis2_epsilon_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis_negative_1_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis_negative_1_epsilon_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis_negative_2_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis_negative_2_epsilon_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis_negative_3_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_3d_axis_negative_3_epsilon_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis0_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis0_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis1_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis2_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis2_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis3_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis3_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_1_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_2_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_2_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_3_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_3_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_4_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_4d_axis_negative_4_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_default_axis_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_layer_normalization_default_axis_expanded_ver18': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_linear_attention_decode_step': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_delta': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_explicit_scale': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_gated': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_gated_delta': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_gated_delta_beta_scalar': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_gated_delta_gqa': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_gated_delta_mqa': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_gated_per_head_decay': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_linear': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_linear_t1_no_past': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_no_past_explicit_zeros': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_linear_attention_prefill_with_past': "ModelProblems: 1 problem(s) in the model: | LinearAttention node '#0': unsupported operator",
-    'test_lppool_1d_default': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_default': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_dilations': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_pads': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_same_lower': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_same_upper': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_strides': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_3d_default': "ModelProblems: 1 problem(s) in the model: | LpPool node '#0': unsupported operator",
-    'test_matmulinteger': "ModelProblems: 1 problem(s) in the model: | MatMulInteger node '#0': unsupported operator",
-    'test_maxpool_2d_uint8': "UnsupportedOperator: unsupported operator(s) in model: | MaxPool: MaxPool_0 | MaxPool_0: tensor 'x' has dtype uint8; MaxPool computes on float32",
-    'test_maxpool_with_argmax_2d_precomputed_pads': "ModelError: MaxPool node 'MaxPool_0': the Indices output of MaxPool is not supported",
-    'test_maxpool_with_argmax_2d_precomputed_strides': "ModelError: MaxPool node 'MaxPool_0': storage_order=1 is not supported",
-    'test_maxunpool_export_with_output_shape': "ModelProblems: 1 problem(s) in the model: | MaxUnpool node '#0': unsupported operator",
-    'test_maxunpool_export_without_output_shape': "ModelProblems: 1 problem(s) in the model: | MaxUnpool node '#0': unsupported operator",
-    'test_melweightmatrix': "ModelProblems: 1 problem(s) in the model: | MelWeightMatrix node '#0': unsupported operator",
-    'test_nllloss_NC': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1_ii': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1_mean_weight_negative_ii': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1_weight': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1_weight_ii': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2_no_weight_reduction_mean_ii': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2_reduction_mean': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2_reduction_sum': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2_with_weight': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2_with_weight_reduction_mean': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2_with_weight_reduction_sum': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2_with_weight_reduction_sum_ii': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2d3_none_no_weight_negative_ii': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2d3_sum_weight_high_ii': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2d3d4d5_mean_weight': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_nllloss_NCd1d2d3d4d5_none_no_weight': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#0': unsupported operator",
-    'test_optional_get_element_tensor': "ModelProblems: 1 problem(s) in the model: | OptionalGetElement node '#0': unsupported operator",
-    'test_optional_has_element_empty_no_input_name_optional_input': "ModelProblems: 1 problem(s) in the model: | OptionalHasElement node '#0': unsupported operator",
-    'test_optional_has_element_empty_no_input_name_tensor_input': "ModelProblems: 1 problem(s) in the model: | OptionalHasElement node '#0': unsupported operator",
-    'test_optional_has_element_empty_no_input_optional_input': "ModelProblems: 1 problem(s) in the model: | OptionalHasElement node '#0': unsupported operator",
-    'test_optional_has_element_empty_no_input_tensor_input': "ModelProblems: 1 problem(s) in the model: | OptionalHasElement node '#0': unsupported operator",
-    'test_qlinearconv': "ModelProblems: 1 problem(s) in the model: | QLinearConv node '#0': unsupported operator",
-    'test_qlinearmatmul_2D_int8_float32': "ModelProblems: 1 problem(s) in the model: | QLinearMatMul node '#0': unsupported operator",
-    'test_qlinearmatmul_2D_uint8_float32': "ModelProblems: 1 problem(s) in the model: | QLinearMatMul node '#0': unsupported operator",
-    'test_qlinearmatmul_3D_int8_float32': "ModelProblems: 1 problem(s) in the model: | QLinearMatMul node '#0': unsupported operator",
-    'test_qlinearmatmul_3D_uint8_float32': "ModelProblems: 1 problem(s) in the model: | QLinearMatMul node '#0': unsupported operator",
-    'test_quantizelinear': "ModelProblems: 1 problem(s) in the model: | QuantizeLinear node '#0': unsupported operator",
-    'test_quantizelinear_axis': "ModelProblems: 1 problem(s) in the model: | QuantizeLinear node '#0': unsupported operator",
-    'test_quantizelinear_blocked_asymmetric': "ModelProblems: 1 problem(s) in the model: | QuantizeLinear node '#0': unsupported operator",
-    'test_reduce_l1_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_l1_empty_set_expanded': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_l2_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_l2_empty_set_expanded': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_log_sum_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_log_sum_empty_set_expanded': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_log_sum_exp_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_max_bool_inputs': "ModelError: ReduceMax node 'ReduceMax_0': input dtype bool is not supported (float32, int64, int32 only)",
-    'test_reduce_max_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_max_empty_set_bool': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_min_bool_inputs': "ModelError: ReduceMin node 'ReduceMin_0': input dtype bool is not supported (float32, int64, int32 only)",
-    'test_reduce_min_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_prod_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_sum_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_sum_empty_set_non_reduced_axis_zero': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_sum_square_empty_set': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reduce_sum_square_empty_set_expanded': "ModelError: input 'data' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape data=...",
-    'test_reshape_allowzero_reordered': "ModelError: Reshape node 'Reshape_0': cannot reshape [1, 3, 4] (12 elements) to [3, 4, 0]",
-    'test_resize_downsample_scales_cubic_align_corners': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 8 / 9 (88.9%)',
-    'test_resize_downsample_scales_cubic_antialias': "ModelError: Resize node 'Resize_0': antialias is not supported",
-    'test_resize_downsample_scales_linear_align_corners': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 1 / 2 (50%)',
-    'test_resize_downsample_scales_linear_antialias': "ModelError: Resize node 'Resize_0': antialias is not supported",
-    'test_resize_downsample_sizes_cubic_antialias': "ModelError: Resize node 'Resize_0': antialias is not supported",
-    'test_resize_downsample_sizes_linear_antialias': "ModelError: Resize node 'Resize_0': antialias is not supported",
-    'test_resize_tf_crop_and_resize': "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_resize' / nearest mode 'round_prefer_floor' is not supported",
-    'test_resize_tf_crop_and_resize_axes_2_3': "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_resize' / nearest mode 'round_prefer_floor' is not supported",
-    'test_resize_tf_crop_and_resize_axes_3_2': "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_resize' / nearest mode 'round_prefer_floor' is not supported",
-    'test_resize_tf_crop_and_resize_extrapolation_value': "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_resize' / nearest mode 'round_prefer_floor' is not supported",
-    'test_reversesequence_batch': "ModelProblems: 1 problem(s) in the model: | ReverseSequence node '#0': unsupported operator",
-    'test_reversesequence_time': "ModelProblems: 1 problem(s) in the model: | ReverseSequence node '#0': unsupported operator",
-    'test_rms_normalization_2d_axis0_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_2d_axis1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_2d_axis_negative_1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_2d_axis_negative_2_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_3d_axis0_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_3d_axis1_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_3d_axis2_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_3d_axis_negative_1_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_3d_axis_negative_2_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_3d_axis_negative_3_epsilon_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis0_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis2_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis3_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis_negative_1_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis_negative_2_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis_negative_3_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_4d_axis_negative_4_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_rms_normalization_default_axis_expanded': "ModelProblems: 1 problem(s) in the model: | Size node '#3': unsupported operator",
-    'test_roialign_aligned_false': "ModelProblems: 1 problem(s) in the model: | RoiAlign node '#0': unsupported operator",
-    'test_roialign_aligned_true': "ModelProblems: 1 problem(s) in the model: | RoiAlign node '#0': unsupported operator",
-    'test_roialign_mode_max': "ModelProblems: 1 problem(s) in the model: | RoiAlign node '#0': unsupported operator",
-    'test_rotary_embedding': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_rotary_embedding_3d_input': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_rotary_embedding_interleaved': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_rotary_embedding_no_position_ids': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_rotary_embedding_no_position_ids_interleaved': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_rotary_embedding_no_position_ids_rotary_dim': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_rotary_embedding_with_interleaved_rotary_dim': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_rotary_embedding_with_rotary_dim': "ModelProblems: 1 problem(s) in the model: | RotaryEmbedding node '#0': unsupported operator",
-    'test_scatter_with_axis': "ModelProblems: 1 problem(s) in the model: | Scatter node '#0': unsupported operator",
-    'test_scatter_without_axis': "ModelProblems: 1 problem(s) in the model: | Scatter node '#0': unsupported operator",
-    'test_sce_NCd1_mean_weight_negative_ii': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1_mean_weight_negative_ii_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_NCd1_mean_weight_negative_ii_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1_mean_weight_negative_ii_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_NCd1d2d3_none_no_weight_negative_ii': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3_none_no_weight_negative_ii_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_NCd1d2d3_none_no_weight_negative_ii_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3_none_no_weight_negative_ii_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_NCd1d2d3_sum_weight_high_ii': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3_sum_weight_high_ii_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_NCd1d2d3_sum_weight_high_ii_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3_sum_weight_high_ii_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_mean_weight': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_mean_weight_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_mean_weight_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_mean_weight_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_none_no_weight': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_none_no_weight_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_none_no_weight_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_NCd1d2d3d4d5_none_no_weight_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_3d': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_3d_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_3d_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_3d_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_no_weight_ii': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_no_weight_ii_3d': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_no_weight_ii_3d_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_no_weight_ii_3d_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_no_weight_ii_3d_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_no_weight_ii_4d': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_no_weight_ii_4d_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_no_weight_ii_4d_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_no_weight_ii_4d_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_no_weight_ii_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_no_weight_ii_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_no_weight_ii_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_weight': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_weight_ii': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_ii_3d': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_ii_3d_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_weight_ii_3d_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_ii_3d_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_weight_ii_4d': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_ii_4d_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_weight_ii_4d_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_ii_4d_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_weight_ii_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_mean_weight_ii_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_ii_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_mean_weight_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_mean_weight_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_none': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_none_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_none_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_none_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_none_weights': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_none_weights_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_none_weights_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_none_weights_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_sce_sum': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_sum_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#7': unsupported operator",
-    'test_sce_sum_log_prob': "ModelProblems: 1 problem(s) in the model: | SoftmaxCrossEntropyLoss node '#0': unsupported operator",
-    'test_sce_sum_log_prob_expanded': "ModelProblems: 1 problem(s) in the model: | NegativeLogLikelihoodLoss node '#8': unsupported operator",
-    'test_shrink_hard': "ModelProblems: 1 problem(s) in the model: | Shrink node '#0': unsupported operator",
-    'test_shrink_soft': "ModelProblems: 1 problem(s) in the model: | Shrink node '#0': unsupported operator",
-    'test_size': "ModelProblems: 1 problem(s) in the model: | Size node '#0': unsupported operator",
-    'test_size_example': "ModelProblems: 1 problem(s) in the model: | Size node '#0': unsupported operator",
-    'test_spacetodepth_crd_mode_example': 'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatched elements: 36 / 48 (75%)',
-    'test_split_zero_size_splits_opset13': "ModelError: Split node 'Split_0': split sizes [0, 0, 0] do not cut an axis of 1 into 3",
-    'test_split_zero_size_splits_opset18': "ModelError: Split node 'Split_0': split sizes [0, 0, 0] do not cut an axis of 1 into 3",
-    'test_stft': "ModelProblems: 1 problem(s) in the model: | STFT node '#0': unsupported operator",
-    'test_stft_with_window': "ModelProblems: 1 problem(s) in the model: | STFT node '#0': unsupported operator",
-    'test_swiglu': "ModelProblems: 1 problem(s) in the model: | SwiGLU node '#0': unsupported operator",
-    'test_swiglu_alpha': "ModelProblems: 1 problem(s) in the model: | SwiGLU node '#0': unsupported operator",
-    'test_swiglu_alpha_expanded': "ModelProblems: 1 problem(s) in the model: | Swish node '#0': unsupported operator",
-    'test_swiglu_expanded': "ModelProblems: 1 problem(s) in the model: | Swish node '#0': unsupported operator",
-    'test_swish': "ModelProblems: 1 problem(s) in the model: | Swish node '#0': unsupported operator",
-    'test_tensorscatter': "ModelProblems: 1 problem(s) in the model: | TensorScatter node '#0': unsupported operator",
-    'test_tensorscatter_3d': "ModelProblems: 1 problem(s) in the model: | TensorScatter node '#0': unsupported operator",
-    'test_tensorscatter_circular': "ModelProblems: 1 problem(s) in the model: | TensorScatter node '#0': unsupported operator",
-    'test_tfidfvectorizer_tf_batch_onlybigrams_skip0': "ModelProblems: 1 problem(s) in the model: | TfIdfVectorizer node '#0': unsupported operator",
-    'test_tfidfvectorizer_tf_batch_onlybigrams_skip5': "ModelProblems: 1 problem(s) in the model: | TfIdfVectorizer node '#0': unsupported operator",
-    'test_tfidfvectorizer_tf_batch_uniandbigrams_skip5': "ModelProblems: 1 problem(s) in the model: | TfIdfVectorizer node '#0': unsupported operator",
-    'test_tfidfvectorizer_tf_only_bigrams_skip0': "ModelProblems: 1 problem(s) in the model: | TfIdfVectorizer node '#0': unsupported operator",
-    'test_tfidfvectorizer_tf_onlybigrams_levelempty': "ModelProblems: 1 problem(s) in the model: | TfIdfVectorizer node '#0': unsupported operator",
-    'test_tfidfvectorizer_tf_onlybigrams_skip5': "ModelProblems: 1 problem(s) in the model: | TfIdfVectorizer node '#0': unsupported operator",
-    'test_tfidfvectorizer_tf_uniandbigrams_skip5': "ModelProblems: 1 problem(s) in the model: | TfIdfVectorizer node '#0': unsupported operator",
-    'test_tril_zero': "ModelError: input 'x' has a symbolic dimension ? at axis 1; rvvkit compiles static shapes: give one with --input-shape x=...",
-    'test_triu_zero': "InputError: input 'x' has shape [0, 5], expected [1, 5]",
+    'test_affine_grid_2d':
+        "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
+    'test_affine_grid_2d_align_corners':
+        "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
+    'test_affine_grid_3d':
+        "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
+    'test_affine_grid_3d_align_corners':
+        "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
+    'test_attention_23_fullymasked_qk_matmul_output_mode3_zero':
+        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
+    'test_attention_24_fullymasked_qk_matmul_output_mode3_zero':
+        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
+    'test_attention_24_fullymasked_qk_matmul_output_mode3_zero_expanded':
+        "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_24",
+    'test_attention_3d_diff_heads_with_past_and_present':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_3d_gqa_with_past_and_present':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_3d_local_window':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_attention_3d_with_past_and_present':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_3d_with_past_and_present_qk_matmul':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_3d_with_past_and_present_qk_matmul_bias':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_3d_with_past_and_present_qk_matmul_softcap':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_3d_with_past_and_present_qk_matmul_softmax':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_causal_nonpad_attn_mask_composition':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_4d_causal_nonpad_attn_mask_composition_expanded':
+        "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_4d",
+    'test_attention_4d_causal_nonpad_batch_prefill':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_4d_causal_nonpad_continued_prefill':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_4d_causal_nonpad_negative_offset_structural_empty':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_4d_causal_with_past_and_present':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_diff_heads_mask4d_padded_kv':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_4d_diff_heads_mask4d_padded_kv_expanded':
+        "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_4d",
+    'test_attention_4d_diff_heads_with_past_and_present':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_diff_heads_with_past_and_present_mask3d':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_diff_heads_with_past_and_present_mask4d':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_gqa_causal_nonpad_decode':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_4d_gqa_with_past_and_present':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_past_and_present':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_past_and_present_qk_matmul':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_past_and_present_qk_matmul_bias':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_attention_4d_with_qk_matmul':
+        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
+    'test_attention_4d_with_qk_matmul_bias':
+        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
+    'test_attention_4d_with_qk_matmul_softcap':
+        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
+    'test_attention_4d_with_qk_matmul_softmax':
+        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
+    'test_attention_bidirectional_window':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_attention_causal_boolmask_nan_robustness_expanded':
+        "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_ca",
+    'test_attention_local_window':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_attention_local_window_ext_cache_rank2_mask':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_local_window_ext_cache_rank2_mask_expanded':
+        "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_lo",
+    'test_attention_local_window_ext_cache_rank3_head_mask':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_local_window_ext_cache_rank3_head_mask_expanded':
+        "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_lo",
+    'test_attention_local_window_ext_cache_rank4_batch_mask':
+        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
+    'test_attention_local_window_ext_cache_rank4_batch_mask_expanded':
+        "ModelError: Pad node 'Pad_34': constant_value (input 2, 'Attention_test_attention_lo",
+    'test_attention_local_window_gqa_rank4_mask':
+        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
+    'test_attention_local_window_rank1_boolean_mask':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_attention_local_window_rank1_boolean_mask_expanded':
+        "ModelError: Pad node 'Pad_33': constant_value (input 2, 'Attention_test_attention_lo",
+    'test_attention_local_window_with_past':
+        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
+    'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_basic_deform_conv_with_padding':
+        "ModelProblems: 1 problem in the model: | DeformConv node '#0': unsupported operator",
+    'test_basic_deform_conv_without_padding':
+        "ModelProblems: 1 problem in the model: | DeformConv node '#0': unsupported operator",
+    'test_bitcast_2d_float32_to_int32':
+        "ModelProblems: 1 problem in the model: | BitCast node '#0': unsupported operator",
+    'test_bitcast_bool_to_uint8':
+        "ModelProblems: 1 problem in the model: | BitCast node '#0': unsupported operator",
+    'test_bitcast_float32_to_int32':
+        "ModelProblems: 1 problem in the model: | BitCast node '#0': unsupported operator",
+    'test_bitcast_int32_to_float32':
+        "ModelProblems: 1 problem in the model: | BitCast node '#0': unsupported operator",
+    'test_bitcast_int8_to_uint8':
+        "ModelProblems: 1 problem in the model: | BitCast node '#0': unsupported operator",
+    'test_bitcast_scalar_float32_to_int32':
+        "ModelProblems: 1 problem in the model: | BitCast node '#0': unsupported operator",
+    'test_bitwise_and_i32_2d':
+        "ModelProblems: 1 problem in the model: | BitwiseAnd node '#0': unsupported operator",
+    'test_bitwise_and_ui8_bcast_4v3d':
+        "ModelProblems: 1 problem in the model: | BitwiseAnd node '#0': unsupported operator",
+    'test_bitwise_not_2d':
+        "ModelProblems: 1 problem in the model: | BitwiseNot node '#0': unsupported operator",
+    'test_bitwise_not_4d':
+        "ModelProblems: 1 problem in the model: | BitwiseNot node '#0': unsupported operator",
+    'test_bitwise_or_i16_4d':
+        "ModelProblems: 1 problem in the model: | BitwiseOr node '#0': unsupported operator",
+    'test_bitwise_or_i32_2d':
+        "ModelProblems: 1 problem in the model: | BitwiseOr node '#0': unsupported operator",
+    'test_bitwise_or_ui8_bcast_4v3d':
+        "ModelProblems: 1 problem in the model: | BitwiseOr node '#0': unsupported operator",
+    'test_bitwise_xor_i32_2d':
+        "ModelProblems: 1 problem in the model: | BitwiseXor node '#0': unsupported operator",
+    'test_bitwise_xor_ui8_bcast_4v3d':
+        "ModelProblems: 1 problem in the model: | BitwiseXor node '#0': unsupported operator",
+    'test_blackmanwindow':
+        "ModelProblems: 1 problem in the model: | BlackmanWindow node '#0': unsupported opera",
+    'test_blackmanwindow_expanded':
+        "ModelError: Range node 'Range_16': limit (input 1, 'BlackmanWindow_test_blackmanwind",
+    'test_blackmanwindow_symmetric':
+        "ModelProblems: 1 problem in the model: | BlackmanWindow node '#0': unsupported opera",
+    'test_blackmanwindow_symmetric_expanded':
+        "ModelError: Range node 'Range_16': limit (input 1, 'BlackmanWindow_test_blackmanwind",
+    'test_causal_conv_with_state_b1_c1_degenerate':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_basic':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_decode_step':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_kernel_size_one':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_short_input_no_past_state':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_silu':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_silu_with_past_state':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_swish_alias':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_with_bias':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_with_bias_and_past_state':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_causal_conv_with_state_with_past_state':
+        "ModelProblems: 1 problem in the model: | CausalConvWithState node '#0': unsupported ",
+    'test_center_crop_pad_crop':
+        "ModelProblems: 1 problem in the model: | CenterCropPad node '#0': unsupported operat",
+    'test_center_crop_pad_crop_and_pad':
+        "ModelProblems: 1 problem in the model: | CenterCropPad node '#0': unsupported operat",
+    'test_center_crop_pad_crop_and_pad_expanded':
+        "ModelError: Pad node 'Pad_7': pads (input 1, 'CenterCropPad_test_center_crop_pad_cro",
+    'test_center_crop_pad_crop_axes_chw':
+        "ModelProblems: 1 problem in the model: | CenterCropPad node '#0': unsupported operat",
+    'test_center_crop_pad_crop_axes_chw_expanded':
+        "ModelError: Pad node 'Pad_9': pads (input 1, 'CenterCropPad_test_center_crop_pad_cro",
+    'test_center_crop_pad_crop_axes_hwc':
+        "ModelProblems: 1 problem in the model: | CenterCropPad node '#0': unsupported operat",
+    'test_center_crop_pad_crop_axes_hwc_expanded':
+        "ModelError: Pad node 'Pad_9': pads (input 1, 'CenterCropPad_test_center_crop_pad_cro",
+    'test_center_crop_pad_crop_expanded':
+        "ModelError: Pad node 'Pad_7': pads (input 1, 'CenterCropPad_test_center_crop_pad_cro",
+    'test_center_crop_pad_crop_negative_axes_hwc':
+        "ModelProblems: 1 problem in the model: | CenterCropPad node '#0': unsupported operat",
+    'test_center_crop_pad_crop_negative_axes_hwc_expanded':
+        "ModelError: Pad node 'Pad_9': pads (input 1, 'CenterCropPad_test_center_crop_pad_cro",
+    'test_center_crop_pad_pad':
+        "ModelProblems: 1 problem in the model: | CenterCropPad node '#0': unsupported operat",
+    'test_center_crop_pad_pad_expanded':
+        "ModelError: Pad node 'Pad_7': pads (input 1, 'CenterCropPad_test_center_crop_pad_pad",
+    'test_clip_default_int8_inbounds':
+        'UnsupportedOperator: unsupported operator(s) in model: | Clip: Clip_0 | Clip_0: tens',
+    'test_clip_default_int8_max':
+        'UnsupportedOperator: unsupported operator(s) in model: | Clip: Clip_0 | Clip_0: tens',
+    'test_clip_default_int8_min':
+        'UnsupportedOperator: unsupported operator(s) in model: | Clip: Clip_0 | Clip_0: tens',
+    'test_col2im':
+        "ModelProblems: 1 problem in the model: | Col2Im node '#0': unsupported operator",
+    'test_col2im_5d':
+        "ModelProblems: 1 problem in the model: | Col2Im node '#0': unsupported operator",
+    'test_col2im_dilations':
+        "ModelProblems: 1 problem in the model: | Col2Im node '#0': unsupported operator",
+    'test_col2im_pads':
+        "ModelProblems: 1 problem in the model: | Col2Im node '#0': unsupported operator",
+    'test_col2im_strides':
+        "ModelProblems: 1 problem in the model: | Col2Im node '#0': unsupported operator",
+    'test_compress_0':
+        "ModelProblems: 1 problem in the model: | Compress node '#0': unsupported operator",
+    'test_compress_1':
+        "ModelProblems: 1 problem in the model: | Compress node '#0': unsupported operator",
+    'test_compress_default_axis':
+        "ModelProblems: 1 problem in the model: | Compress node '#0': unsupported operator",
+    'test_compress_negative_axis':
+        "ModelProblems: 1 problem in the model: | Compress node '#0': unsupported operator",
+    'test_convinteger_with_padding':
+        "ModelProblems: 1 problem in the model: | ConvInteger node '#0': unsupported operator",
+    'test_convinteger_without_padding':
+        "ModelProblems: 1 problem in the model: | ConvInteger node '#0': unsupported operator",
+    'test_cumprod_1d_int32_exclusive':
+        "ModelProblems: 1 problem in the model: | CumProd node '#0': unsupported operator",
+    'test_cumprod_2d_int32':
+        "ModelProblems: 1 problem in the model: | CumProd node '#0': unsupported operator",
+    'test_deform_conv_with_mask_bias':
+        "ModelProblems: 1 problem in the model: | DeformConv node '#0': unsupported operator",
+    'test_deform_conv_with_multiple_offset_groups':
+        "ModelProblems: 1 problem in the model: | DeformConv node '#0': unsupported operator",
+    'test_dequantizelinear':
+        "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
+    'test_dequantizelinear_axis':
+        "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
+    'test_dequantizelinear_blocked':
+        "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
+    'test_det_2d':
+        "ModelProblems: 1 problem in the model: | Det node '#0': unsupported operator",
+    'test_det_nd':
+        "ModelProblems: 1 problem in the model: | Det node '#0': unsupported operator",
+    'test_dft':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_axis':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_axis_opset19':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_inverse':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_inverse_opset19':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_irfft':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_irfft_opset19':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_opset19':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_rfft':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dft_rfft_opset19':
+        "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
+    'test_dynamicquantizelinear':
+        "ModelProblems: 1 problem in the model: | DynamicQuantizeLinear node '#0': unsupporte",
+    'test_dynamicquantizelinear_expanded':
+        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#15': unsupported oper",
+    'test_dynamicquantizelinear_max_adjusted':
+        "ModelProblems: 1 problem in the model: | DynamicQuantizeLinear node '#0': unsupporte",
+    'test_dynamicquantizelinear_max_adjusted_expanded':
+        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#15': unsupported oper",
+    'test_dynamicquantizelinear_min_adjusted':
+        "ModelProblems: 1 problem in the model: | DynamicQuantizeLinear node '#0': unsupporte",
+    'test_dynamicquantizelinear_min_adjusted_expanded':
+        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#15': unsupported oper",
+    'test_eyelike_populate_off_main_diagonal':
+        "ModelProblems: 1 problem in the model: | EyeLike node '#0': unsupported operator",
+    'test_eyelike_without_dtype':
+        "ModelProblems: 1 problem in the model: | EyeLike node '#0': unsupported operator",
+    'test_gridsample':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_aligncorners_true':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_bicubic':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_bicubic_align_corners_0_additional_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_bicubic_align_corners_1_additional_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_bilinear':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_bilinear_align_corners_0_additional_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_bilinear_align_corners_1_additional_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_border_padding':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_nearest':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_nearest_align_corners_0_additional_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_nearest_align_corners_1_additional_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_reflection_padding':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_volumetric_bilinear_align_corners_0':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_volumetric_bilinear_align_corners_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_volumetric_nearest_align_corners_0':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_volumetric_nearest_align_corners_1':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_gridsample_zeros_padding':
+        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
+    'test_hammingwindow':
+        "ModelProblems: 1 problem in the model: | HammingWindow node '#0': unsupported operat",
+    'test_hammingwindow_expanded':
+        "ModelError: Range node 'Range_16': limit (input 1, 'HammingWindow_test_hammingwindow",
+    'test_hammingwindow_symmetric':
+        "ModelProblems: 1 problem in the model: | HammingWindow node '#0': unsupported operat",
+    'test_hammingwindow_symmetric_expanded':
+        "ModelError: Range node 'Range_16': limit (input 1, 'HammingWindow_test_hammingwindow",
+    'test_hannwindow':
+        "ModelProblems: 1 problem in the model: | HannWindow node '#0': unsupported operator",
+    'test_hannwindow_expanded':
+        "ModelError: Range node 'Range_16': limit (input 1, 'HannWindow_test_hannwindow_expan",
+    'test_hannwindow_symmetric':
+        "ModelProblems: 1 problem in the model: | HannWindow node '#0': unsupported operator",
+    'test_hannwindow_symmetric_expanded':
+        "ModelError: Range node 'Range_16': limit (input 1, 'HannWindow_test_hannwindow_symme",
+    'test_image_decoder_decode_bmp_rgb':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_jpeg2k_rgb':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_jpeg_bgr':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_jpeg_grayscale':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_jpeg_rgb':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_png_rgb':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_pnm_rgb':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_tiff_rgb':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_image_decoder_decode_webp_rgb':
+        "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
+    'test_l2normalization_axis_0':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | nan locat',
+    'test_layer_normalization_2d_axis0_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_2d_axis0_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_2d_axis1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_2d_axis1_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_2d_axis_negative_1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_2d_axis_negative_1_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_2d_axis_negative_2_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_2d_axis_negative_2_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis0_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis0_epsilon_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis1_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis1_epsilon_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis2_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis2_epsilon_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis_negative_1_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis_negative_1_epsilon_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis_negative_2_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis_negative_2_epsilon_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis_negative_3_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_3d_axis_negative_3_epsilon_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis0_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis0_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis1_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis2_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis2_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis3_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis3_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_1_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_2_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_2_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_3_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_3_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_4_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_4d_axis_negative_4_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_default_axis_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_layer_normalization_default_axis_expanded_ver18':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_linear_attention_decode_step':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_delta':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_explicit_scale':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_gated':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_gated_delta':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_gated_delta_beta_scalar':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_gated_delta_gqa':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_gated_delta_mqa':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_gated_per_head_decay':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_linear':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_linear_t1_no_past':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_no_past_explicit_zeros':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_linear_attention_prefill_with_past':
+        "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
+    'test_lppool_1d_default':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_lppool_2d_default':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_lppool_2d_dilations':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_lppool_2d_pads':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_lppool_2d_same_lower':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_lppool_2d_same_upper':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_lppool_2d_strides':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_lppool_3d_default':
+        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
+    'test_matmulinteger':
+        "ModelProblems: 1 problem in the model: | MatMulInteger node '#0': unsupported operat",
+    'test_maxpool_2d_uint8':
+        'UnsupportedOperator: unsupported operator(s) in model: | MaxPool: MaxPool_0 | MaxPoo',
+    'test_maxpool_with_argmax_2d_precomputed_pads':
+        "ModelError: MaxPool node 'MaxPool_0': the Indices output of MaxPool is not supported",
+    'test_maxpool_with_argmax_2d_precomputed_strides':
+        "ModelError: MaxPool node 'MaxPool_0': storage_order=1 is not supported",
+    'test_maxunpool_export_with_output_shape':
+        "ModelProblems: 1 problem in the model: | MaxUnpool node '#0': unsupported operator",
+    'test_maxunpool_export_without_output_shape':
+        "ModelProblems: 1 problem in the model: | MaxUnpool node '#0': unsupported operator",
+    'test_melweightmatrix':
+        "ModelProblems: 1 problem in the model: | MelWeightMatrix node '#0': unsupported oper",
+    'test_nllloss_NC':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1_ii':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1_mean_weight_negative_ii':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1_weight':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1_weight_ii':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2_no_weight_reduction_mean_ii':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2_reduction_mean':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2_reduction_sum':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2_with_weight':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2_with_weight_reduction_mean':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2_with_weight_reduction_sum':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2_with_weight_reduction_sum_ii':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2d3_none_no_weight_negative_ii':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2d3_sum_weight_high_ii':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2d3d4d5_mean_weight':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_nllloss_NCd1d2d3d4d5_none_no_weight':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#0': unsupp",
+    'test_optional_get_element_tensor':
+        "ModelProblems: 1 problem in the model: | OptionalGetElement node '#0': unsupported o",
+    'test_optional_has_element_empty_no_input_name_optional_input':
+        "ModelProblems: 1 problem in the model: | OptionalHasElement node '#0': unsupported o",
+    'test_optional_has_element_empty_no_input_name_tensor_input':
+        "ModelProblems: 1 problem in the model: | OptionalHasElement node '#0': unsupported o",
+    'test_optional_has_element_empty_no_input_optional_input':
+        "ModelProblems: 1 problem in the model: | OptionalHasElement node '#0': unsupported o",
+    'test_optional_has_element_empty_no_input_tensor_input':
+        "ModelProblems: 1 problem in the model: | OptionalHasElement node '#0': unsupported o",
+    'test_qlinearconv':
+        "ModelProblems: 1 problem in the model: | QLinearConv node '#0': unsupported operator",
+    'test_qlinearmatmul_2D_int8_float32':
+        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
+    'test_qlinearmatmul_2D_uint8_float32':
+        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
+    'test_qlinearmatmul_3D_int8_float32':
+        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
+    'test_qlinearmatmul_3D_uint8_float32':
+        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
+    'test_quantizelinear':
+        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#0': unsupported opera",
+    'test_quantizelinear_axis':
+        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#0': unsupported opera",
+    'test_quantizelinear_blocked_asymmetric':
+        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#0': unsupported opera",
+    'test_reduce_l1_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_l1_empty_set_expanded':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_l2_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_l2_empty_set_expanded':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_log_sum_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_log_sum_empty_set_expanded':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_log_sum_exp_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_max_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_max_empty_set_bool':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_min_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_prod_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_sum_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_sum_square_empty_set':
+        'ZeroDivisionError: float division by zero',
+    'test_reduce_sum_square_empty_set_expanded':
+        'ZeroDivisionError: float division by zero',
+    'test_resize_downsample_scales_cubic_align_corners':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_resize_downsample_scales_cubic_antialias':
+        "ModelError: Resize node 'Resize_0': antialias is not supported",
+    'test_resize_downsample_scales_linear_align_corners':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_resize_downsample_scales_linear_antialias':
+        "ModelError: Resize node 'Resize_0': antialias is not supported",
+    'test_resize_downsample_sizes_cubic_antialias':
+        "ModelError: Resize node 'Resize_0': antialias is not supported",
+    'test_resize_downsample_sizes_linear_antialias':
+        "ModelError: Resize node 'Resize_0': antialias is not supported",
+    'test_resize_tf_crop_and_resize':
+        "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_res",
+    'test_resize_tf_crop_and_resize_axes_2_3':
+        "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_res",
+    'test_resize_tf_crop_and_resize_axes_3_2':
+        "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_res",
+    'test_resize_tf_crop_and_resize_extrapolation_value':
+        "ModelError: Resize node 'Resize_0': mode 'linear' / coordinate mode 'tf_crop_and_res",
+    'test_reversesequence_batch':
+        "ModelProblems: 1 problem in the model: | ReverseSequence node '#0': unsupported oper",
+    'test_reversesequence_time':
+        "ModelProblems: 1 problem in the model: | ReverseSequence node '#0': unsupported oper",
+    'test_rms_normalization_2d_axis0_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_2d_axis1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_2d_axis_negative_1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_2d_axis_negative_2_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_3d_axis0_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_3d_axis1_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_3d_axis2_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_3d_axis_negative_1_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_3d_axis_negative_2_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_3d_axis_negative_3_epsilon_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis0_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis2_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis3_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis_negative_1_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis_negative_2_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis_negative_3_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_4d_axis_negative_4_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_rms_normalization_default_axis_expanded':
+        "ModelProblems: 1 problem in the model: | Size node '#3': unsupported operator",
+    'test_roialign_aligned_false':
+        "ModelProblems: 1 problem in the model: | RoiAlign node '#0': unsupported operator",
+    'test_roialign_aligned_true':
+        "ModelProblems: 1 problem in the model: | RoiAlign node '#0': unsupported operator",
+    'test_roialign_mode_max':
+        "ModelProblems: 1 problem in the model: | RoiAlign node '#0': unsupported operator",
+    'test_rotary_embedding':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_rotary_embedding_3d_input':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_rotary_embedding_interleaved':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_rotary_embedding_no_position_ids':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_rotary_embedding_no_position_ids_interleaved':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_rotary_embedding_no_position_ids_rotary_dim':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_rotary_embedding_with_interleaved_rotary_dim':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_rotary_embedding_with_rotary_dim':
+        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
+    'test_scatter_with_axis':
+        "ModelProblems: 1 problem in the model: | Scatter node '#0': unsupported operator",
+    'test_scatter_without_axis':
+        "ModelProblems: 1 problem in the model: | Scatter node '#0': unsupported operator",
+    'test_sce_NCd1_mean_weight_negative_ii':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1_mean_weight_negative_ii_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_NCd1_mean_weight_negative_ii_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1_mean_weight_negative_ii_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_NCd1d2d3_none_no_weight_negative_ii':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3_none_no_weight_negative_ii_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_NCd1d2d3_none_no_weight_negative_ii_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3_none_no_weight_negative_ii_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_NCd1d2d3_sum_weight_high_ii':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3_sum_weight_high_ii_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_NCd1d2d3_sum_weight_high_ii_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3_sum_weight_high_ii_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_NCd1d2d3d4d5_mean_weight':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3d4d5_mean_weight_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_NCd1d2d3d4d5_mean_weight_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3d4d5_mean_weight_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_NCd1d2d3d4d5_none_no_weight':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3d4d5_none_no_weight_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_NCd1d2d3d4d5_none_no_weight_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_NCd1d2d3d4d5_none_no_weight_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_3d':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_3d_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_3d_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_3d_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_no_weight_ii':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_no_weight_ii_3d':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_no_weight_ii_3d_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_no_weight_ii_3d_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_no_weight_ii_3d_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_no_weight_ii_4d':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_no_weight_ii_4d_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_no_weight_ii_4d_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_no_weight_ii_4d_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_no_weight_ii_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_no_weight_ii_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_no_weight_ii_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_weight':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_weight_ii':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_ii_3d':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_ii_3d_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_weight_ii_3d_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_ii_3d_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_weight_ii_4d':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_ii_4d_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_weight_ii_4d_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_ii_4d_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_weight_ii_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_mean_weight_ii_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_ii_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_mean_weight_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_mean_weight_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_none':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_none_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_none_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_none_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_none_weights':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_none_weights_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_none_weights_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_none_weights_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_sce_sum':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_sum_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#7': unsupp",
+    'test_sce_sum_log_prob':
+        "ModelProblems: 1 problem in the model: | SoftmaxCrossEntropyLoss node '#0': unsuppor",
+    'test_sce_sum_log_prob_expanded':
+        "ModelProblems: 1 problem in the model: | NegativeLogLikelihoodLoss node '#8': unsupp",
+    'test_shrink_hard':
+        "ModelProblems: 1 problem in the model: | Shrink node '#0': unsupported operator",
+    'test_shrink_soft':
+        "ModelProblems: 1 problem in the model: | Shrink node '#0': unsupported operator",
+    'test_size':
+        "ModelProblems: 1 problem in the model: | Size node '#0': unsupported operator",
+    'test_size_example':
+        "ModelProblems: 1 problem in the model: | Size node '#0': unsupported operator",
+    'test_spacetodepth_crd_mode_example':
+        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
+    'test_stft':
+        "ModelProblems: 1 problem in the model: | STFT node '#0': unsupported operator",
+    'test_stft_with_window':
+        "ModelProblems: 1 problem in the model: | STFT node '#0': unsupported operator",
+    'test_swiglu':
+        "ModelProblems: 1 problem in the model: | SwiGLU node '#0': unsupported operator",
+    'test_swiglu_alpha':
+        "ModelProblems: 1 problem in the model: | SwiGLU node '#0': unsupported operator",
+    'test_tensorscatter':
+        "ModelProblems: 1 problem in the model: | TensorScatter node '#0': unsupported operat",
+    'test_tensorscatter_3d':
+        "ModelProblems: 1 problem in the model: | TensorScatter node '#0': unsupported operat",
+    'test_tensorscatter_circular':
+        "ModelProblems: 1 problem in the model: | TensorScatter node '#0': unsupported operat",
+    'test_tfidfvectorizer_tf_batch_onlybigrams_skip0':
+        "ModelProblems: 1 problem in the model: | TfIdfVectorizer node '#0': unsupported oper",
+    'test_tfidfvectorizer_tf_batch_onlybigrams_skip5':
+        "ModelProblems: 1 problem in the model: | TfIdfVectorizer node '#0': unsupported oper",
+    'test_tfidfvectorizer_tf_batch_uniandbigrams_skip5':
+        "ModelProblems: 1 problem in the model: | TfIdfVectorizer node '#0': unsupported oper",
+    'test_tfidfvectorizer_tf_only_bigrams_skip0':
+        "ModelProblems: 1 problem in the model: | TfIdfVectorizer node '#0': unsupported oper",
+    'test_tfidfvectorizer_tf_onlybigrams_levelempty':
+        "ModelProblems: 1 problem in the model: | TfIdfVectorizer node '#0': unsupported oper",
+    'test_tfidfvectorizer_tf_onlybigrams_skip5':
+        "ModelProblems: 1 problem in the model: | TfIdfVectorizer node '#0': unsupported oper",
+    'test_tfidfvectorizer_tf_uniandbigrams_skip5':
+        "ModelProblems: 1 problem in the model: | TfIdfVectorizer node '#0': unsupported oper",
 }
 
 QEMU_SAMPLE = [
@@ -482,8 +869,8 @@ QEMU_SAMPLE = [
     'test_basic_conv_without_padding',
     'test_batchnorm_epsilon',
     'test_batchnorm_example',
-    'test_bitshift_left_uint8',
-    'test_bitshift_right_uint8',
+    'test_bitshift_left_int32',
+    'test_bitshift_left_int32_negative_shift',
     'test_causal_conv_with_state_b1_c1_degenerate_expanded',
     'test_causal_conv_with_state_decode_step_expanded',
     'test_ceil',
@@ -492,10 +879,10 @@ QEMU_SAMPLE = [
     'test_celu_expanded',
     'test_clip_default_inbounds',
     'test_clip_default_inbounds_expanded',
-    'test_clip_default_int8_inbounds_expanded',
     'test_clip_example',
     'test_concat_1d_axis_0',
     'test_concat_1d_axis_negative_1',
+    'test_constant',
     'test_constantofshape_float_ones',
     'test_constantofshape_int_shape_zero',
     'test_conv_with_autopad_same',
@@ -516,190 +903,102 @@ QEMU_SAMPLE = [
     'test_edge_pad',
     'test_elu_example',
     'test_elu_example_expanded_ver18',
-    'test_equal',
     'test_equal_bcast',
-    'test_exp',
     'test_exp_example',
-    'test_expand_dim_changed',
     'test_expand_dim_unchanged',
     'test_flatten_axis0',
-    'test_flatten_axis1',
     'test_flexattention_prob_mod_expanded_ver26',
-    'test_flexattention_score_mod_expanded_ver26',
-    'test_floor',
     'test_floor_example',
-    'test_gather_2d_indices',
     'test_gather_elements_0',
-    'test_gather_elements_1',
     'test_gather_negative_indices',
     'test_gathernd_example_int32',
-    'test_gathernd_example_int32_batch_dim1',
     'test_gelu_default_1',
-    'test_gelu_default_1_expanded',
-    'test_gemm_alpha',
     'test_gemm_default_scalar_bias',
-    'test_globalaveragepool',
     'test_globalaveragepool_precomputed',
-    'test_globalmaxpool',
     'test_globalmaxpool_precomputed',
     'test_greater_bcast',
-    'test_greater_equal',
     'test_greater_equal_bcast',
-    'test_greater_equal_bcast_expanded',
     'test_group_normalization_epsilon',
-    'test_group_normalization_epsilon_expanded',
-    'test_gru_defaults',
     'test_gru_with_initial_bias',
-    'test_hardmax_example',
     'test_hardmax_one_hot',
     'test_hardsigmoid_example',
-    'test_hardsigmoid_example_expanded_ver18',
     'test_hardswish',
-    'test_hardswish_expanded',
-    'test_instancenorm_epsilon',
     'test_instancenorm_example',
     'test_isinf',
-    'test_isinf_negative',
     'test_isnan',
     'test_l1normalization_axis_0',
-    'test_l1normalization_axis_1',
     'test_layer_normalization_2d_axis1',
-    'test_layer_normalization_2d_axis_negative_1',
     'test_leakyrelu_example',
-    'test_leakyrelu_example_expanded',
     'test_less_bcast',
-    'test_less_equal',
     'test_less_equal_bcast',
-    'test_less_equal_bcast_expanded',
-    'test_log',
     'test_log_example',
     'test_logsoftmax_example_1',
-    'test_logsoftmax_example_1_expanded',
     'test_lrn',
-    'test_lrn_default',
-    'test_lstm_defaults',
     'test_lstm_reverse',
     'test_matmul_1d_1d',
-    'test_matmul_1d_3d',
-    'test_max_float32',
     'test_max_one_input',
-    'test_maxpool_2d_ceil',
     'test_maxpool_2d_ceil_output_size_reduce_by_one',
     'test_mean_one_input',
-    'test_mean_two_inputs',
-    'test_min_float32',
     'test_min_one_input',
-    'test_mod_float32_mixed_sign_fmod_0',
     'test_mod_uint8',
-    'test_mul_bcast',
     'test_mul_example',
     'test_mvn',
-    'test_neg',
+    'test_mvn_expanded',
     'test_neg_example',
     'test_nllloss_NC_expanded',
-    'test_nllloss_NCd1d2d3_sum_weight_high_ii_expanded',
     'test_not_2d',
-    'test_not_3d',
-    'test_onehot_negative_indices',
     'test_onehot_out_of_range_indices',
     'test_or2d',
-    'test_or_bcast3v1d',
     'test_pow_bcast_scalar',
-    'test_pow_example',
     'test_prelu_broadcast',
-    'test_prelu_broadcast_expanded',
     'test_range_float_type_positive_delta',
-    'test_range_int32_type_negative_delta',
-    'test_reciprocal',
     'test_reciprocal_example',
     'test_reduce_l1_default_axes_keepdims_example',
-    'test_reduce_l1_default_axes_keepdims_example_expanded',
     'test_reduce_l2_default_axes_keepdims_example',
-    'test_reduce_l2_default_axes_keepdims_example_expanded',
     'test_reduce_log_sum_default',
-    'test_reduce_log_sum_default_expanded',
-    'test_reduce_max_default_axes_keepdim_example',
-    'test_reduce_max_default_axes_keepdims_random',
+    'test_reduce_max_bool_inputs',
     'test_reduce_mean_default_axes_keepdims_example',
-    'test_reduce_mean_default_axes_keepdims_random',
-    'test_reduce_min_default_axes_keepdims_example',
-    'test_reduce_min_default_axes_keepdims_random',
+    'test_reduce_min_bool_inputs',
     'test_reduce_prod_default_axes_keepdims_example',
-    'test_reduce_prod_default_axes_keepdims_random',
-    'test_reduce_sum_default_axes_keepdims_example',
-    'test_reduce_sum_default_axes_keepdims_random',
+    'test_reduce_sum_empty_set_non_reduced_axis_zero',
     'test_reduce_sum_square_default_axes_keepdims_example',
-    'test_reduce_sum_square_default_axes_keepdims_example_expanded',
-    'test_reflect_pad',
     'test_relu',
-    'test_relu_expanded_ver18',
-    'test_reshape_one_dim',
-    'test_reshape_reduced_dims',
+    'test_reshape_allowzero_reordered',
     'test_resize_downsample_scales_linear_half_pixel_symmetric',
-    'test_resize_downsample_sizes_nearest_not_larger',
     'test_rms_normalization_2d_axis1',
-    'test_rms_normalization_2d_axis_negative_1',
-    'test_rotary_embedding_no_position_ids_expanded',
     'test_rotary_embedding_no_position_ids_rotary_dim_expanded',
     'test_round',
     'test_scatter_elements_with_axis',
-    'test_scatter_elements_with_duplicate_indices',
     'test_scatternd_max_with_element_indices',
-    'test_scatternd_min_with_element_indices',
     'test_selu_example',
-    'test_selu_example_expanded_ver18',
     'test_shape_example',
-    'test_shape_start_greater_than_end',
     'test_shrink_hard_expanded_ver18',
-    'test_shrink_soft_expanded_ver18',
-    'test_sigmoid',
     'test_sigmoid_example',
     'test_sign',
-    'test_simple_rnn_defaults',
     'test_simple_rnn_reverse',
-    'test_sin',
     'test_sin_example',
-    'test_sinh',
     'test_sinh_example',
-    'test_slice_neg_steps',
     'test_slice_start_out_of_bounds',
     'test_softmax_example',
-    'test_softmax_example_expanded',
     'test_softplus_example',
-    'test_softplus_example_expanded_ver18',
     'test_softsign_example',
-    'test_softsign_example_expanded_ver18',
     'test_spacetodepth_example',
-    'test_spacetodepth_example_expanded',
-    'test_split_equal_parts_1d_opset13',
-    'test_split_equal_parts_1d_opset18',
-    'test_sqrt',
+    'test_split_zero_size_splits_opset13',
     'test_sqrt_example',
-    'test_squeeze',
     'test_squeeze_negative_axes',
-    'test_sub_bcast',
     'test_sub_example',
     'test_sum_one_input',
-    'test_sum_two_inputs',
-    'test_swish_expanded',
-    'test_tan',
+    'test_swiglu_alpha_expanded',
+    'test_swish',
     'test_tan_example',
-    'test_tanh',
     'test_tanh_example',
     'test_thresholdedrelu_example',
-    'test_thresholdedrelu_example_expanded_ver18',
     'test_tile_precomputed',
     'test_top_k_same_values',
-    'test_top_k_same_values_largest',
     'test_transpose_all_permutations_0',
-    'test_transpose_all_permutations_1',
-    'test_tril_one_row_neg',
-    'test_triu_one_row',
-    'test_unsqueeze_axis_0',
+    'test_tril_zero',
     'test_unsqueeze_negative_axes',
     'test_upsample_nearest',
     'test_where_example',
-    'test_where_long_example',
     'test_xor2d',
-    'test_xor_bcast3v1d',
 ]

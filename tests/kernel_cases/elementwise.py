@@ -106,7 +106,7 @@ UNARY = table(300, [unary(act, shape) for act, shape in [
     # vector exp helpers (codegen/kernels/vmath.py) at awkward lengths, large magnitudes
     unary(act, shape) for act, shape in [
         (Act("exp"), (71,)), (Act("elu", (0.7,)), (3, 41)), (Act("mish"), (130,)),
-        (Act("selu", (1.5, 2.0)), (17,)), (Act("softsign"), (19,))]])
+        (Act("selu", (1.5, 2.0)), (17,)), (Act("softsign"), (19,)), (Act("softplus"), (45,))]])
 AFFINE = table(400, [affine(shape, act) for shape, act in [
     ((2, 5, 7, 9), RELU), ((1, 16, 1), None), ((1, 3, 33, 33), CLIP), ((2, 4, 5), SIGMOID),
     ((2, 3, 5, 7), LEAKY), ((3, 4), None), ((1, 5, 1, 3), RELU)]])

@@ -177,18 +177,24 @@ def levit():
 
 
 # --------------------------------------------------------------------------------------------
-# transformers (eager attention: plain MatMul/Softmax graphs)
+# transformers (eager attention, plain MatMul/Softmax graphs, except bert_sdpa)
 
-def _hf(cls, cfg, fields, inputs):
-    cfg._attn_implementation = "eager"
+def _hf(cls, cfg, fields, inputs, attention="eager"):
+    cfg._attn_implementation = attention
     return Outputs(cls(cfg), fields, inputs[1]), inputs
 
 
-def bert():
+def bert(attention="eager"):
     from transformers import BertConfig, BertModel
     cfg = BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=32)
-    return _hf(BertModel, cfg, ["last_hidden_state", "pooler_output"], tokens(128))
+    return _hf(BertModel, cfg, ["last_hidden_state", "pooler_output"], tokens(128), attention)
+
+
+def bert_sdpa():
+    """transformers' default attention: F.scaled_dot_product_attention, which each exporter
+    writes out in its own way."""
+    return bert("sdpa")
 
 
 def distilbert():
@@ -275,7 +281,7 @@ ARCHS = {
     "efficientnet_b0": efficientnet_b0, "regnet": regnet, "convnext": convnext, "vit": vit,
     "swin": swin, "lraspp": lraspp, "resnet18": resnet18, "shufflenet_v2": shufflenet_v2,
     "mobilevit": mobilevit, "efficientformer": efficientformer, "levit": levit,
-    "bert": bert, "distilbert": distilbert, "gpt2": gpt2, "t5_encoder": t5_encoder,
+    "bert": bert, "bert_sdpa": bert_sdpa, "distilbert": distilbert, "gpt2": gpt2, "t5_encoder": t5_encoder,
     "whisper_encoder": whisper_encoder, "wav2vec2": wav2vec2,
     "lstm_kws": lstm_kws, "gru_kws": gru_kws, "yolo": yolo, "detr": detr,
 }

@@ -59,15 +59,14 @@ def perturb(model: torch.nn.Module) -> None:
             if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.track_running_stats:
                 mod.running_mean.copy_(0.1 * torch.randn_like(mod.running_mean))
                 mod.running_var.copy_(torch.rand_like(mod.running_var) + 0.5)
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             if not p.is_floating_point() or p.numel() == 0:
                 continue
             flat = p.detach().flatten()
-            if p.numel() > 1 and float(flat.std()) > 0 and float(flat.abs().max()) > 1e-4:
-                continue
-            if float(flat.abs().max()) > 1e-4 and p.numel() == 1:
-                continue
-            if float(flat.abs().max()) < 1e-4 and float(flat.mean()) > 0:
+            amax = float(flat.abs().max())
+            if amax > 1e-4 and (p.numel() == 1 or float(flat.std()) > 0):
+                continue    # already random (or a deliberate scalar)
+            if amax < 1e-4 and float(flat.mean()) > 0:
                 base = 0.5      # layer scales (1e-5): visible but not dominant
             else:
                 base = 1.0 if float(flat.mean()) > 0.5 else 0.0   # norm weights / biases

@@ -1,12 +1,14 @@
-"""The stored model suite: ~20 current architectures exported from PyTorch (torchvision, timm,
-transformers, RNN keyword spotters, a YOLO-style detector) by both ONNX exporters, each with
+"""The stored model suite: 24 current architectures exported from PyTorch (torchvision, timm,
+transformers, RNN keyword spotters, YOLO- and DETR-style detectors) by both ONNX exporters
+(TorchScript-based at opset 17, dynamo at opset 20), each with
 onnxruntime's outputs on seeded inputs (tests/models/generate.py made them; manifest.json
 lists every model's parameters, size, operators and any exporter that failed).
 
 Every stored model is built by rvvkit and run on the host, each output compared with the stored
 onnxruntime output: rtol 1e-3, atol max(1e-4, 1e-5 * max|ref|) (float32 rounding of large
 logits is on the scale of the largest one), and max|diff| / max|ref| < 1e-3. SAMPLED models
-also run on QEMU (VLEN 128 and 512, poisoned tails) and the CUDA emulator (`op_executor`).
+also run on QEMU (VLEN 128 and 512, poisoned tails) and the CUDA emulator (and a GPU where
+there is one): tests/executors.py SAMPLE less the host.
 
 A model that rvvkit cannot build yet is listed in KNOWN_UNSUPPORTED with the exact set of
 operator types its build error names; its test asserts that error, so the list cannot go stale:
@@ -25,6 +27,11 @@ from typing import Dict, Set
 
 import numpy as np
 import pytest
+
+if __name__ == "__main__":   # run as a script (--refresh): tests/ holds executors.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from executors import params as executor_params  # noqa: E402
+from executors import sample as executor_sample  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODELS = sorted(p.stem for p in HERE.glob("*.onnx"))
@@ -113,15 +120,17 @@ def test_model_on_host(name):
         compare(sess.run(feeds), ref, "host")
 
 
+@pytest.mark.parametrize("target", executor_params([e for e in executor_sample()
+                                                      if e.id != "host"]))
 @pytest.mark.parametrize("name", SAMPLED)
-def test_sampled_model_on_targets(name, op_executor):
-    if op_executor.id == "host":
-        pytest.skip("the host runs every model in test_model_on_host")
+def test_sampled_model_on_targets(name, target):
+    """QEMU (VLEN 128 and 512, poisoned tails) and the CUDA emulator/GPU; the host runs every
+    model in test_model_on_host."""
     if name in KNOWN_UNSUPPORTED or name in KNOWN_WRONG:
         pytest.skip(f"{name} does not build/match yet (see test_model_on_host)")
     import rvvkit
     path, feeds, ref = stored(name)
-    compare(op_executor.run(rvvkit.build(path), feeds), ref, op_executor.id)
+    compare(target.run(rvvkit.build(path), feeds), ref, target.id)
 
 
 def refresh(names=MODELS) -> Dict[str, Set[str]]:

@@ -230,3 +230,25 @@ def test_pool_1d_3d(op, x_shape, attrs, op_executor):
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
 def test_global_pool_3d(op, op_executor):
     check_single(op_executor, op, (2, 3, 4, 5, 3))
+
+
+def test_conv3d_bias_residual_relu(op_executor):
+    """Add and Relu fuse into the 3-D conv's GEMM epilogue (input 2 channels, output 2)."""
+    inits = {"w": rand(2, 2, 3, 1, 3, seed=1), "b": rand(2, seed=2)}
+    nodes = [node("Conv", ["x", "w", "b"], ["c"], pads=[1, 0, 1, 1, 0, 1]),
+             node("Add", ["c", "x"], ["e"]), node("Relu", ["e"], ["y"])]
+    m = make_model(nodes, [("x", (2, 2, 4, 3, 5))], ["y"], inits)
+    art = rvvkit.build(m)
+    assert plan_ops(art) == ["Conv"]
+    assert_matches(m, {"x": rand(2, 2, 4, 3, 5)}, artifact=art, on=op_executor)
+
+
+def test_conv_on_constants_folds(op_executor):
+    """A Conv whose inputs are all initializers is evaluated at build time (numpy)."""
+    inits = {"c": rand(1, 4, 9, seed=3), "w": rand(4, 2, 3, seed=1), "b": rand(4, seed=2)}
+    nodes = [node("Conv", ["c", "w", "b"], ["k"], group=2, strides=[2], pads=[1, 0]),
+             node("Add", ["x", "k"], ["y"])]
+    m = make_model(nodes, [("x", (1, 4, 4))], ["y"], inits)
+    art = rvvkit.build(m)
+    assert plan_ops(art) == ["Add"]
+    assert_matches(m, {"x": rand(1, 4, 4)}, artifact=art, on=op_executor)

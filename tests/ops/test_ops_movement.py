@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+import rvvkit
 from conftest import assert_matches, make_model, rand
 
 node = helper.make_node
@@ -168,6 +169,18 @@ def test_transpose_concat_typed(dtype, op_executor):
     nodes = [node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
              node("Concat", ["t", "c"], ["y"], axis=1)]
     check(op_executor, nodes, (2, 3, 5), dtype, {"c": data((5, 1, 3), dtype, seed=4)})
+
+
+def test_concat_in_place_int64(op_executor):
+    """Computed int64 slices are written straight into the concat's buffer (no kernel)."""
+    nodes = [node("Slice", ["x", "s", "e", "a", "st"], ["r"]),
+             node("Tile", ["x", "rep"], ["t"]), node("Concat", ["r", "t"], ["c"], axis=0),
+             node("Transpose", ["c"], ["y"])]
+    inits = {"s": i64(-1), "e": i64(-100), "a": i64(0), "st": i64(-1), "rep": i64(2, 1)}
+    m = make_model(nodes, [vi("x", "int64", [3, 5])], [vi("y", "int64")], inits)
+    art = rvvkit.build(m)
+    assert [s["op"] for s in art.meta["plan"]] == ["Slice", "Tile", "Transpose"]
+    assert_matches(m, {"x": data((3, 5), "int64")}, artifact=art, on=op_executor)
 
 
 RESIZE_CASES = [

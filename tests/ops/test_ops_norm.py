@@ -2,7 +2,6 @@
 and opset 21 per-channel affine), InstanceNormalization, LpNormalization,
 MeanVarianceNormalization; compared with onnxruntime on every sampled executor. Row lengths
 are primes or longer than one LMUL-8 register group at VLEN 512."""
-import numpy as np
 import pytest
 from onnx import helper
 
@@ -96,3 +95,25 @@ def test_mvn(axes, op_executor):
     attrs = {} if axes is None else {"axes": axes}
     _check(op_executor, [node("MeanVarianceNormalization", ["x"], ["y"], **attrs)],
            rand(2, 3, 5, 7, scale=2) + 1, None, 13)
+
+
+REFUSED = [
+    # id, node, inputs (name, shape), initializers, opset, message
+    ("stats_half", node("LayerNormalization", ["x", "s"], ["y", "mean"], axis=1),
+     [("x", (3, 4)), ("s", (4,))], None, 17, "supported only together"),
+    ("runtime_broadcast_scale", node("LayerNormalization", ["x", "s"], ["y"], axis=1),
+     [("x", (3, 4, 5)), ("s", (5,))], None, 17, "only for a constant"),
+    ("groups_do_not_divide", node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=4),
+     [("x", (2, 6, 3))], {"s": rand(4), "b": rand(4)}, 21, "do not split into 4 groups"),
+    ("lp_p3", node("LpNormalization", ["x"], ["y"], p=3), [("x", (2, 3))], None, 13,
+     "only 1 and 2"),
+]
+
+
+@pytest.mark.parametrize("n, ins, inits, opset, why", [c[1:] for c in REFUSED],
+                         ids=[c[0] for c in REFUSED])
+def test_refused_with_a_reason(n, ins, inits, opset, why):
+    import rvvkit
+    from rvvkit.errors import ModelError
+    with pytest.raises(ModelError, match=why):
+        rvvkit.build(make_model([n], ins, [o for o in n.output], inits, opset=opset))

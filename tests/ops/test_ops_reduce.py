@@ -1,7 +1,7 @@
 """Operator cases: Reduce* (attribute and input axes, keepdims, empty axes, strided axes,
-integer tensors), ArgMax/ArgMin, TopK, CumSum, Hardmax, long Softmax rows; compared with onnxruntime on every
-sampled executor. Shapes are awkward on purpose: primes, rows longer than one LMUL-8 register
-group at VLEN 512, reduced axes split by kept ones."""
+integer tensors), ArgMax/ArgMin, TopK, CumSum, Hardmax, long Softmax rows; compared with
+onnxruntime on every sampled executor. Shapes are awkward on purpose: primes, rows longer than
+one LMUL-8 register group at VLEN 512, reduced axes split by kept ones."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper

@@ -4,7 +4,7 @@ Float reductions over contiguous rows, LayerNorm/RMSNorm rows and GroupNorm grou
 block per row with the shared-memory tree of pool.py (barriers only, which the CPU emulator
 accepts); other reductions (strided, integer) and the line kernels (ArgMax, TopK, Hardmax,
 LpNormalization) run one thread per output or line; CumSum and MeanVarianceNormalization run
-the C body on one thread."""
+one thread per line or kept position as well."""
 from __future__ import annotations
 
 import math
@@ -12,17 +12,16 @@ import math
 from ..cfmt import flt
 from ..kernel import Kernel
 from ..kernels import reduce as rk
+from ..kernels.normalize import MVN_EPS
 from ..kernels.reduce_lines import line_body
 from .elementwise import per_element
 from .pool import MAX, SUM, _block_threads, _rows, _tree
 from .registry import CudaKernel, generator
-from .serial import serial_generator
 from ...dtypes import TABLE
 
 MIN = "b < a ? b : a"
 COMBINE = {"ReduceMax": MAX, "ReduceMin": MIN, "ReduceProd": "a * b"}
 
-serial_generator("cumsum", "mvn")
 
 
 def _row_reduce(spec: dict, kernel: Kernel, f: rk.Form, outer: int, r: int, unused: str
@@ -49,6 +48,18 @@ if (threadIdx.x == 0) {y.name}[r] = {f.post};"""
     return _rows(fn.lower(), kernel, outer, threads, outer * r, body)
 
 
+def _kept_base(kept) -> str:
+    """The input offset of output i, from its coordinates over the kept (size, stride) groups
+    (row-major, so the output index runs over them in order)."""
+    terms, below = [], 1
+    for j, (s, st) in reversed(list(enumerate(kept))):
+        q = "i" if below == 1 else f"(i / {below})"
+        c = q if j == 0 else f"({q} % {s})"     # the outermost coordinate needs no wrap
+        terms.append(c if st == 1 else f"{c} * {st}")
+        below *= s
+    return " + ".join(reversed(terms)) or "0"
+
+
 @generator("reduce")
 def reduce(spec: dict, kernel: Kernel) -> CudaKernel:
     """Float rows: a block each. Otherwise one thread per output: its kept coordinates give
@@ -59,17 +70,13 @@ def reduce(spec: dict, kernel: Kernel) -> CudaKernel:
     x, y = kernel.params[0], kernel.params[-1]
     lay = rk.ori(groups)
     unused = "(void)axes;\n" if len(kernel.params) == 3 else ""
-    if lay is not None and lay[2] == 1 and dtype == "float32":
+    # a block per row pays off for long rows; short ones are a thread's loop
+    if lay is not None and lay[2] == 1 and dtype == "float32" and lay[1] >= 64:
         return _row_reduce(spec, kernel, f, lay[0], lay[1], unused)
     ty = TABLE[dtype].ctype
     kept = [(s, st) for s, st, red in groups if not red]
     red = [(s, st) for s, st, red in groups if red]
-    terms, below = [], 1
-    for s, st in reversed(kept):
-        q = "i" if below == 1 else f"(i / {below})"
-        terms.append(f"({q} % {s}) * {st}")
-        below *= s
-    base = " + ".join(terms) or "0"
+    base = _kept_base(kept)
     loops = "".join(f"for (I r{j} = 0; r{j} < {s}; ++r{j})\n" for j, (s, _) in enumerate(red))
     off = " + ".join(f"r{j} * {st}" for j, (_, st) in enumerate(red)) or "0"
     pre = f"float m = -INFINITY;\n{loops}    m = xb[{off}] > m ? xb[{off}] : m;\n" \
@@ -152,3 +159,45 @@ for (I k = (I)threadIdx.x; k < {row}; k += {threads}) {{
     yp[k] = xp[k] * a + (bias[{ch}] - mu * a);
 }}"""
     return _rows("groupnorm", kernel, n * groups, threads, n * c * sp, body)
+
+
+@generator("cumsum")
+def cumsum(spec: dict, kernel: Kernel) -> CudaKernel:
+    """One thread per line of the axis, scanning it in order (reverse: backwards)."""
+    outer, n, inner = spec["rows"]
+    ty = TABLE[spec["dtype"]].ctype
+    k = f"({n - 1} - j)" if spec["reverse"] else "j"
+    step = f"yp[k * {inner}] = acc;\n        acc += xp[k * {inner}];" if spec["exclusive"] \
+        else f"acc += xp[k * {inner}];\n        yp[k * {inner}] = acc;"
+    stmts = f"""(void)axis;
+const I base = (i / {inner}) * {n * inner} + i % {inner};
+const {ty} *__restrict__ xp = x + base;
+{ty} *__restrict__ yp = y + base;
+{ty} acc = 0;
+for (I j = 0; j < {n}; ++j) {{
+    const I k = {k};
+    {step}
+}}"""
+    return per_element("cumsum", kernel, outer * inner, stmts, [outer * n * inner])
+
+
+@generator("mvn")
+def mvn(spec: dict, kernel: Kernel) -> CudaKernel:
+    """One thread per kept position: statistics over the reduced groups, then its outputs."""
+    shape, axes = spec["x_shape"], spec["axes"]
+    groups = rk.layout(shape, axes)
+    kept = [(s, st) for s, st, red in groups if not red]
+    red = [(s, st) for s, st, red in groups if red]
+    off = " + ".join(f"r{j} * {st}" for j, (_, st) in enumerate(red)) or "0"
+    inv = flt(1.0 / math.prod(int(shape[d]) for d in axes))
+    stmts = f"""const I base = {_kept_base(kept)};
+const float *__restrict__ xb = x + base;
+float *__restrict__ yb = y + base;
+float s = 0.0f, q = 0.0f;
+{rk.over_reduced(red, f"const float v = xb[{off}];{chr(10)}s += v;{chr(10)}q += v * v;")}
+const float mu = s * {inv};
+const float var = q * {inv} - mu * mu;
+const float rs = 1.0f / (sqrtf(var > 0.0f ? var : 0.0f) + {flt(MVN_EPS)});
+{rk.over_reduced(red, f"yb[{off}] = (xb[{off}] - mu) * rs;")}"""
+    return per_element("mvn", kernel, max(1, math.prod(s for s, _ in kept)), stmts,
+                       [math.prod(shape)])

@@ -1,23 +1,33 @@
-"""CUDA forms of the kernel kinds of the sequence, 3-D and transposed-convolution families.
-Attention is parallel: one thread per query row, with a streaming ("online") softmax that
-rescales the running output whenever the running maximum grows, so a row needs no scratch.
-ConvTranspose is parallel: one thread per output element gathers the input elements whose
-taps reach it (reading the weight packed or not, as the C form stores it). The other kinds run their C bodies on one GPU thread (serial.py): correct everywhere, slow on
-big tensors. (Einsum forms that are batched matrix products use "matmul_t", cuda/gemm.py.)"""
+"""CUDA forms of the kernel kinds of the sequence, 3-D and transposed-convolution families,
+all parallel:
+  * attention: one thread per query row, with a streaming ("online") softmax that rescales the
+    running output whenever the running maximum grows, so a row needs no scratch;
+  * conv_transpose: one thread per output element gathers the input elements whose taps reach
+    it (reading the weight packed or not, as the C form stores it);
+  * conv_nd, pool_nd (3-D): one thread per output element, direct;
+  * einsum (general form): one thread per output element, the C kernel's statements;
+  * rnn: one block per (direction, batch row), its threads sharing the gate rows of each time
+    step (the C kernel's step, phase by phase, a barrier before each phase), the states in
+    shared memory; a hidden size too large for shared memory runs the C body on one thread
+    (serial.py).
+Einsum forms that are batched matrix products use the GEMM's "matmul_t" (cuda/gemm.py)."""
 from __future__ import annotations
 
 import math
+import re
 
+from ...ops.activations import cuda_act_expr
 from ..cfmt import indent
 from ..kernel import Kernel
 from ..loops import strides_of
 # imported for their declare_spec calls (the kinds' spec keys)
 from ..kernels import attention, conv3d, conv_transpose, einsum, rnn  # noqa: F401
-from .elementwise import per_element
+from .elementwise import gparams, named, per_element
 from .registry import CudaKernel, generator
-from .serial import serial_generator
+from .serial import serial
 
-serial_generator("conv_nd", "pool_nd", "rnn")
+RNN_THREADS = 128
+RNN_SHARED_FLOATS = 11 * 1024   # the states and gates of one row in shared memory (44 KiB)
 
 
 @generator("attention")
@@ -106,3 +116,160 @@ def _einsum(spec: dict, kernel: Kernel) -> CudaKernel:
                               spec["out_shape"], dims)
     return per_element("einsum", kernel, math.prod(spec["out_shape"]),
                        f"const long o = (long)i;\n{stmts}")
+
+
+def _window(nd: int, xs, kernel, strides, pads, dil, inner: str, taps: bool) -> str:
+    """Loops over the taps k<d> of output position o<d> inside the input (p<d>), around
+    `inner`, which sees xo (flat input offset) and, with `taps`, kk (flat tap). (nvcc warns
+    of a variable never used even through a void cast: declare only what is read.)"""
+    kst, xst = strides_of(kernel), strides_of(xs)
+    kk = " + ".join(f"k{d} * {kst[d]}" for d in range(nd))
+    xo = " + ".join(f"p{d} * {xst[d]}" for d in range(nd))
+    text = (f"const long long kk = {kk};\n" if taps else "") + \
+        f"const long long xo = {xo};\n{inner}"
+    for d in reversed(range(nd)):
+        text = f"""for (long long k{d} = 0; k{d} < {kernel[d]}; ++k{d}) {{
+    const long long p{d} = o{d} * {strides[d]} - {pads[d]} + k{d} * {dil[d]};
+    if (p{d} < 0 || p{d} >= {xs[d]}) continue;
+{indent(text)}
+}}"""
+    return text
+
+
+def _positions(nd: int, ys) -> str:
+    ost = strides_of(ys)
+    return "\n".join(f"const long long o{d} = (long long)i / {ost[d]} % {ys[d]};"
+                     for d in range(nd))
+
+
+@generator("conv_nd")
+def _conv_nd(spec: dict, kernel: Kernel) -> CudaKernel:
+    xs, ws_, ys = spec["x_shape"], spec["w_shape"], spec["y_shape"]
+    nd, group = len(xs) - 2, spec["group"]
+    cin, m, cg = xs[1], ws_[0], ws_[1]
+    mg, kv, xv, yv = m // group, math.prod(ws_[2:]), math.prod(xs[2:]), math.prod(ys[2:])
+    pw = spec["w_panel"]
+    if pw:   # packed per group as conv's GEMM weight: row mo, column c * taps + kk
+        wgrp = -(-mg // pw) * pw * cg * kv
+        widx = (f"g * {wgrp} + (mo / {pw}) * {cg * kv * pw} + (c * {kv} + kk) * {pw} + "
+                f"mo % {pw}")
+    else:
+        widx = f"(mm * {cg} + c) * {kv} + kk"
+    inner = f"acc += x[xc + xo] * w[{widx}];"
+    window = _window(nd, xs[2:], ws_[2:], spec["strides"], spec["pads"], spec["dilations"],
+                     inner, True)
+    res = "acc += r[i];\n" if spec["residual"] else ""
+    stmts = f"""const long long n = (long long)i / {m * yv};
+const long long mm = (long long)i / {yv} % {m};
+const long long g = mm / {mg};
+{f"const long long mo = mm % {mg};" if pw else ""}
+{_positions(nd, ys[2:])}
+float acc = {"b[mm]" if spec["bias"] else "0.0f"};
+for (long long c = 0; c < {cg}; ++c) {{
+    const long long xc = (n * {cin} + g * {cg} + c) * {xv};
+{indent(window)}
+}}
+{res}y[i] = {cuda_act_expr(spec["act"], "acc")};"""
+    return per_element("conv_nd", kernel, xs[0] * m * yv, stmts)
+
+
+@generator("pool_nd")
+def _pool_nd(spec: dict, kernel: Kernel) -> CudaKernel:
+    xs, ys, kernel_shape = spec["x_shape"], spec["y_shape"], spec["kernel"]
+    nd, pads = len(xs) - 2, spec["pads"]
+    xv, yv = math.prod(xs[2:]), math.prod(ys[2:])
+    count = spec["kind"] != "max" and not spec["count_include_pad"]
+    if spec["kind"] == "max":
+        init, upd, fin = "-INFINITY", "acc = v > acc ? v : acc;", "acc"
+    else:
+        init, upd, fin = "0.0f", "acc += v;" + ("\n++cnt;" if count else ""), "acc / (float)cnt"
+        if spec["count_include_pad"]:   # the window clipped to the padded input (pool_nd)
+            fin = "acc / (float)(" + " * ".join(
+                f"((o{d} * {spec['strides'][d]} - {pads[d]} + {kernel_shape[d]} < "
+                f"{xs[2 + d] + pads[nd + d]} ? o{d} * {spec['strides'][d]} - {pads[d]} + "
+                f"{kernel_shape[d]} : {xs[2 + d] + pads[nd + d]}) - (o{d} * "
+                f"{spec['strides'][d]} - {pads[d]}))" for d in range(nd)) + ")"
+    window = _window(nd, xs[2:], kernel_shape, spec["strides"], pads, spec["dilations"],
+                     f"const float v = x[xc + xo];\n{upd}", False)
+    stmts = f"""const long long xc = (long long)i / {yv} * {xv};
+{_positions(nd, ys[2:])}
+float acc = {init};
+{"int cnt = 0;" if count else ""}
+{window}
+y[i] = {fin};"""
+    return per_element("pool_nd", kernel, xs[0] * xs[1] * yv, stmts)
+
+
+def _rnn_phases(step: str, nt: int) -> str:
+    """The C step's top-level loops over j spread over the block's threads, a barrier before
+    each (a phase reads what the previous one wrote for other j)."""
+    return re.sub(r"^for \(long j = (\S+); j < (\S+); \+\+j\)",
+                  lambda mo: f"__syncthreads();\nfor (long j = {mo.group(1)} + tid; "
+                             f"j < {mo.group(2)}; j += {nt})", step, flags=re.M)
+
+
+@generator("rnn")
+def _rnn(spec: dict, kernel: Kernel) -> CudaKernel:
+    op, seq, batch, inp, hid = (spec[k] for k in ("cell", "seq", "batch", "input", "hidden"))
+    ndirs, layout, acts, clip, lbr = (spec[k] for k in ("ndirs", "layout", "acts", "clip",
+                                                        "lbr"))
+    ng = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    if (ng + 3) * hid > RNN_SHARED_FLOATS:
+        return serial(spec, kernel)
+    has = dict(zip(rnn.INPUTS, spec["inputs"]))
+    has_y, has_yh, has_yc = spec["outputs"]
+    nt = RNN_THREADS
+    st = rnn.state_index(layout, batch, ndirs, hid)
+    xt = f"x + (t * {batch} + bb) * {inp}" if layout == 0 else f"x + (bb * {seq} + t) * {inp}"
+    yrow = (f"y + ((tt * {ndirs} + d) * {batch} + bb) * {hid}" if layout == 0
+            else f"y + ((bb * {seq} + tt) * {ndirs} + d) * {hid}")
+    steps = [_rnn_phases(rnn.step(op, hid, inp, acts[d], has["b"], has["p"], clip, lbr), nt)
+             for d in range(ndirs)]
+    body = steps[0] if ndirs == 1 or steps[0] == steps[1] else \
+        f"if (d == 0) {{\n{indent(steps[0])}\n}} else {{\n{indent(steps[1])}\n}}"
+    back = "1" if spec["reverse"] else ("d == 1" if ndirs == 2 else "0")
+    length = f"sl[bb] < 0 ? 0 : (sl[bb] > {seq} ? {seq} : sl[bb])" if has["sl"] else str(seq)
+    shared = [f"__shared__ float gates[{ng * hid}];", f"__shared__ float h[{hid}];"]
+    shared += [f"__shared__ float c[{hid}];"] if op == "LSTM" else []
+    shared += [f"__shared__ float tmp[{hid}];"] if op == "GRU" and not lbr else []
+    init = [f"for (long j = tid; j < {hid}; j += {nt}) h[j] = "
+            + (f"h0[{st} + j];" if has["h0"] else "0.0f;")]
+    if op == "LSTM":
+        init.append(f"for (long j = tid; j < {hid}; j += {nt}) c[j] = "
+                    + (f"c0[{st} + j];" if has["c0"] else "0.0f;"))
+    ptrs = [f"const float *__restrict__ wd = w + d * {ng * hid * inp};",
+            f"const float *__restrict__ rd = r + d * {ng * hid * hid};"]
+    ptrs += [f"const float *__restrict__ bd = b + d * {2 * ng * hid};"] if has["b"] else []
+    ptrs += [f"const float *__restrict__ pd = p + d * {3 * hid};"] if has["p"] else []
+    out = []
+    if has_y:   # rows past the sequence length are zeros
+        out.append(f"for (long tt = len; tt < {seq}; ++tt) {{\n    float *__restrict__ yt = "
+                   f"{yrow};\n    for (long j = tid; j < {hid}; j += {nt}) yt[j] = 0.0f;\n}}")
+    out += [f"for (long j = tid; j < {hid}; j += {nt}) yh[{st} + j] = h[j];"] if has_yh else []
+    out += [f"for (long j = tid; j < {hid}; j += {nt}) yc[{st} + j] = c[j];"] if has_yc else []
+    ywrite = (f"__syncthreads();\n{{\n    const long tt = t;\n    float *__restrict__ yt = "
+              f"{yrow};\n    for (long j = tid; j < {hid}; j += {nt}) yt[j] = h[j];\n}}"
+              if has_y else "")
+    text = f"""__global__ void @NAME@({gparams(kernel)}) {{
+{indent(chr(10).join(shared))}
+    const long tid = threadIdx.x;
+    const long d = blockIdx.x / {batch};
+    const long bb = blockIdx.x % {batch};
+{indent(chr(10).join(ptrs))}
+    const long len = {length};
+{indent(chr(10).join(init))}
+    for (long s = 0; s < len; ++s) {{
+        const long t = ({back}) ? len - 1 - s : s;
+        const float *__restrict__ xt = {xt};
+{indent(body, 2)}
+{indent(ywrite, 2)}
+    }}
+    __syncthreads();
+{indent(chr(10).join(out))}
+}}"""
+    text = text.replace("__restrict ", "__restrict__ ")
+    name, text = named(f"{op.lower()}", text)
+    support = {k: v for k, v in kernel.support.items() if k.startswith("hd_")}
+    support[name] = text
+    return CudaKernel(f"    RVK_LAUNCH({name}, dim3({ndirs * batch}), dim3({nt}), "
+                      f"({', '.join(p.name for p in kernel.params)}));", support)

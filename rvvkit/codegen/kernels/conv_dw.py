@@ -46,7 +46,8 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 def _grid_rvv(pg: PhaseGrid, act: Optional[Act]) -> str:
     """RVV body of the depthwise grid sweep: strips of vl = vsetvl(cols - q0) cells (LMUL 4),
     one vector load and FMA per tap from the split plane at the tap's constant offset, then
-    bias and activation in registers (sigmoid/tanh: a scalar pass over the strip)."""
+    bias and activation in registers (one without a vector form: a scalar pass over the
+    strip)."""
     L, nt, cols = 4, len(pg.taps), pg.cols   # m8 spills: clang hoists the tap loads
     if nt <= DW_UNROLL:
         taps = "\n".join(f"acc = {vop('vfmacc_vf', L)}(acc, wc[{i}], "

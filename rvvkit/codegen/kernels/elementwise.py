@@ -2,7 +2,9 @@
 affine, and copies. Loops are collapsed so the innermost one is long and unit-stride, which is
 what lets gcc/clang vectorise them. Under RVV intrinsics the innermost loop is strip-mined
 explicitly (LMUL 8): unit-stride operands are vector loads, broadcast ones scalar (`.vf`)
-operands, and the activation is applied in registers (sigmoid/tanh keep the portable loop)."""
+operands, and the activation is applied in registers (the vector helpers an activation's form
+calls, such as vector exp, come with its `rvv_support`); activations without a vector form
+keep the portable loop. Integer arithmetic is the typed kernel's (kernels/logic.py)."""
 from __future__ import annotations
 
 import math

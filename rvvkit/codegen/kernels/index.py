@@ -10,7 +10,7 @@ import math
 
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..loops import collapse, nest, strides_of
+from ..loops import collapse, loop, nest, strides_of
 from .. import rvv
 from .movement import MEMCPY_MIN
 
@@ -62,8 +62,8 @@ def gather(data_shape, n_idx: int, axis: int, dtype: str, idx_dtype: str) -> Low
     inner = math.prod(data_shape[axis + 1:])
     row = move(f"y + (o * {n_idx} + j) * {inner}", f"data + (o * {dim} + t) * {inner}",
                inner, dtype)
-    body = indent(f"for (long o = 0; o < {outer}; ++o)\n    for (long j = 0; j < {n_idx}; ++j)"
-                  f" {{\n{indent(checked('t', 'ind[j]', dim), 2)}\n        {row}\n    }}")
+    body = indent(loop("o", 0, outer, loop("j", 0, n_idx, checked("t", "ind[j]", dim) + "\n" +
+                                            row, "long"), "long"))
     spec = make_spec("gather", data_shape=data_shape, n_idx=n_idx, axis=axis)
     return _status_kernel(f"gather_{dtype}", _params([("data", dtype), ("ind", idx_dtype)],
                                                      dtype), body, spec)
@@ -105,8 +105,7 @@ def gather_nd(data_shape, idx_shape, batch_dims: int, dtype, idx_dtype) -> Lower
     inner = "\n".join([f"const {ct} *ix = ind + (b * {per} + n) * {k};",
                        f"long off = b * {block};", _nd_offset(data_shape, k, b),
                        move(f"y + (b * {per} + n) * {sl}", "data + off", sl, dtype)])
-    body = indent(f"for (long b = 0; b < {batch}; ++b)\n    for (long n = 0; n < {per}; ++n) "
-                  f"{{\n{indent(inner, 2)}\n    }}")
+    body = indent(loop("b", 0, batch, loop("n", 0, per, inner, "long"), "long"))
     spec = make_spec("gather_nd", data_shape=data_shape, idx_shape=idx_shape,
                      batch_dims=batch_dims)
     return _status_kernel(f"gather_nd_{dtype}", _params([("data", dtype), ("ind", idx_dtype)],
@@ -126,8 +125,7 @@ def scatter_nd(data_shape, idx_shape, reduction: str, dtype, idx_dtype) -> Lower
     inner = "\n".join([f"const {ct} *ix = ind + n * {k};", "long off = 0;",
                        _nd_offset(data_shape, k, 0),
                        f"for (long s = 0; s < {sl}; ++s) {upd}"])
-    body = _copy_all(math.prod(data_shape), dtype) + indent(
-        f"for (long n = 0; n < {per}; ++n) {{\n{indent(inner)}\n}}")
+    body = _copy_all(math.prod(data_shape), dtype) + indent(loop("n", 0, per, inner, "long"))
     spec = make_spec("scatter_nd", data_shape=data_shape, idx_shape=idx_shape,
                      reduction=reduction)
     return _status_kernel(f"scatter_nd_{reduction}_{dtype}", _params(

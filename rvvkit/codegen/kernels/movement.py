@@ -10,7 +10,7 @@ from typing import Sequence
 from .. import rvv
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..loops import collapse, nest, strides_of
+from ..loops import collapse, loop, nest, strides_of
 
 declare_spec("strided", ("dims", "strides", "offset"))
 declare_spec("split", ("in_shape", "axis", "sizes"))
@@ -110,7 +110,7 @@ def split(in_shape, axis: int, sizes, dtype: str) -> Lowered:
         else:
             lines.append(f"(void)y{j};")
         off += row
-    body = indent(f"for (long o = 0; o < {outer}; ++o) {{\n" + indent("\n".join(lines)) + "\n}")
+    body = indent(loop("o", 0, outer, "\n".join(lines), "long"))
     spec = make_spec("split", in_shape=in_shape, axis=axis, sizes=sizes)
     return Lowered(Kernel(f"split_{dtype}", _params(dtype, len(sizes)), body,
                           support=rvv.header(), spec=spec))
@@ -174,12 +174,9 @@ def trilu(shape, upper: bool, k: int, dtype: str) -> Lowered:
     rows, cols = shape[-2], shape[-1]
     batch = math.prod(shape[:-2])
     keep = f"c - r >= {k}" if upper else f"c - r <= {k}"
-    body = indent(f"""for (long b = 0; b < {batch}; ++b)
-    for (long r = 0; r < {rows}; ++r)
-        for (long c = 0; c < {cols}; ++c) {{
-            const long at = (b * {rows} + r) * {cols} + c;
-            y[at] = ({keep}) ? x[at] : {literal(0, dtype)};
-        }}""")
+    inner = loop("c", 0, cols, f"const long at = (b * {rows} + r) * {cols} + c;\n"
+                 f"y[at] = ({keep}) ? x[at] : {literal(0, dtype)};", "long")
+    body = indent(loop("b", 0, batch, loop("r", 0, rows, inner, "long"), "long"))
     spec = make_spec("trilu", shape=shape, upper=int(upper), k=k)
     return Lowered(Kernel(f"trilu_{dtype}", _params(dtype), body, spec=spec))
 
@@ -187,13 +184,10 @@ def trilu(shape, upper: bool, k: int, dtype: str) -> Lowered:
 def onehot(idx_shape, depth: int, axis: int, idx_dtype: str, dtype: str) -> Lowered:
     """y[o, d, j] = values[idx[o, j] (negative: + depth) == d]; out-of-range rows stay off."""
     outer, inner = math.prod(idx_shape[:axis]), math.prod(idx_shape[axis:])
-    body = indent(f"""for (long o = 0; o < {outer}; ++o)
-    for (long d = 0; d < {depth}; ++d)
-        for (long j = 0; j < {inner}; ++j) {{
-            long t = (long)ind[o * {inner} + j];
-            if (t < 0) t += {depth};
-            y[(o * {depth} + d) * {inner} + j] = values[t == d ? 1 : 0];
-        }}""")
+    cell = loop("j", 0, inner, f"long t = (long)ind[o * {inner} + j];\n"
+                f"if (t < 0) t += {depth};\n"
+                f"y[(o * {depth} + d) * {inner} + j] = values[t == d ? 1 : 0];", "long")
+    body = indent(loop("o", 0, outer, loop("d", 0, depth, cell, "long"), "long"))
     params = (Param("ind", dtype=idx_dtype), Param("values", dtype=dtype),
               Param("y", const=False, dtype=dtype))
     spec = make_spec("onehot", idx_shape=idx_shape, depth=depth, axis=axis)

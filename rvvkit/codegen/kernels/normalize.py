@@ -11,7 +11,7 @@ from ..cfmt import flt, indent
 from ..loops import loop
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..rvv import guarded, header, vle, vse, vsetvl, vsetvlmax, vsplat, vt
-from .reduce import layout
+from .reduce import layout, over_reduced
 
 declare_spec("rownorm", ("rms", "rows", "n", "eps", "bias", "stats"))
 declare_spec("groupnorm", ("x_shape", "groups", "eps", "per_channel"))
@@ -25,7 +25,8 @@ def vsum(out: str, ptr: str, n: int, what: str = "x", mu: str = "mu") -> str:
     """RVV statements declaring float `out` = sum over ptr[0..n) of x, x*x ("sq") or
     (x - mu)^2 ("dev"): whole registers accumulate, then one m1 reduction each of the
     accumulator and of the (mapped) remainder."""
-    dev = f"v = __riscv_vfsub_vf_f32m8(v, {mu}, vl);\n" if what == "dev" else ""
+    dev = f"v = __riscv_vfsub_vf_f32m8(v, {mu}, vl);" if what == "dev" else ""
+    dev = indent(dev, 2) + "\n" if dev else ""
     acc = "__riscv_vfadd_vv_f32m8(acc, v, vl)" if what == "x" else \
         "__riscv_vfmacc_vv_f32m8(acc, v, v, vl)"
     tail = "v" if what == "x" else "__riscv_vfmul_vv_f32m8(v, v, vl)"
@@ -37,14 +38,14 @@ def vsum(out: str, ptr: str, n: int, what: str = "x", mu: str = "mu") -> str:
     for (; k + vm <= (size_t){n}; k += vm) {{
         const size_t vl = vm;
         {vt(L)} v = {vle(L, f'{ptr} + k')};
-{indent(dev, 2)}{chr(10) if dev else ''}        acc = {acc};
+{dev}        acc = {acc};
     }}
     vfloat32m1_t r1 = __riscv_vfmv_v_f_f32m1(0.0f, 1);
     r1 = __riscv_vfredusum_vs_f32m8_f32m1(acc, r1, vm);
     if (k < (size_t){n}) {{
         const size_t vl = {vsetvl(L, f'(size_t){n} - k')};
         {vt(L)} v = {vle(L, f'{ptr} + k')};
-{indent(dev, 2)}{chr(10) if dev else ''}        r1 = __riscv_vfredusum_vs_f32m8_f32m1({tail}, r1, vl);
+{dev}        r1 = __riscv_vfredusum_vs_f32m8_f32m1({tail}, r1, vl);
     }}
     {out} = __riscv_vfmv_f_s_f32m1_f32(r1);
 }}"""
@@ -122,9 +123,10 @@ def groupnorm(x_shape, groups: int, eps: float, per_channel: bool) -> Lowered:
 
     def body(vector: bool) -> str:
         if vector:
+            ab = f"__riscv_vfadd_vf_f32m8(__riscv_vfmul_vf_f32m8({vle(L, 'xc + k')}, a, vl), b, vl)"
             apply = f"""for (size_t k = 0; k < {sp};) {{
     const size_t vl = {vsetvl(L, f'{sp} - k')};
-    {vse(L, 'yc + k', f"__riscv_vfadd_vf_f32m8(__riscv_vfmul_vf_f32m8({vle(L, 'xc + k')}, a, vl), b, vl)")}
+    {vse(L, 'yc + k', ab)}
     k += vl;
 }}"""
         else:
@@ -156,21 +158,16 @@ def mvn(x_shape, axes) -> Lowered:
     for d in axes:
         count *= int(x_shape[d])
     base = " + ".join(f"k{j} * {st}" for j, (_, st) in enumerate(kept)) or "0"
-    rl = "".join(f"for (long r{j} = 0; r{j} < {s}; ++r{j})\n" for j, (s, _) in enumerate(red))
     off = " + ".join(f"r{j} * {st}" for j, (_, st) in enumerate(red)) or "0"
     inv = flt(1.0 / count)
     body = f"""const float *__restrict xb = x + {base};
 float *__restrict yb = y + {base};
 float s = 0.0f, q = 0.0f;
-{rl}{{
-    const float v = xb[{off}];
-    s += v;
-    q += v * v;
-}}
+{over_reduced(red, f"const float v = xb[{off}];{chr(10)}s += v;{chr(10)}q += v * v;")}
 const float mu = s * {inv};
 const float var = q * {inv} - mu * mu;
 const float rs = 1.0f / (sqrtf(var > 0.0f ? var : 0.0f) + {flt(MVN_EPS)});
-{rl}    yb[{off}] = (xb[{off}] - mu) * rs;"""
+{over_reduced(red, f"yb[{off}] = (xb[{off}] - mu) * rs;")}"""
     code = body
     for j, (s, _) in reversed(list(enumerate(kept))):
         code = f"for (long k{j} = 0; k{j} < {s}; ++k{j}) {{\n{indent(code)}\n}}"

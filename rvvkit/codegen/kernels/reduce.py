@@ -11,6 +11,7 @@ Otherwise (reduced axes split by kept ones) a scalar nested loop per output."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import List, Tuple
 
@@ -19,7 +20,7 @@ from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import loop
 from .vmath import exp_support
-from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
+from ..rvv import guarded, header, vle, vse, vsetvl, vsetvlmax, vsplat, vt
 
 declare_spec("reduce", ("fn", "dtype", "x_shape", "axes"))
 
@@ -45,7 +46,8 @@ FORMS = {
                       vred="vfredmax"),
     "ReduceMin": Form("MAX", "v < a ? v : a", vacc="__riscv_vfmin_vv_f32m8(a, v, vl)",
                       vred="vfredmin"),
-    "ReduceProd": Form("1", "a * v"),
+    # no vector product reduction exists: rows stay scalar, planes multiply in registers
+    "ReduceProd": Form("1", "a * v", vacc="__riscv_vfmul_vv_f32m8(a, v, vl)"),
     "ReduceL1": Form("0", "a + fabsf(v)", vacc="__riscv_vfadd_vv_f32m8(a, __riscv_vfmax_vv_"
                      "f32m8(v, __riscv_vfrsub_vf_f32m8(v, 0.0f, vl), vl), vl)", vred="vfredusum"),
     "ReduceL2": Form("0", "a + v * v", "sqrtf(a)", "__riscv_vfmacc_vv_f32m8(a, v, v, vl)",
@@ -62,7 +64,6 @@ _LIMITS = {"float32": ("INFINITY", "(-INFINITY)"), "int64": ("INT64_MAX", "INT64
 
 def _sub(expr: str, **names: str) -> str:
     """`expr` with single-letter variables replaced (a, v, m are whole words in FORMS)."""
-    import re
     return re.sub(r"\b([avm])\b", lambda mt: names.get(mt.group(1), mt.group(1)), expr)
 
 
@@ -242,28 +243,30 @@ def _planes_rvv(f, outer, r, inner) -> str:
 }}"""
 
 
+def over_reduced(red, stmts: str) -> str:
+    """`stmts` inside nested loops r0, r1, ... over the reduced groups [(size, stride)]."""
+    for j, (s, _) in reversed(list(enumerate(red))):
+        stmts = f"for (long r{j} = 0; r{j} < {s}; ++r{j}) {{\n{indent(stmts)}\n}}"
+    return stmts
+
+
 def _general(fn, ty, f, groups) -> str:
     """Scalar nest: kept groups outside (outputs in order), reduced groups inside."""
     kept = [(s, st) for s, st, red in groups if not red]
     red = [(s, st) for s, st, red in groups if red]
-    opens = "".join(f"for (long k{j} = 0; k{j} < {s}; ++k{j}) {{\n" for j, (s, _) in
-                    enumerate(kept))
     base = " + ".join(f"k{j} * {st}" for j, (_, st) in enumerate(kept)) or "0"
-    rloops = "".join(f"for (long r{j} = 0; r{j} < {s}; ++r{j})\n" for j, (s, _) in
-                     enumerate(red))
     off = " + ".join(f"r{j} * {st}" for j, (_, st) in enumerate(red)) or "0"
-    lse = fn == "ReduceLogSumExp"
-    pre = f"float m = -INFINITY;\n{rloops}    m = xb[{off}] > m ? xb[{off}] : m;\n" if lse \
-        else ""
+    pre = ""
+    if fn == "ReduceLogSumExp":
+        pre = "float m = -INFINITY;\n" + \
+            over_reduced(red, f"m = xb[{off}] > m ? xb[{off}] : m;") + "\n"
     body = f"""const {ty} *__restrict xb = x + {base};
 {pre}{ty} a = {f.init};
-{rloops}{{
-    const {ty} v = xb[{off}];
-    a = {f.step};
-}}
+{over_reduced(red, f"const {ty} v = xb[{off}];{chr(10)}a = {f.step};")}
 y[oi++] = {f.post};"""
-    return f"long oi = 0;\n{opens}{indent(body, max(1, len(kept)))}\n" + \
-        "".join("}\n" for _ in kept)
+    for j, (s, _) in reversed(list(enumerate(kept))):
+        body = f"for (long k{j} = 0; k{j} < {s}; ++k{j}) {{\n{indent(body)}\n}}"
+    return f"long oi = 0;\n{body}"
 
 
 def reduce(fn: str, dtype: str, x_shape, axes, axes_param: str = "") -> Lowered:

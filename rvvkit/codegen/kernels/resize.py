@@ -77,25 +77,29 @@ def single_term(t: AxisTable, prefix: str, k: int, c: str) -> str:
     if t.taps > 1:
         return ""
     if t.offsets is None:
-        return f"{c} * {t.stride}" if t.stride != 1 else c
+        return c if t.stride == 1 or c == "0" else f"{c} * {t.stride}"
     return f"{prefix}o{k}[{c}]"
 
 
 def resize(rz: dict, dtype: str) -> Lowered:
     tabs = tables(rz)
     lines = table_decls(tabs, "rz_", "static const")
-    loops = ["long at = 0;"]
-    prev = "0"
+    loops, depth, prev = ["long at = 0;"], 0, "0"
+    coord = {}
     for k, t in enumerate(tabs):
-        loops.append("    " * k + f"for (long i{k} = 0; i{k} < {t.n_out}; ++i{k}) {{")
-        term = single_term(t, "rz_", k, f"i{k}")
-        cur = f"{prev} + {term}" if term and prev != "0" else (term or prev)
-        loops.append("    " * (k + 1) + f"const long b{k} = {cur};")
-        prev = f"b{k}"
-    r = len(tabs)
-    val = value_expr(tabs, "rz_", lambda k: f"i{k}", prev, "x")
-    loops.append("    " * r + f"y[at++] = {indent(val, r).strip()};")
-    loops += ["    " * k + "}" for k in range(r - 1, -1, -1)]
+        coord[k] = "0" if t.n_out == 1 else f"i{k}"   # (no single-trip loops)
+        pad = "    " * depth
+        if t.n_out > 1:
+            loops.append(f"{pad}for (long i{k} = 0; i{k} < {t.n_out}; ++i{k}) {{")
+            depth += 1
+        term = single_term(t, "rz_", k, coord[k])
+        if term and term != "0":
+            cur = f"{prev} + {term}" if prev != "0" else term
+            loops.append("    " * depth + f"const long b{k} = {cur};")
+            prev = f"b{k}"
+    val = value_expr(tabs, "rz_", lambda k: coord[k], prev, "x")
+    loops.append("    " * depth + f"y[at++] = {indent(val, depth).strip()};")
+    loops += ["    " * k + "}" for k in range(depth - 1, -1, -1)]
     body = indent("\n".join(lines + loops))
     params = (Param("x", dtype=dtype), Param("y", const=False, dtype=dtype))
     spec = make_spec("resize", **{k: rz[k] for k in RZ_KEYS})

@@ -14,7 +14,7 @@ declare_spec("rnn", ("cell", "seq", "batch", "input", "hidden", "ndirs", "revers
                      "acts", "clip", "lbr", "inputs", "outputs"))
 
 # ONNX gate order in W/R/B rows: LSTM i, o, f, c; GRU z, r, h; RNN i
-_INPUTS = ("x", "w", "r", "b", "sl", "h0", "c0", "p")
+INPUTS = ("x", "w", "r", "b", "sl", "h0", "c0", "p")
 
 
 def act_c(act: Tuple[str, float, float], v: str) -> str:
@@ -115,8 +115,8 @@ const float pre = gates[{2 * hid} + j] + rt * rh;"""
         rec = f"""float rh = {rb};
 {_dot("rh", f"rd + ({2 * hid} + j) * {hid}", "tmp", hid)}
 const float pre = gates[{2 * hid} + j] + rh;"""
-    return _gru_pre(hid, inp, has_b, clip) + f"""
-for (long j = 0; j < {hid}; ++j) tmp[j] = gates[{hid} + j] * h[j];
+    reset = "" if lbr else f"\nfor (long j = 0; j < {hid}; ++j) tmp[j] = gates[{hid} + j] * h[j];"
+    return _gru_pre(hid, inp, has_b, clip) + reset + f"""
 for (long j = 0; j < {hid}; ++j) {{
     const float rt = gates[{hid} + j];
     (void)rt;
@@ -127,6 +127,18 @@ for (long j = 0; j < {hid}; ++j) {{
     const float zt = gates[j];
     h[j] = (1.0f - zt) * gates[{2 * hid} + j] + zt * h[j];
 }}"""
+
+
+def step(op: str, hid: int, inp: int, acts, has_b: bool, has_p: bool, clip, lbr: int) -> str:
+    """One time step (one direction's activations), as top-level loops over j only: each loop
+    is a phase the CUDA form runs across threads with a barrier before it."""
+    body = _step(op, hid, inp, acts, has_b, has_p, clip, lbr)
+    return body.replace("ACT_F(gates[j])", act_c(acts[0], "gates[j]")) if op == "GRU" else body
+
+
+def state_index(layout: int, batch: int, ndirs: int, hid: int) -> str:
+    """C expression: offset of (direction d, batch row bb) in the initial/final states."""
+    return f"(d * {batch} + bb) * {hid}" if layout == 0 else f"(bb * {ndirs} + d) * {hid}"
 
 
 def _gru_pre(hid: int, inp: int, has_b: bool, clip) -> str:
@@ -149,15 +161,15 @@ def rnn(op: str, seq: int, batch: int, inp: int, hid: int, ndirs: int, reverse: 
     """inputs/outputs: presence flags of (X, W, R, B, sequence_lens, initial_h, initial_c, P)
     and (Y, Y_h, Y_c); params bind to the present ones in that order."""
     ng = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
-    has = dict(zip(_INPUTS, inputs))
+    has = dict(zip(INPUTS, inputs))
     has_y, has_yh, has_yc = (list(outputs) + [False] * 3)[:3]
     lstm = op == "LSTM"
     params = [Param(nm, dtype="int32" if nm == "sl" else "float32")
-              for nm, on in zip(_INPUTS, inputs) if on]
+              for nm, on in zip(INPUTS, inputs) if on]
     params += [Param(nm, False) for nm, on in zip(("y", "yh", "yc"), (has_y, has_yh, has_yc))
                if on]
     # state index of (direction d, batch row bb) in initial/final states, per layout
-    st = f"(d * {batch} + bb) * {hid}" if layout == 0 else f"(bb * {ndirs} + d) * {hid}"
+    st = state_index(layout, batch, ndirs, hid)
     xt = f"x + (t * {batch} + bb) * {inp}" if layout == 0 else f"x + (bb * {seq} + t) * {inp}"
     yt = (f"y + ((t * {ndirs} + d) * {batch} + bb) * {hid}" if layout == 0
           else f"y + ((bb * {seq} + t) * {ndirs} + d) * {hid}")
@@ -167,18 +179,16 @@ def rnn(op: str, seq: int, batch: int, inp: int, hid: int, ndirs: int, reverse: 
         return f"for (long j = 0; j < {hid}; ++j) {dst}[j] = {src};"
     steps = []
     for d in range(ndirs):
-        body = _step(op, hid, inp, acts[d], has["b"], has["p"], clip, lbr)
-        if op == "GRU":
-            body = body.replace("ACT_F(gates[j])", act_c(acts[d][0], "gates[j]"))
+        body = step(op, hid, inp, acts[d], has["b"], has["p"], clip, lbr)
         per_row = [f"const long len = {length};",
                    fill("h", f"h0[{st} + j]" if has["h0"] else "0.0f")]
         if lstm:
             per_row.append(fill("c", f"c0[{st} + j]" if has["c0"] else "0.0f"))
-        step = [f"const long t = {'len - 1 - s' if reverse or d == 1 else 's'};",
+        per_step = [f"const long t = {'len - 1 - s' if reverse or d == 1 else 's'};",
                 f"const float *__restrict xt = {xt};", body]
         if has_y:
-            step += [f"float *__restrict yt = {yt};", fill("yt", "h[j]")]
-        per_row.append(f"for (long s = 0; s < len; ++s) {{\n{indent(chr(10).join(step))}\n}}")
+            per_step += [f"float *__restrict yt = {yt};", fill("yt", "h[j]")]
+        per_row.append(f"for (long s = 0; s < len; ++s) {{\n{indent(chr(10).join(per_step))}\n}}")
         per_row += [fill("(yh + " + st + ")", "h[j]")] if has_yh else []
         per_row += [fill("(yc + " + st + ")", "c[j]")] if has_yc else []
         ptrs = [f"const long d = {d};",
@@ -194,7 +204,8 @@ def rnn(op: str, seq: int, batch: int, inp: int, hid: int, ndirs: int, reverse: 
     # (nvcc warns of a pointer set and never used, even through a void cast)
     head = f"float *__restrict gates = ws;\nfloat *__restrict h = ws + {ng * hid};\n"
     head += f"float *__restrict c = ws + {ng * hid + hid};\n" if lstm else ""
-    head += f"float *__restrict tmp = ws + {ng * hid + 2 * hid};\n" if op == "GRU" else ""
+    head += f"float *__restrict tmp = ws + {ng * hid + 2 * hid};\n" if op == "GRU" and not lbr \
+        else ""
     body = head + zero + "\n".join(steps)
     spec = make_spec("rnn", cell=op, seq=seq, batch=batch, input=inp, hidden=hid, ndirs=ndirs,
                      reverse=reverse, layout=layout, acts=acts, clip=clip, lbr=lbr,

@@ -1,6 +1,7 @@
-"""Vector math for the RVV paths: e^x and e^x - 1 on f32 register groups, as static helpers that
-activation rows list as their RVV support (rvvkit/ops/activations.py `rvv_support`), so
-sigmoid, tanh, exp, ELU and friends stay in registers instead of calling scalar expf.
+"""Vector math for the RVV paths: e^x, e^x - 1 and log on f32 register groups, as static
+helpers that activation rows list as their RVV support (rvvkit/ops/activations.py
+`rvv_support`), so sigmoid, tanh, exp, ELU, softplus and friends stay in registers instead of
+calling scalar expf.
 
 Method: x = n ln2 + r with n = round(x / ln2) (vfcvt rounds to nearest even under the default
 rounding mode) and |r| <= ln2 / 2, ln2 split in two parts so r is exact to a few ulp; e^r - 1 =
@@ -118,3 +119,48 @@ def mish_support(m: int) -> Dict[str, str]:
     const vfloat32m{m}_t t = __riscv_vfdiv_vv_{f}(n, __riscv_vfadd_vf_{f}(n, 2.0f, vl), vl);
     return __riscv_vfmul_vv_{f}(x, t, vl);"""
     return _helper(f"rvk_vmish_f32m{m}", m, "mish on a vector", body, exp_support(m))
+
+
+# log(1 + f) - f + f^2 / 2 = f^3 Q(f) on [sqrt(1/2) - 1, sqrt(2) - 1], highest degree first
+LOG_POLY = ("7.0376836292e-2f", "-1.1514610310e-1f", "1.1676998740e-1f", "-1.2420140846e-1f",
+            "1.4249322787e-1f", "-1.6668057665e-1f", "2.0000714765e-1f", "-2.4999993993e-1f",
+            "3.3333331174e-1f")
+
+
+def log_support(m: int) -> Dict[str, str]:
+    """log x for positive, normal, finite x only (no special values: callers keep to that):
+    x = 2^k m with m in [sqrt(1/2), sqrt(2)) taken from the bits, log m = log1p(m - 1) by a
+    polynomial, k ln2 added in two parts."""
+    f, i = f"f32m{m}", f"i32m{m}"
+    horner = "\n".join(f"    p = __riscv_vfadd_vf_{f}(__riscv_vfmul_vv_{f}(p, t, vl), {c}, vl);"
+                       for c in LOG_POLY[1:])
+    body = f"""    const vint32m{m}_t bits = __riscv_vreinterpret_v_f32m{m}_{i}(x);
+    const vint32m{m}_t off = __riscv_vsub_vx_{i}(bits, 0x3f3504f3, vl);   /* bits of sqrt(1/2) */
+    const vint32m{m}_t k = __riscv_vsra_vx_{i}(off, 23, vl);
+    const vint32m{m}_t mb = __riscv_vsub_vv_{i}(bits, __riscv_vsll_vx_{i}(k, 23, vl), vl);
+    const vfloat32m{m}_t mf = __riscv_vreinterpret_v_{i}_f32m{m}(mb);
+    const vfloat32m{m}_t t = __riscv_vfsub_vf_{f}(mf, 1.0f, vl);
+    const vfloat32m{m}_t kf = __riscv_vfcvt_f_x_v_{f}(k, vl);
+    const vfloat32m{m}_t z = __riscv_vfmul_vv_{f}(t, t, vl);
+    vfloat32m{m}_t p = __riscv_vfmv_v_f_{f}({LOG_POLY[0]}, vl);
+{horner}
+    p = __riscv_vfmul_vv_{f}(__riscv_vfmul_vv_{f}(p, t, vl), z, vl);
+    p = __riscv_vfmacc_vf_{f}(p, {LN2_LO}, kf, vl);
+    p = __riscv_vfmacc_vf_{f}(p, -0.5f, z, vl);
+    return __riscv_vfmacc_vf_{f}(__riscv_vfadd_vv_{f}(t, p, vl), {LN2_HI}, kf, vl);"""
+    return _helper(f"rvk_vlog_f32m{m}", m, "log on a vector, positive normal inputs", body, {})
+
+
+def softplus_support(m: int) -> Dict[str, str]:
+    f = f"f32m{m}"
+    body = f"""    /* max(x, 0) + log1p(e^-|x|); log1p(t) = log(u) - ((u - 1) - t) / u, u = 1 + t,
+       corrects the rounding of u (and gives t where u rounds to 1) */
+    const vfloat32m{m}_t nx = __riscv_vfmul_vf_{f}(x, -1.0f, vl);
+    const vfloat32m{m}_t t = {exp_name(m)}(__riscv_vfmin_vv_{f}(x, nx, vl), vl);
+    const vfloat32m{m}_t u = __riscv_vfadd_vf_{f}(t, 1.0f, vl);
+    const vfloat32m{m}_t c = __riscv_vfsub_vv_{f}(__riscv_vfsub_vf_{f}(u, 1.0f, vl), t, vl);
+    const vfloat32m{m}_t cu = __riscv_vfdiv_vv_{f}(c, u, vl);
+    const vfloat32m{m}_t l = __riscv_vfsub_vv_{f}(rvk_vlog_f32m{m}(u, vl), cu, vl);
+    return __riscv_vfadd_vv_{f}(__riscv_vfmax_vf_{f}(x, 0.0f, vl), l, vl);"""
+    return _helper(f"rvk_vsoftplus_f32m{m}", m, "softplus on a vector", body,
+                   {**exp_support(m), **log_support(m)})
