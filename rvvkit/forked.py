@@ -26,6 +26,15 @@ def run_many(items: Iterable[Tuple[object, Callable[[], None]]], jobs: int = 1,
     _import_before_fork()
     pending = iter(items)
     running: Dict[int, list] = {}  # read fd -> [key, pid, deadline, data]
+    try:
+        yield from _drive(pending, running, jobs, timeout)
+    finally:  # interrupted (Ctrl-C) or abandoned: end the children still running
+        for rfd, (_, pid, _, _) in running.items():
+            _kill(pid)
+            os.close(rfd)
+
+
+def _drive(pending, running: Dict[int, list], jobs: int, timeout: float):
     while True:
         while len(running) < jobs:
             item = next(pending, None)
@@ -52,10 +61,17 @@ def run_many(items: Iterable[Tuple[object, Callable[[], None]]], jobs: int = 1,
         now = time.monotonic()
         for rfd in [fd for fd, r in running.items() if r[2] < now]:
             key, pid, _, _ = running.pop(rfd)
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            _kill(pid)
             os.close(rfd)
             yield key, False, f"timeout after {timeout:.0f} s"
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # with what it started (qemu, a compiler)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 
 
 def _import_before_fork() -> None:
@@ -78,6 +94,7 @@ def _fork(fn: Callable[[], None]) -> Tuple[int, int]:
         return rfd, pid
     os.close(rfd)  # the child: report "ok" or why not, and never return into the caller
     faulthandler.disable()  # a crash is reported by the parent, as the signal's number
+    os.setpgid(0, 0)  # its own process group, which a timeout ends as a whole
     try:
         fn()
         msg = b"ok"

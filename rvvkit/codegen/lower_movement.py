@@ -115,7 +115,7 @@ def _scatter_nd(n: Node, g: Graph) -> Lowered:
     return idx.scatter_nd(data, ind, n.attrs["reduction"], dt, it)
 
 
-@lowering("ScatterElements")
+@lowering("ScatterElements", "Scatter")
 def _scatter_elements(n: Node, g: Graph) -> Lowered:
     data, ind, dt, it = _data_idx(n, g)
     return idx.scatter_elements(data, ind, n.attrs["axis"], n.attrs["reduction"], dt, it)

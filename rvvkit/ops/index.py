@@ -133,3 +133,7 @@ def _scatter_elements(node, g):
         raise bad(node, f"indices {list(i)} / updates {list(u)} do not fit data {list(x)}")
     node.attrs["axis"] = axis
     return [(x, g.t(node.inputs[0]).dtype)]
+
+
+# Scatter (opsets 9-10) is ScatterElements without reduction
+register("Scatter", _se_eval, dtypes=ANY)(_scatter_elements)

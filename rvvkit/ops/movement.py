@@ -170,9 +170,10 @@ def d2s_view(x, b, mode):
     return (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3)
 
 
-def s2d_view(x, b):
+def s2d_view(x, b, mode="DCR"):
     n, c, h, w = x
-    return (n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4)
+    return (n, c, h // b, b, w // b, b), \
+        (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
 
 
 def _view_eval(node, xs):
@@ -202,9 +203,10 @@ def _d2s(node, g):
 @register("SpaceToDepth", _view_eval, dtypes=ANY)
 def _s2d(node, g):
     (n, c, h, w), b = _d2s_check(node, g)
-    if h % b or w % b:
-        raise bad(node, f"spatial size {h}x{w} is not a multiple of blocksize {b}")
-    node.attrs["_view"] = s2d_view((n, c, h, w), b)
+    mode = node.attrs.get("mode", "DCR")   # (mode: opset 25+)
+    if h % b or w % b or mode not in ("DCR", "CRD"):
+        raise bad(node, f"spatial size {h}x{w}, blocksize {b}, mode {mode!r}")
+    node.attrs["_view"] = s2d_view((n, c, h, w), b, mode)
     node.attrs["_out"] = (n, c * b * b, h // b, w // b)
     return [(node.attrs["_out"], _dtype(node, g))]
 

@@ -15,13 +15,19 @@ from .registry import ANY, bad, const_input, in_shape, register
 
 F = np.float32
 COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
-               "asymmetric", "tf_half_pixel_for_nearest")
+               "asymmetric", "tf_half_pixel_for_nearest", "tf_crop_and_resize")
 NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
 
 
-def _source(coord: str, x: np.ndarray, scale, n_in: int, n_out: int) -> np.ndarray:
+def _source(coord: str, x: np.ndarray, scale, n_in: int, n_out: int, roi=(0.0, 1.0)
+            ) -> np.ndarray:
     """Input coordinate (float32) of output coordinates x along one axis."""
     s = F(scale)
+    if coord == "tf_crop_and_resize":
+        start, end = F(roi[0]), F(roi[1])
+        if n_out == 1:
+            return np.full_like(x, F(0.5) * (start + end) * F(n_in - 1))
+        return start * F(n_in - 1) + x * (end - start) * F(n_in - 1) / F(n_out - 1)
     if coord == "half_pixel":
         return (x + F(0.5)) / s - F(0.5)
     if coord == "half_pixel_symmetric":
@@ -62,7 +68,7 @@ def axis_taps(rz: dict, k: int) -> Tuple[np.ndarray, np.ndarray]:
     """(indices int64 [out, taps], weights float32 [out, taps]) of axis k; taps collapse to
     one when every output reads a single input (identity axes, nearest)."""
     n_in, n_out, scale = rz["in_shape"][k], rz["out_shape"][k], rz["scales"][k]
-    x = _source(rz["coord"], np.arange(n_out, dtype=F), scale, n_in, n_out)
+    x = _source(rz["coord"], np.arange(n_out, dtype=F), scale, n_in, n_out, rz["roi"][k])
     if rz["mode"] == "nearest":
         idx = _nearest(rz["nearest"], x, scale).astype(np.int64)[:, None]
         return np.clip(idx, 0, n_in - 1), np.ones((n_out, 1), F)
@@ -84,6 +90,18 @@ def axis_taps(rz: dict, k: int) -> Tuple[np.ndarray, np.ndarray]:
     return idx, w
 
 
+def axis_valid(rz: dict, k: int):
+    """tf_crop_and_resize: bool [out] of the output coordinates inside the input (the others
+    take the extrapolation value); None when all are."""
+    if rz["coord"] != "tf_crop_and_resize":
+        return None
+    n_in, n_out = rz["in_shape"][k], rz["out_shape"][k]
+    x = _source(rz["coord"], np.arange(n_out, dtype=F), rz["scales"][k], n_in, n_out,
+                rz["roi"][k])
+    ok = (x >= 0) & (x <= F(n_in - 1))
+    return None if ok.all() else ok
+
+
 def _resize_eval(node, xs):
     rz, y = node.attrs["_rz"], xs[0]
     for k in range(y.ndim):
@@ -95,10 +113,38 @@ def _resize_eval(node, xs):
         shape[k] = -1
         y = sum(np.take(y, idx[:, t], axis=k) * w[:, t].reshape(shape)
                 for t in range(idx.shape[1])).astype(y.dtype)
+    for k in range(y.ndim):
+        ok = axis_valid(rz, k)
+        if ok is not None:
+            shape = [1] * y.ndim
+            shape[k] = -1
+            y = np.where(ok.reshape(shape), y, np.asarray(rz["extrapolation"], y.dtype))
     return [y]
 
 
-def _scales_sizes(node, g, x) -> Tuple[List[float], List[int]]:
+def _roi(node, g, x, coord) -> List[Tuple[float, float]]:
+    """(start, end) per axis, as fractions of the input: tf_crop_and_resize's roi input."""
+    r = len(x)
+    out = [(0.0, 1.0)] * r
+    if coord != "tf_crop_and_resize":
+        return out
+    roi = const_input(node, g, 1, "roi")
+    if roi is None:
+        raise bad(node, "tf_crop_and_resize needs roi")
+    axes = [int(v) % r for v in node.attrs.get("axes", range(r))]
+    roi = [float(v) for v in roi.reshape(-1)]
+    if len(roi) != 2 * len(axes):
+        raise bad(node, f"roi of {len(roi)} values for {len(axes)} axes")
+    for j, ax in enumerate(axes):
+        out[ax] = (roi[j], roi[len(axes) + j])
+    return out
+
+
+def _scaled(x, scales, roi) -> List[int]:
+    return [int(math.floor(F(d) * (F(e) - F(b)) * F(s))) for d, s, (b, e) in zip(x, scales, roi)]
+
+
+def _scales_sizes(node, g, x, roi) -> Tuple[List[float], List[int]]:
     a, r = node.attrs, len(x)
     if node.op == "Upsample" and g.opset < 9:
         scales = [float(s) for s in a["scales"]]
@@ -127,7 +173,7 @@ def _scales_sizes(node, g, x) -> Tuple[List[float], List[int]]:
     scales = [1.0] * r
     for ax, s in zip(axes, sc.reshape(-1)):
         scales[ax] = float(s)
-    return scales, [int(math.floor(d * F(s))) for d, s in zip(x, scales)]
+    return scales, _scaled(x, scales, roi)
 
 
 @register("Resize", _resize_eval, dtypes=ANY)
@@ -147,12 +193,14 @@ def _resize(node, g):
     dt = g.t(node.inputs[0]).dtype
     if mode != "nearest" and dt != np.float32:
         raise bad(node, f"{mode} interpolation of {dt} data")
-    scales, sizes = _scales_sizes(node, g, x)
+    roi = _roi(node, g, x, coord)
+    scales, sizes = _scales_sizes(node, g, x, roi)
     if len(sizes) != len(x) or min(sizes, default=1) < 1:
         raise bad(node, f"output shape {sizes} for input {list(x)}")
     a["_rz"] = {"in_shape": tuple(x), "out_shape": tuple(sizes), "mode": mode, "coord": coord,
                 "nearest": nearest, "cubic_a": float(a.get("cubic_coeff_a", -0.75)),
-                "exclude_outside": int(a.get("exclude_outside", 0)), "scales": tuple(scales)}
+                "exclude_outside": int(a.get("exclude_outside", 0)), "scales": tuple(scales),
+                "roi": tuple(roi), "extrapolation": float(a.get("extrapolation_value", 0.0))}
     return [(tuple(sizes), dt)]
 
 

@@ -15,8 +15,10 @@ Node tests feed build-time operands (Reshape's shape, Slice's starts, weights, .
 inputs; the runner binds them as initializers (PARAM_OPERANDS in rvvkit/onnx_conformance.py).
 Each case runs in a forked child, so a crash in generated code fails that case only.
 
+Time: ~1380 cases, 17 min run one at a time on 2 busy cores (CI: `-n auto`); the QEMU/CUDA-
+emulator sample (tests/qemu/test_conformance_sample.py, 160 cases x 3 executors) 15 min.
 Regenerate the lists after adding or fixing operators (runs the suite on rvvkit and
-onnxruntime, ~11 min on 2 busy cores; the host tests below take about as long):
+onnxruntime, 2 cases at a time: ~7 min):
 
     python3 benchmarks/conformance.py --write-lists tests/host/conformance_lists.py
 """

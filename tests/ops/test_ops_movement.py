@@ -204,6 +204,9 @@ RESIZE_CASES = [
      "cubic_coeff_a": -0.5}, (1, 1, 1.5, 2), None),
     ("linear_axes_opset18", 18, (1, 2, 4, 4), {"mode": "linear", "axes": [2, 3]}, None, (6, 3)),
     ("resize10_nearest", 10, (1, 2, 3, 3), {}, (1, 1, 2, 3), None),
+    ("linear_tf_crop_extrapolate", 13, (1, 1, 4, 5), {"mode": "linear",
+     "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 9.0},
+     None, (1, 1, 3, 4)),
 ]
 
 
@@ -218,6 +221,8 @@ def test_resize(case, op_executor):
         ins, inits["sc"] = ["x", "", "sc"], np.asarray(scales, np.float32)
     else:
         ins, inits["sz"] = ["x", "", "", "sz"], i64(*sizes)
+    if "tf_crop" in name:
+        ins[1], inits["roi"] = "roi", np.asarray([0, 0, 0.4, -0.3, 1, 1, 1.2, 0.7], np.float32)
     if opset == 11:   # roi and scales are required inputs in opset 11
         ins[1:3] = ["roi", "sc"]
         inits["roi"] = np.zeros(0, np.float32)

@@ -84,10 +84,11 @@ def test_instancenorm(shape, op_executor):
     _check(op_executor, [n], rand(*shape), {"s": rand(c, seed=1), "b": rand(c, seed=2)}, 13)
 
 
-@pytest.mark.parametrize("axis, p", [(-1, 2), (1, 1)], ids=["l2_last", "l1_mid"])
+@pytest.mark.parametrize("axis, p", [(-1, 2), (-1, 1), (1, 1)],
+                         ids=["l2_last", "l1_last", "l1_mid"])
 def test_lpnorm(axis, p, op_executor):
     _check(op_executor, [node("LpNormalization", ["x"], ["y"], axis=axis, p=p)],
-           rand(3, 5, 7), None, 13)
+           rand(3, 5, 70), None, 13)
 
 
 @pytest.mark.parametrize("axes", [None, [1], [0, 1, 3]], ids=["default", "one", "split"])

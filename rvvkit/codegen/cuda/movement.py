@@ -9,7 +9,7 @@ import math
 
 from ..kernel import Kernel
 from ..kernels.movement import literal, pad_source
-from ..kernels.resize import single_term, table_decls, tables, value_expr
+from ..kernels.resize import extrapolated, single_term, table_decls, tables, value_expr
 from ..loops import collapse, strides_of
 from .elementwise import _coord, gather as gather_idx, per_element
 from .registry import CudaKernel, generator
@@ -148,8 +148,10 @@ def resize(spec: dict, kernel: Kernel) -> CudaKernel:
     decls = table_decls(tabs, prefix, "static __device__ const")
     terms = [single_term(t, prefix, k, f"(long long)c{k}") for k, t in enumerate(tabs)]
     base = " + ".join(t for t in terms if t) or "0"
-    lines = _coords(out) + [f"const long long b = {base};",
-                            f"y[i] = {value_expr(tabs, prefix, lambda k: f'c{k}', 'b', 'x')};"]
+    value = value_expr(tabs, prefix, lambda k: f"c{k}", "b", "x")
+    value = extrapolated(tabs, prefix, lambda k: f"c{k}", value,
+                         literal(spec["extrapolation"], kernel.params[-1].dtype))
+    lines = _coords(out) + [f"const long long b = {base};", f"y[i] = {value};"]
     ck = per_element(kernel.hint, kernel, math.prod(out), "\n".join(lines))
     if decls:
         ck.support = {prefix + "tables": "\n".join(decls), **ck.support}

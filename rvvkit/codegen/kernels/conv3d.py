@@ -165,9 +165,16 @@ def conv_nd_gemm(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilati
 
     kst, xst = strides_of(ws_[2:]), strides_of(xs[2:])
     tap = [f"const long k{d} = kk / {kst[d]} % {ws_[2 + d]};" for d in range(nd)]
-    pos = [f"const long p{d} = b{d} + k{d} * {dilations[d]};" for d in range(nd)]
-    inside = " && ".join(f"p{d} >= 0 && p{d} < {xs[2 + d]}" for d in range(nd))
-    xo = " + ".join(f"p{d} * {xst[d]}" for d in range(nd))
+    # one tap's row: loops over the output axes (no divisions), `inside` carried outwards-in
+    fill = f"*col++ = in{nd - 1} ? xc[{' + '.join(f'p{d} * {xst[d]}' for d in range(nd))}] " \
+        ": 0.0f;"
+    for d in reversed(range(nd)):
+        outer = f"in{d - 1} && " if d else ""
+        fill = f"""for (long o{d} = 0; o{d} < {ys[2 + d]}; ++o{d}) {{
+    const long p{d} = o{d} * {strides[d]} - {pads[d]} + k{d} * {dilations[d]};
+    const int in{d} = {outer}p{d} >= 0 && p{d} < {xs[2 + d]};
+{indent(fill)}
+}}"""
     cols = f"ws + {c.workspace}" if c.workspace else "ws"
     rest = ("b + g * %d, " % mg if bias else "") + \
         (f"r + (n * {m} + g * {mg}) * {yv}, " if residual else "")
@@ -179,10 +186,7 @@ for (long n = 0; n < {n}; ++n) {{
             for (long kk = 0; kk < {kv}; ++kk) {{
 {indent(chr(10).join(tap), 4)}
                 float *__restrict col = cols + (c * {kv} + kk) * {yv};
-                for (long o = 0; o < {yv}; ++o) {{
-{indent(_origin(nd, ys[2:], strides, pads) + chr(10) + chr(10).join(pos), 5)}
-                    col[o] = ({inside}) ? xc[{xo}] : 0.0f;
-                }}
+{indent(fill, 4)}
             }}
         }}
         {c.name}(w + g * {wgrp}, cols, {rest}y + (n * {m} + g * {mg}) * {yv}, \

@@ -22,11 +22,14 @@ MVN_EPS = 1e-9
 
 
 def vsum(out: str, ptr: str, n: int, what: str = "x", mu: str = "mu") -> str:
-    """RVV statements declaring float `out` = sum over ptr[0..n) of x, x*x ("sq") or
-    (x - mu)^2 ("dev"): whole registers accumulate, then one m1 reduction each of the
-    accumulator and of the (mapped) remainder."""
-    dev = f"v = __riscv_vfsub_vf_f32m8(v, {mu}, vl);" if what == "dev" else ""
+    """RVV statements declaring float `out` = sum over ptr[0..n) of x, x*x ("sq"),
+    (x - mu)^2 ("dev") or |x| ("abs"): whole registers accumulate, then one m1 reduction each
+    of the accumulator and of the (mapped) remainder."""
+    dev = {"dev": f"v = __riscv_vfsub_vf_f32m8(v, {mu}, vl);",
+           "abs": "v = __riscv_vfmax_vv_f32m8(v, __riscv_vfrsub_vf_f32m8(v, 0.0f, vl), vl);"
+           }.get(what, "")
     dev = indent(dev, 2) + "\n" if dev else ""
+    what = "x" if what == "abs" else what
     acc = "__riscv_vfadd_vv_f32m8(acc, v, vl)" if what == "x" else \
         "__riscv_vfmacc_vv_f32m8(acc, v, v, vl)"
     tail = "v" if what == "x" else "__riscv_vfmul_vv_f32m8(v, v, vl)"

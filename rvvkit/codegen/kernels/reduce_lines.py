@@ -11,6 +11,7 @@ from typing import List, Tuple
 from ...dtypes import TABLE
 from ..cfmt import indent
 from ..loops import loop
+from ..rvv import guarded, header, vle, vse, vsetvl
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 
 # rows = (outer, n, inner); k = TopK's K or LpNormalization's p; flag = select_last_index
@@ -117,7 +118,25 @@ def lines(fn: str, dtype: str, rows, k: int = 0, flag: int = 0, const_dtype: str
     params = _params(fn, dtype, const_dtype)
     pre = "(void)k;\n" if fn == "TopK" and const_dtype else ""
     code = pre + loop("ln", 0, count, body, "long")
-    return Lowered(Kernel(fn.lower(), tuple(params), indent(code), spec=spec))
+    if fn == "LpNormalization" and rows[2] == 1:
+        code = guarded(_lp_rvv(rows[0], rows[1], k), code)
+    return Lowered(Kernel(fn.lower(), tuple(params), indent(code),
+                          support=header() if "#if" in code else {}, spec=spec))
+
+
+def _lp_rvv(lines: int, n: int, p: int) -> str:
+    """RVV LpNormalization of contiguous rows: a vector norm, then a strip-mined scaling."""
+    from .normalize import vsum
+    norm = "s" if p == 1 else "sqrtf(s)"
+    return loop("ln", 0, lines, f"""const float *__restrict xp = x + ln * {n};
+float *__restrict yp = y + ln * {n};
+{vsum("s", "xp", n, "abs" if p == 1 else "sq")}
+const float r = 1.0f / {norm};
+for (size_t k = 0; k < {n};) {{
+    const size_t vl = {vsetvl(8, f"{n} - k")};
+    {vse(8, "yp + k", f"__riscv_vfmul_vf_f32m8({vle(8, 'xp + k')}, r, vl)")}
+    k += vl;
+}}""", "long")
 
 
 def cumsum(dtype: str, rows, exclusive: bool, reverse: bool, axis_dtype: str) -> Lowered:

@@ -12,13 +12,14 @@ from typing import List, Optional
 
 import numpy as np
 
-from ...ops.resize import axis_taps
+from ...ops.resize import axis_taps, axis_valid
 from ..cfmt import flt, ilist, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import strides_of
+from .movement import literal
 
 RZ_KEYS = ("in_shape", "out_shape", "mode", "coord", "nearest", "cubic_a", "exclude_outside",
-           "scales")
+           "scales", "roi", "extrapolation")
 declare_spec("resize", RZ_KEYS)
 
 
@@ -29,6 +30,7 @@ class AxisTable:
     offsets: Optional[np.ndarray]   # [n_out * taps] element offsets; None: identity axis
     weights: Optional[np.ndarray]   # [n_out * taps]; None when taps == 1
     stride: int
+    valid: Optional[np.ndarray] = None   # tf_crop_and_resize: outputs inside the input
 
 
 def tables(rz: dict) -> List[AxisTable]:
@@ -39,7 +41,7 @@ def tables(rz: dict) -> List[AxisTable]:
         ident = taps == 1 and n_out == rz["in_shape"][k] and np.array_equal(idx[:, 0],
                                                                            np.arange(n_out))
         out.append(AxisTable(n_out, taps, None if ident else (idx * st).reshape(-1),
-                             None if taps == 1 else w.reshape(-1), st))
+                             None if taps == 1 else w.reshape(-1), st, axis_valid(rz, k)))
     return out
 
 
@@ -53,7 +55,16 @@ def table_decls(tabs: List[AxisTable], prefix: str, qual: str) -> List[str]:
         if t.weights is not None:
             lines.append(f"{qual} float {prefix}w{k}[{t.weights.size}] = "
                          f"{{{', '.join(flt(v) for v in t.weights)}}};")
+        if t.valid is not None:
+            lines.append(f"{qual} uint8_t {prefix}v{k}[{t.valid.size}] = "
+                         f"{{{ilist(t.valid)}}};")
     return lines
+
+
+def extrapolated(tabs: List[AxisTable], prefix: str, coord, expr: str, value: str) -> str:
+    """`expr`, or `value` where an axis's coordinate lies outside the input."""
+    checks = [f"{prefix}v{k}[{coord(k)}]" for k, t in enumerate(tabs) if t.valid is not None]
+    return f"({' && '.join(checks)}) ? ({expr}) : {value}" if checks else expr
 
 
 def value_expr(tabs: List[AxisTable], prefix: str, coord, base: str, x: str) -> str:
@@ -97,7 +108,9 @@ def resize(rz: dict, dtype: str) -> Lowered:
             cur = f"{prev} + {term}" if prev != "0" else term
             loops.append("    " * depth + f"const long b{k} = {cur};")
             prev = f"b{k}"
-    val = value_expr(tabs, "rz_", lambda k: coord[k], prev, "x")
+    val = extrapolated(tabs, "rz_", lambda k: coord[k],
+                       value_expr(tabs, "rz_", lambda k: coord[k], prev, "x"),
+                       literal(rz["extrapolation"], dtype))
     loops.append("    " * depth + f"y[at++] = {indent(val, depth).strip()};")
     loops += ["    " * k + "}" for k in range(depth - 1, -1, -1)]
     body = indent("\n".join(lines + loops))

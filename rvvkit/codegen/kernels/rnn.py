@@ -41,12 +41,12 @@ def act_c(act: Tuple[str, float, float], v: str) -> str:
 DOT = {"hd_rvk_dot": """static RVK_HD inline float rvk_dot(const float *__restrict a,
                                      const float *__restrict b, long n) {
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    long i = 0;
-    for (; i + 8 <= n; i += 8) {
+    const long n8 = n - n % 8;
+    for (long i = 0; i < n8; i += 8) {
         for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
     }
     float s = 0.0f;
-    for (; i < n; ++i) s += a[i] * b[i];
+    for (long i = n8; i < n; ++i) s += a[i] * b[i];
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + s;
 }"""}
 

@@ -17,12 +17,22 @@ from __future__ import annotations
 
 from typing import Dict
 
+import numpy as np
+
 from ..rvv import GUARD
 
-LN2_HI, LN2_LO = "0.693359375f", "-2.12194440e-4f"
+
+def flt(c: float) -> str:
+    """The shortest C literal of c's float32 value, in scientific notation (the constants are
+    small: positional notation would spell long runs of zeros)."""
+    text = np.format_float_scientific(np.float32(c), unique=True, trim="-")
+    return f"({text}f)" if text.startswith("-") else f"{text}f"
+
+# constants as the shortest C literals of their float32 values
+LN2_HI, LN2_LO = flt(0.693359375), flt(-2.12194440e-4)
 # e^r - 1 - r = r^2 (c0 + c1 r + ... + c5 r^5), highest degree first
-POLY = ("1.9875691500e-4f", "1.3981999507e-3f", "8.3334519073e-3f", "4.1665795894e-2f",
-        "1.6666665459e-1f", "5.0000001201e-1f")
+POLY = tuple(flt(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                              4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1))
 
 
 def _reduce(m: int, lo: str, hi: str) -> str:
@@ -122,9 +132,9 @@ def mish_support(m: int) -> Dict[str, str]:
 
 
 # log(1 + f) - f + f^2 / 2 = f^3 Q(f) on [sqrt(1/2) - 1, sqrt(2) - 1], highest degree first
-LOG_POLY = ("7.0376836292e-2f", "-1.1514610310e-1f", "1.1676998740e-1f", "-1.2420140846e-1f",
-            "1.4249322787e-1f", "-1.6668057665e-1f", "2.0000714765e-1f", "-2.4999993993e-1f",
-            "3.3333331174e-1f")
+LOG_POLY = tuple(flt(c) for c in (
+    7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+    -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1))
 
 
 def log_support(m: int) -> Dict[str, str]:
