@@ -113,7 +113,8 @@ def _cast(node, g):
     return [(in_shape(node, g, 0), ONNX_DTYPES[to])]
 
 
-@register("CastLike", lambda node, xs: [cast_value(xs[0], xs[1].dtype)], dtypes=ANY)
+@register("CastLike", lambda node, xs: [cast_value(xs[0], xs[1].dtype)], dtypes=ANY,
+          value_inputs=(0,))   # input 1 only lends its dtype
 def _cast_like(node, g):
     if len(node.inputs) != 2:
         raise bad(node, "expects two inputs (input, target_type)")

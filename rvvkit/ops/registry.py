@@ -33,6 +33,9 @@ class OpDef:
     # evaluate() reads only its inputs' shapes and dtypes (Shape): it folds even when the
     # inputs are run-time tensors, since their shapes are static.
     shape_only: bool = False
+    # the inputs whose values evaluate() reads when not all of them are needed (CastLike reads
+    # input 0's values and only input 1's dtype): it folds once these are constants
+    value_inputs: Optional[Tuple[int, ...]] = None
     # its kernel can apply an activation in its epilogue (passes/fuse.py fuses one into it)
     act_epilogue: bool = False
     # why no kernel is ever needed (folded at build time, rewritten by a pass); "" = lowered
@@ -62,10 +65,11 @@ ANY = ("any",)   # OpDef.dtypes of ops whose kernel is specialised on any dtype
 
 def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = False, *,
              act_epilogue: bool = False, without_kernel: str = "",
-             dtypes: Tuple[str, ...] = ("float32",)):
+             dtypes: Tuple[str, ...] = ("float32",),
+             value_inputs: Optional[Tuple[int, ...]] = None):
     def deco(infer: InferFn) -> InferFn:
-        REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, act_epilogue, without_kernel,
-                             tuple(dtypes))
+        REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, value_inputs, act_epilogue,
+                             without_kernel, tuple(dtypes))
         return infer
     return deco
 

@@ -163,6 +163,12 @@ def _shape(node, g):
     return [(_shape_value(node, in_shape(node, g, 0)).shape, np.dtype(np.int64))]
 
 
+@register("Size", lambda node, xs: [np.asarray(xs[0].size, np.int64)], shape_only=True,
+          without_kernel=FOLD_ONLY)
+def _size(node, g):
+    return [((), np.dtype(np.int64))]
+
+
 # Gather: ops/index.py (run-time indices, folds when constant)
 
 

@@ -14,7 +14,9 @@ def try_fold(g: Graph, node: Node) -> bool:
     op = REGISTRY[node.op]
     if op.evaluate is None:
         return False
-    if not op.shape_only and not all(g.is_const(i) for i in node.inputs if i):
+    needed = [i for k, i in enumerate(node.inputs)
+              if i and (op.value_inputs is None or k in op.value_inputs)]
+    if not op.shape_only and not all(g.is_const(i) for i in needed):
         return False
     if not node.inputs and node.op not in ("Constant",):
         return False
