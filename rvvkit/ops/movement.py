@@ -26,7 +26,9 @@ def _dtype(node, g, i=0):
 # -- Slice -----------------------------------------------------------------------------------
 
 def _slice_eval(node, xs):
-    return [xs[0][tuple(slice(*s) for s in node.attrs["_slices"])]]
+    # the triples are range() arguments; as a slice, a negative stop (a reversed slice that
+    # runs to the start) would count from the end, so it becomes None
+    return [xs[0][tuple(slice(a, None if b < 0 else b, c) for a, b, c in node.attrs["_slices"])]]
 
 
 @register("Slice", _slice_eval, dtypes=ANY)

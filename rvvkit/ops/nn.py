@@ -218,7 +218,32 @@ def conv_macs(x, w, y):
     return int(math.prod(y) * math.prod(w[1:]))
 
 
-@register("ConvTranspose")
+def _conv_transpose_eval(node, xs):
+    """numpy ConvTranspose (folding of constant inputs): per kernel tap, the input times that
+    tap's weights added at stride `strides` into an uncropped buffer, then the crop."""
+    x, w = np.asarray(xs[0], np.float64), np.asarray(xs[1], np.float64)
+    a = node.attrs
+    nd, group = x.ndim - 2, a["group"]
+    st, dil, pads, out = a["strides"], a["dilations"], a["pads"], a["out_spatial"]
+    full = [max((x.shape[2 + d] - 1) * st[d] + (w.shape[2 + d] - 1) * dil[d] + 1,
+                pads[d] + out[d]) for d in range(nd)]
+    cg, mg = x.shape[1] // group, w.shape[1]
+    buf = np.zeros((x.shape[0], mg * group, *full))
+    for tap in np.ndindex(*w.shape[2:]):
+        at = tuple(slice(t * dil[d], t * dil[d] + (x.shape[2 + d] - 1) * st[d] + 1, st[d])
+                   for d, t in enumerate(tap))
+        for gi in range(group):
+            part = np.einsum("nc...,cm->nm...", x[:, gi * cg:(gi + 1) * cg],
+                             w[(slice(gi * cg, (gi + 1) * cg), slice(None)) + tap])
+            buf[(slice(None), slice(gi * mg, (gi + 1) * mg)) + at] += part
+    y = buf[(slice(None), slice(None)) + tuple(slice(pads[d], pads[d] + out[d])
+                                               for d in range(nd))]
+    if len(xs) > 2 and xs[2] is not None:
+        y = y + np.asarray(xs[2], np.float64).reshape((1, -1) + (1,) * nd)
+    return [y.astype(np.float32)]
+
+
+@register("ConvTranspose", _conv_transpose_eval)
 def _conv_transpose(node, g):
     """Canonical attrs: strides, dilations, pads (begins..., ends...), output_padding, group."""
     x, w = in_shape(node, g, 0), in_shape(node, g, 1)
@@ -246,6 +271,8 @@ def _conv_transpose(node, g):
         raise bad(node, f"strides/dilations/output_padding/pads do not describe {nd}-D")
     full = [st[d] * (x[2 + d] - 1) + opad[d] + (kernel[d] - 1) * dil[d] + 1 for d in range(nd)]
     want = a.get("output_shape")
+    if "out_spatial" in a:   # canonical already (inference may run again)
+        return [((x[0], m) + tuple(a["out_spatial"]), F32)]
     if want is None and auto in ("SAME_UPPER", "SAME_LOWER"):
         want = [x[2 + d] * st[d] for d in range(nd)]
     if want is not None:
@@ -259,6 +286,6 @@ def _conv_transpose(node, g):
     if min(out) < 1:
         raise bad(node, f"output spatial shape {list(out)} is empty")
     a.update(strides=st, dilations=dil, output_padding=opad, pads=tuple(pads), group=group,
-             auto_pad="NOTSET")
+             auto_pad="NOTSET", out_spatial=out)
     a.pop("output_shape", None)
     return [((x[0], m) + out, F32)]

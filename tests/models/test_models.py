@@ -42,9 +42,7 @@ SCALE_ATOL = 1e-5     # atol = max(ATOL, SCALE_ATOL * max|ref|)
 MAX_REL = 1e-3        # max|diff| / max|ref|
 
 # model -> the operator types rvvkit's build error names (recompute: see the docstring).
-KNOWN_UNSUPPORTED: Dict[str, Set[str]] = {
-    'swin_legacy': {'Slice'},
-}
+KNOWN_UNSUPPORTED: Dict[str, Set[str]] = {}
 
 # model -> why: builds but does not match yet (strict xfail: fixing it fails the test).
 KNOWN_WRONG: Dict[str, str] = {

@@ -206,3 +206,16 @@ def test_attention(qs, ks, vs, attrs, mask, op_executor):
     names = ["q", "k", "v"] + (["m"] if mask is not None else [])
     m = make_model([node("Attention", names, ["y"], **attrs)], ins, ["y"], opset=23)
     assert_matches(m, feeds, on=op_executor)
+
+
+def test_conv_transpose_on_constants_folds(op_executor):
+    """A ConvTranspose whose inputs are all initializers is evaluated at build time (numpy)."""
+    import rvvkit
+    inits = {"c": rand(1, 4, 3, 2, seed=3), "w": rand(4, 1, 3, 2, seed=1), "b": rand(2, seed=2)}
+    nodes = [node("ConvTranspose", ["c", "w", "b"], ["k"], group=2, strides=[2, 1],
+                  pads=[1, 0, 0, 1], output_padding=[1, 0]),
+             node("Add", ["x", "k"], ["y"])]
+    m = make_model(nodes, [("x", (1, 2, 7, 2))], ["y"], inits)
+    art = rvvkit.build(m)
+    assert [s["op"] for s in art.meta["plan"]] == ["Add"]
+    assert_matches(m, {"x": rand(1, 2, 7, 2)}, artifact=art, on=op_executor)
