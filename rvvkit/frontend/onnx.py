@@ -177,14 +177,16 @@ def _add_node(g: Graph, pn, i: int, found: Findings) -> None:
     """Infer the outputs of node proto `pn` (ops read the opset from g.opset) and fold or
     append it; a problem is recorded and leaves the node's outputs lost."""
     outputs = list(pn.output)
-    if any(x in found.lost for x in pn.input if x):
-        found.lost.update(o for o in outputs if o)
-        return
+    # an unknown op is reported even downstream of another problem: the error lists every
+    # operator the model needs and rvvkit lacks
     unknown_op = _op_problem(pn)
     if unknown_op:
         where = pn.name or f"#{i}"
         found.add(unknown_op, where, f"{unknown_op} node {where!r}: unsupported operator",
                   outputs)
+        return
+    if any(x in found.lost for x in pn.input if x):
+        found.lost.update(o for o in outputs if o)
         return
     node = Node(pn.op_type, pn.name or f"{pn.op_type}_{i}", list(pn.input), outputs,
                 _attrs(pn))

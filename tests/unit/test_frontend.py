@@ -28,8 +28,9 @@ def test_every_unsupported_operator_listed_at_once():
     err = info.value
     assert isinstance(err, ModelError) and isinstance(err, RvvkitError)
     assert err.op_types == ["MadeUpOpA", "MadeUpOpB"]
-    # second_a reads only_b's output: its problem is upstream, so it is not reported
-    assert sorted(err.ops) == [("MadeUpOpA", "first_a"), ("MadeUpOpB", "only_b")]
+    # second_a reads only_b's output: it is unsupported in its own right, so it is listed too
+    assert sorted(err.ops) == [("MadeUpOpA", "first_a"), ("MadeUpOpA", "second_a"),
+                               ("MadeUpOpB", "only_b")]
     msg = str(err)
     for word in ("MadeUpOpA", "MadeUpOpB", "first_a", "only_b"):
         assert word in msg

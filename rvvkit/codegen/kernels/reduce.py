@@ -109,7 +109,9 @@ def _terms(fn: str, dtype: str, n: int) -> Form:
     f = FORMS[fn]
     hi, lo = _LIMITS[dtype]
     init = {"MIN": lo, "MAX": hi}.get(f.init, f.init + (".0f" if dtype == "float32" else ""))
-    return Form(init, f.step, f.post.replace("NINV", flt(1.0 / n)), f.vacc, f.vred)
+    # the mean of an empty set is 0/0 (NaN, as onnxruntime gives)
+    ninv = flt(1.0 / n) if n else "NAN"
+    return Form(init, f.step, f.post.replace("NINV", ninv), f.vacc, f.vred)
 
 
 def _rows(fn, ty, f, outer, r) -> str:
