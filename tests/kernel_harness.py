@@ -25,13 +25,15 @@ import cffi
 import numpy as np
 import pytest
 
+from rvvkit.codegen.c import KERNEL_PRELUDE
+from rvvkit.codegen.cuda.render import KERNEL_PRELUDE as CUDA_KERNEL_PRELUDE
+
 # ----------------------------------------------------------------------- translation units
 
-C_HDR = """#include <math.h>
-#include <stddef.h>
-#include <stdio.h>
+# What the generated units put before their kernels (rvvkit.codegen.c / .cuda.render), plus
+# what the harness's own drivers need.
+C_HDR = KERNEL_PRELUDE + """#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #ifdef __cplusplus
 #define RVK_API extern "C"
 #else
@@ -43,9 +45,8 @@ CUDA_HDR = """#if defined(__CUDACC__)
 #include <cuda_runtime.h>
 #define RVK_LAUNCH(kern, grid, block, args) kern<<<(grid), (block)>>> args
 #endif
-#include <math.h>
 #define RVK_API extern "C" __attribute__((visibility("default")))
-"""
+""" + CUDA_KERNEL_PRELUDE
 
 
 def translation_unit(header: str, kernels: Sequence, support_of=None, body_of=None) -> str:

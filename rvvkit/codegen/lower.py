@@ -185,5 +185,7 @@ def lower(n: Node, g: Graph) -> Optional[Lowered]:
 # The lowerings of the other op families attach themselves on import (after the helpers above,
 # which they may use).
 from . import lower_logic, lower_movement, lower_reduce, lower_sequence  # noqa: E402,F401
+from . import lower_extra  # noqa: E402,F401
+from . import lower_grid  # noqa: E402,F401
 
 __all__ = ["lower", "is_alias", "kernel_inputs", "check_lowerable", "unlowerable"]

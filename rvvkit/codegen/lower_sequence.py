@@ -83,11 +83,15 @@ def _einsum(n: Node, g: Graph) -> Lowered:
 @lowering("Attention")
 def _attention(n: Node, g: Graph) -> Lowered:
     a = n.attrs
-    mask = n.inputs[3] if len(n.inputs) > 3 else ""
-    mshape = tuple(_shape(g, mask)) if mask else None
-    mdtype = g.t(mask).dtype.name if mask else None
-    sq, skv = a["dims"][3:5]
+    ins = list(n.inputs) + [""] * 7
+    outs = list(n.outputs) + [""] * 4
+    mask = ins[3]
+    cfg = attk.Attn(dims=a["dims"], rank=len(_shape(g, ins[0])), scale=a["scale_val"],
+                    softcap=a["softcap"], is_causal=bool(a["is_causal"]),
+                    mask_shape=tuple(_shape(g, mask)) if mask else None,
+                    mask_dtype=g.t(mask).dtype.name if mask else None, past=a["past"],
+                    present=bool(outs[1]), window=tuple(a["window"]), nonpad=bool(ins[6]),
+                    qk_mode=a["qk_mode"] if outs[3] else -1)
+    sq, total = a["dims"][3:5]
     # GEMM form unless one head's score matrix would be a huge workspace (> 64 MiB)
-    fn = attk.attention_gemm if sq * skv <= (16 << 20) else attk.attention
-    return fn(a["dims"], len(_shape(g, n.inputs[0])), a["scale_val"], a["softcap"],
-              bool(a["is_causal"]), mshape, mdtype)
+    return attk.attention_gemm(cfg) if sq * total <= (16 << 20) else attk.attention(cfg)

@@ -3,6 +3,8 @@ rvvkit.codegen.lower attaches the C lowerings to the same entries."""
 from . import (activations, activations_math, arith, elementwise, logic,  # noqa: F401
                movement, nn, norm, reduce, sequence, shape)  # (registration side effects)
 from . import activations_modern  # noqa: F401,E402  (HardSwish, Gelu, SiLU... rows)
+from . import grid  # noqa: F401,E402  (GridSample)
+from . import pool_extra, transformer_extra  # noqa: F401,E402  (LpPool, Det, SwiGLU, RoPE)
 from .registry import REGISTRY, OpDef
 
 __all__ = ["REGISTRY", "OpDef"]

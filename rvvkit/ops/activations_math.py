@@ -137,6 +137,13 @@ ROWS = (
         numpy=lambda x, a: np.where(x > a, x, 0),
         c=lambda v, a: f"({v} > {lit(a)} ? {v} : 0.0f)",
         of_node=lambda n: Act("thresholded_relu", (float(n.attrs.get("alpha", 1.0)),))),
+    ActivationDef(   # x - bias above lambd, x + bias below -lambd, 0 between (no vector form)
+        "shrink", ("Shrink",),
+        numpy=lambda x, b, lam: np.where(x < -lam, x + b, np.where(x > lam, x - b, 0)),
+        c=lambda v, b, lam: (f"({v} < {lit(-lam)} ? {v} + {lit(b)} : "
+                             f"({v} > {lit(lam)} ? {v} - {lit(b)} : 0.0f))"),
+        of_node=lambda n: Act("shrink", (float(n.attrs.get("bias", 0.0)),
+                                         float(n.attrs.get("lambd", 0.5))))),
 )
 
 for _row in ROWS:

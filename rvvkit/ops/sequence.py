@@ -1,6 +1,7 @@
-"""Recurrent layers (RNN, GRU, LSTM), Einsum and Attention (ai.onnx opset 23): shape rules with
-canonical attributes (direction count, hidden size, activations with their parameters,
-einsum terms, attention heads and scale) so lowerings never re-derive them."""
+"""Recurrent layers (RNN, GRU, LSTM), Einsum and Attention (ai.onnx opsets 23-25, with KV
+cache, qk_matmul_output, nonpad_kv_seqlen and sliding window): shape rules with canonical
+attributes (direction count, hidden size, activations with their parameters, einsum terms,
+attention heads, scale, past length, window) so lowerings never re-derive them."""
 from __future__ import annotations
 
 import math
@@ -145,19 +146,12 @@ def _einsum(node, g):
 
 
 # ---------------------------------------------------------------------------------------------
-# Attention (opset 23)
+# Attention (opsets 23-25)
 
-@register("Attention", dtypes=("float32", "bool"))
-def _attention(node, g):
+def _attention_heads(node, g, q, k, v):
+    """(B, Hq, Hkv, Sq, Skv, D, Dv) of Q, K, V, whichever layout (4-D, or 3-D with heads
+    packed in the last axis)."""
     a = node.attrs
-    q, k, v = (in_shape(node, g, i) for i in range(3))
-    if opt_input(node, 4) or opt_input(node, 5):
-        raise bad(node, "past_key/past_value (KV cache) are not supported")
-    if len(node.inputs) > 6 and node.inputs[6]:
-        raise bad(node, "nonpad_kv_seqlen is not supported")
-    if any(o for o in node.outputs[1:]):
-        raise bad(node, "only output Y is supported (not present_key/present_value/"
-                        "qk_matmul_output)")
     if not len(q) == len(k) == len(v) or len(q) not in (3, 4):
         raise bad(node, f"Q {list(q)}, K {list(k)}, V {list(v)}: all 3-D or all 4-D expected")
     if len(q) == 4:
@@ -177,17 +171,59 @@ def _attention(node, g):
         d, dk, dv = q[2] // hq, k[2] // hk, v[2] // hk
     if dk != d or k[0] != b or hq % hk:
         raise bad(node, f"Q {list(q)} and K {list(k)}: head sizes / heads incompatible")
+    return b, hq, hk, sq, skv, d, dv
+
+
+def _attention_cache(node, g, b, hk, d, dv):
+    """Length of the past key/value cache (0: none); present_key/present_value (KV cache
+    update inside the op) are written whenever named, past or not."""
+    pk, pv = opt_input(node, 4), opt_input(node, 5)
+    outs = list(node.outputs) + [""] * 4
+    if bool(pk) != bool(pv) or bool(outs[1]) != bool(outs[2]):
+        raise bad(node, "past_key/past_value, and present_key/present_value, come in pairs")
+    if pk and not outs[1]:
+        raise bad(node, "past_key/past_value without present_key/present_value outputs")
+    if not pk:
+        return 0
+    if opt_input(node, 6):
+        raise bad(node, "nonpad_kv_seqlen cannot be combined with past_key/past_value")
+    ks, vs = in_shape(node, g, 4), in_shape(node, g, 5)
+    if len(ks) != 4 or ks[:2] != (b, hk) or ks[3] != d or vs != (b, hk, ks[2], dv):
+        raise bad(node, f"past_key {list(ks)} / past_value {list(vs)} do not match "
+                        f"[{b}, {hk}, past, {d} / {dv}]")
+    return ks[2]
+
+
+@register("Attention", dtypes=("float32", "bool", "int64"))
+def _attention(node, g):
+    a = node.attrs
+    q, k, v = (in_shape(node, g, i) for i in range(3))
+    b, hq, hk, sq, skv, d, dv = _attention_heads(node, g, q, k, v)
+    past = _attention_cache(node, g, b, hk, d, dv)
+    total = past + skv
     mask = opt_input(node, 3)
-    if mask:
+    if mask:   # the key axis may be shorter than the keys: the rest is masked
         ms = in_shape(node, g, 3)
-        if ms[-1] != skv or broadcast_shapes(node, [ms, (b, hq, sq, skv)]) != (b, hq, sq, skv):
-            raise bad(node, f"attn_mask {list(ms)} does not broadcast to {[b, hq, sq, skv]}")
-    if int(a.get("qk_matmul_output_mode", 0)):
-        raise bad(node, "qk_matmul_output_mode != 0 is not supported")
+        if not 1 <= len(ms) <= 4 or ms[-1] > total or broadcast_shapes(
+                node, [ms, (b, hq, sq, ms[-1])]) != (b, hq, sq, ms[-1]):
+            raise bad(node, f"attn_mask {list(ms)} does not broadcast to {[b, hq, sq, total]}")
+    nonpad = opt_input(node, 6)
+    if nonpad and (in_shape(node, g, 6) != (b,) or g.t(nonpad).dtype != np.int64):
+        raise bad(node, f"nonpad_kv_seqlen must be int64 of shape [{b}]")
+    mode = int(a.get("qk_matmul_output_mode", 0))
+    if mode not in (0, 1, 2, 3):
+        raise bad(node, f"qk_matmul_output_mode {mode} unknown")
+    if int(a.get("softmax_precision", 1)) not in (1, 11):   # float32 (double: as float32)
+        raise bad(node, "softmax_precision other than float/double is not supported")
+    window = (int(a.get("left_window_size", -1)), int(a.get("right_window_size", -1)))
+    if min(window) < -1:
+        raise bad(node, f"window sizes {list(window)}: -1 or more expected")
     scale = a.get("scale")
     a["scale_val"] = float(scale) if scale is not None else 1.0 / math.sqrt(d)
     a["softcap"] = float(a.get("softcap", 0.0))
     a["is_causal"] = int(a.get("is_causal", 0))
-    a["dims"] = (b, hq, hk, sq, skv, d, dv)
+    a["dims"] = (b, hq, hk, sq, total, d, dv)
+    a["past"], a["window"], a["qk_mode"] = past, window, mode
     y = (b, hq, sq, dv) if len(q) == 4 else (b, sq, hq * dv)
-    return [(y, F32)]
+    return [(y, F32), ((b, hk, total, d), F32), ((b, hk, total, dv), F32),
+            ((b, hq, sq, total), F32)]

@@ -68,7 +68,8 @@ def _sequence_model() -> onnx.ModelProto:
         return rng.standard_normal(s).astype(np.float32)
     arrays = {"w1": r(4, 2, 3), "wt": r(4, 2, 4), "wl": r(1, 16, 8), "rl": r(1, 16, 4),
               "bl": r(1, 32), "wg": r(2, 12, 4), "rg": r(2, 12, 4), "wr": r(1, 4, 4),
-              "rr": r(1, 4, 4), "w3": r(2, 1, 2, 2, 2), "sl": np.array([6], np.int32)}
+              "rr": r(1, 4, 4), "w3": r(2, 1, 2, 2, 2), "sl": np.array([6], np.int32),
+              "pk": r(1, 2, 3, 4), "pv": r(1, 2, 3, 4)}
     inits = [onnx.numpy_helper.from_array(a, n) for n, a in arrays.items()]
     node = helper.make_node
     nodes = [
@@ -85,11 +86,13 @@ def _sequence_model() -> onnx.ModelProto:
         node("Einsum", ["yl", "yl"], ["e1"], equation="tdbh,udbh->dbtu"),
         node("Einsum", ["e1"], ["e2"], equation="dbtu->ut"),
         node("Attention", ["q", "q", "q"], ["att"], is_causal=1, softcap=3.0),
+        node("Attention", ["q", "q", "q", "", "pk", "pv"], ["att2", "pk2", "pv2", "qk2"],
+             is_causal=1, qk_matmul_output_mode=3),   # KV cache
         node("Conv", ["v", "w3"], ["v1"], pads=[1, 1, 1, 1, 1, 1]),
         node("AveragePool", ["v1"], ["v2"], kernel_shape=[2, 2, 2], count_include_pad=1,
              pads=[1, 0, 0, 0, 1, 1]),
     ]
-    outs = ["a1", "hl", "cl", "yg", "hg", "yr", "e2", "att", "v2"]
+    outs = ["a1", "hl", "cl", "yg", "hg", "yr", "e2", "att", "v2", "att2", "pk2", "pv2", "qk2"]
     graph = helper.make_graph(
         nodes, "sequence",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 12]),
@@ -218,13 +221,68 @@ def _movement_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
+def _extra_model() -> onnx.ModelProto:
+    """LpPool (1-D, 2-D, 3-D; p = 1, 2, 3), Shrink, Det, SwiGLU, RotaryEmbedding."""
+    node = helper.make_node
+    r = np.random.default_rng(0)
+    arrays = {"cos": r.standard_normal((9, 3)).astype(np.float32),
+              "sin": r.standard_normal((9, 3)).astype(np.float32)}
+    inits = [onnx.numpy_helper.from_array(a, n) for n, a in arrays.items()]
+    nodes = [
+        node("LpPool", ["x"], ["l2"], kernel_shape=[3, 2], pads=[1, 0, 1, 1], p=2),
+        node("LpPool", ["x"], ["l3"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1, p=3),
+        node("LpPool", ["v"], ["l1"], kernel_shape=[2, 2, 2], p=1),
+        node("LpPool", ["s"], ["ls"], kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER"),
+        node("Shrink", ["l2"], ["sh"], bias=0.5, lambd=0.5),
+        node("Det", ["x"], ["d"]),
+        node("SwiGLU", ["x", "x"], ["sw"]),
+        node("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["rq"], interleaved=1,
+             rotary_embedding_dim=6),
+    ]
+    outs = ["l3", "l1", "ls", "sh", "d", "sw", "rq"]
+    graph = helper.make_graph(
+        nodes, "extra",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 5]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 2, 3, 4, 5]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 2, 9]),
+         helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 4, 8]),
+         helper.make_tensor_value_info("pos", TensorProto.INT64, [1, 4])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)], ir_version=11)
+
+
+def _grid_model() -> onnx.ModelProto:
+    """GridSample: 2-D and 3-D, each mode and padding, run-time and constant grids."""
+    node = helper.make_node
+    gc = np.random.default_rng(0).uniform(-1.3, 1.3, (1, 3, 4, 2)).astype(np.float32)
+    nodes = [
+        node("GridSample", ["x", "g"], ["y1"], mode="linear", padding_mode="zeros"),
+        node("GridSample", ["x", "gc"], ["y2"], mode="cubic", padding_mode="reflection",
+             align_corners=1),
+        node("GridSample", ["x", "g"], ["y3"], mode="nearest", padding_mode="border"),
+        node("GridSample", ["v", "g3"], ["y4"], mode="linear", padding_mode="reflection"),
+        node("GridSample", ["v", "g3"], ["y5"], mode="cubic", padding_mode="border"),
+        node("GridSample", ["v", "g3"], ["y6"], mode="nearest", padding_mode="zeros"),
+    ]
+    graph = helper.make_graph(
+        nodes, "grid",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5]),
+         helper.make_tensor_value_info("g", TensorProto.FLOAT, [1, 3, 4, 2]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 2, 3, 4, 5]),
+         helper.make_tensor_value_info("g3", TensorProto.FLOAT, [1, 2, 2, 3, 3])],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(1, 7)],
+        [onnx.numpy_helper.from_array(gc, "gc")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("src")
     out = {}
     for name, model in (("mixed", _mixed_model()), ("shufflenet", light_model("shufflenet")),
                         ("sequence", _sequence_model()), ("math", _math_model()),
-                        ("reduce", _reduce_model()), ("movement", _movement_model())):
+                        ("reduce", _reduce_model()), ("movement", _movement_model()),
+                        ("extra", _extra_model()), ("grid", _grid_model())):
         path = d / f"{name}.c"
         path.write_text(rvvkit.build(model).c_source)
         out[name] = path
@@ -232,7 +290,7 @@ def sources(tmp_path_factory):
 
 
 @pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
-                                   "movement"])
+                                   "movement", "extra", "grid"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

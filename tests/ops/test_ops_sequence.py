@@ -1,4 +1,5 @@
-"""Operator cases: ConvTranspose, MatMul broadcasting forms, Einsum, RNN/GRU/LSTM, Attention.
+"""Operator cases: ConvTranspose, MatMul broadcasting forms, Einsum, RNN/GRU/LSTM, Attention
+(with KV cache, qk_matmul_output, nonpad_kv_seqlen, sliding window).
 
 Each case is a tiny model run on every executor of the sample (`op_executor`: host, QEMU at
 two VLENs, the CUDA emulator) and compared with onnxruntime. Shapes are awkward on purpose."""
@@ -205,6 +206,79 @@ def test_attention(qs, ks, vs, attrs, mask, op_executor):
         feeds["m"] = mv
     names = ["q", "k", "v"] + (["m"] if mask is not None else [])
     m = make_model([node("Attention", names, ["y"], **attrs)], ins, ["y"], opset=23)
+    assert_matches(m, feeds, on=op_executor)
+
+
+# KV cache (past_key/past_value -> present_key/present_value), qk_matmul_output (modes 0-3),
+# nonpad_kv_seqlen and the sliding window (opset 25). Outputs: y, present k, v, qk ("-": none).
+ATTENTION_EXTRA_CASES = [
+    # id, q, k, v shapes, past length, attrs, mask (shape, dtype) or None, outputs, opset,
+    # nonpad_kv_seqlen or None
+    ("kv_4d_gqa_causal", (1, 4, 3, 8), (1, 2, 3, 8), (1, 2, 3, 6), 5, dict(is_causal=1), None,
+     "y pk pv", 23, None),
+    ("kv_3d_mask_qk_bias", (2, 3, 16), (2, 3, 8), (2, 3, 4), 4,
+     dict(q_num_heads=2, kv_num_heads=1, qk_matmul_output_mode=2), ((3, 7), "float"),
+     "y pk pv qk", 23, None),
+    ("present_from_3d", (1, 3, 16), (1, 5, 8), (1, 5, 6), 0,
+     dict(q_num_heads=2, kv_num_heads=1), None, "y pk pv", 23, None),
+    ("qk_softcap_mode1", (2, 2, 5, 8), (2, 2, 7, 8), (2, 2, 7, 4), 0,
+     dict(softcap=1.5, qk_matmul_output_mode=1), ((5, 7), "float"), "y - - qk", 23, None),
+    ("qk_softmax_masked_row", (1, 3, 4, 4), (1, 3, 6, 4), (1, 3, 6, 4), 0,
+     dict(qk_matmul_output_mode=3, is_causal=1), ((1, 3, 4, 6), "bool"), "y - - qk", 23,
+     None),
+    ("qk_raw_window", (1, 2, 5, 4), (1, 2, 7, 4), (1, 2, 7, 4), 0,
+     dict(left_window_size=1, right_window_size=2), None, "y - - qk", 25, None),
+    ("nonpad_causal_window", (2, 2, 3, 8), (2, 2, 6, 8), (2, 2, 6, 8), 0,
+     dict(is_causal=1, left_window_size=1), ((2, 1, 3, 6), "bool"), "y", 25, (4, 2)),
+]
+
+
+def _attention_extra_model(qs, ks, vs, past, attrs, mask, outs, opset, nonpad):
+    import numpy as np
+    from onnx import TensorProto
+
+    def vi(name, shape, ty=TensorProto.FLOAT):
+        return helper.make_tensor_value_info(name, ty, shape)
+    feeds = {"q": rand(*qs), "k": rand(*ks, seed=1), "v": rand(*vs, seed=2)}
+    ins = [vi("q", qs), vi("k", ks), vi("v", vs)]
+    names = ["q", "k", "v", "", "", "", ""]
+    if mask is not None:
+        shape, dt = mask
+        if dt == "bool":   # row 0 of head 1 fully masked: it must give zeros
+            mv = np.random.default_rng(3).random(shape) > 0.4
+            mv[..., 0] = True
+            if len(shape) == 4 and shape[1] > 1:
+                mv[:, 1, 0, :] = False
+            ins.append(vi("m", shape, TensorProto.BOOL))
+        else:
+            mv = rand(*shape, seed=3)
+            ins.append(vi("m", shape))
+        feeds["m"], names[3] = mv, "m"
+    if past:
+        hk = ks[1] if len(ks) == 4 else attrs["kv_num_heads"]
+        d, dv = (ks[3], vs[3]) if len(ks) == 4 else (ks[2] // hk, vs[2] // hk)
+        feeds["past_k"] = rand(qs[0], hk, past, d, seed=4)
+        feeds["past_v"] = rand(qs[0], hk, past, dv, seed=5)
+        ins += [vi("past_k", feeds["past_k"].shape), vi("past_v", feeds["past_v"].shape)]
+        names[4:6] = ["past_k", "past_v"]
+    if nonpad is not None:
+        feeds["nonpad"] = np.array(nonpad, np.int64)
+        ins.append(vi("nonpad", [len(nonpad)], TensorProto.INT64))
+        names[6] = "nonpad"
+    while not names[-1]:
+        names.pop()
+    onames = ["" if o == "-" else o for o in outs.split()]
+    m = make_model([node("Attention", names, onames, **attrs)], ins, [o for o in onames if o],
+                   opset=opset)
+    return m, feeds
+
+
+@pytest.mark.parametrize("qs, ks, vs, past, attrs, mask, outs, opset, nonpad",
+                         [c[1:] for c in ATTENTION_EXTRA_CASES],
+                         ids=[c[0] for c in ATTENTION_EXTRA_CASES])
+def test_attention_cache_qk_window(qs, ks, vs, past, attrs, mask, outs, opset, nonpad,
+                                   op_executor):
+    m, feeds = _attention_extra_model(qs, ks, vs, past, attrs, mask, outs, opset, nonpad)
     assert_matches(m, feeds, on=op_executor)
 
 

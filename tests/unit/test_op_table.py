@@ -48,7 +48,8 @@ def test_activation_row_is_a_whole_operator(kind):
         assert REGISTRY[op].evaluate is not None and REGISTRY[op].lower is not None
     params = {"clip": (-1.0, 2.0), "leaky_relu": (0.2,),
               "hard_sigmoid": (0.2, 0.5), "swish": (1.702,), "elu": (0.5,), "celu": (2.0,),
-              "selu": (1.5, 2.0), "thresholded_relu": (0.3,)}.get(kind, ())
+              "selu": (1.5, 2.0), "thresholded_relu": (0.3,),
+              "shrink": (0.5, 0.5)}.get(kind, ())
     act = Act(kind, params)
     assert "v" in act.c_expr("v") and "v" in act.cuda_expr("v")
     assert act.has_vector_form == (row.rvv is not None)
@@ -59,7 +60,9 @@ def test_activation_row_is_a_whole_operator(kind):
 def test_forms_of_the_existing_activations():
     """The exact text the kernels have always contained (generated C must not move)."""
     assert Act("relu").c_expr("v") == "(v > 0.0f ? v : 0.0f)"
-    assert Act("sigmoid").c_expr("v") == "(1.0f / (1.0f + expf(-(v))))"
+    # sigmoid and tanh call rvvkit's call-free e^x in C (so loops vectorise), libm on CUDA
+    assert Act("sigmoid").c_expr("v") == "(1.0f / (1.0f + rvk_expf(-(v))))"
+    assert Act("sigmoid").cuda_expr("v") == "(1.0f / (1.0f + expf(-(v))))"
     assert Act("tanh").cuda_expr("o") == "tanhf(o)"
     assert Act("relu").rvv_expr("acc", 4) == "__riscv_vfmax_vf_f32m4(acc, 0.0f, vl)"
     assert Act("leaky_relu", (0.5,)).rvv_expr("v", 8).startswith("__riscv_vfmax_vv_f32m8(v, ")

@@ -24,6 +24,8 @@ from ...errors import ModelError
 from ..kernel import Kernel
 from . import (elementwise, gemm, logic, movement, pool, reduce,  # noqa: F401
                sequence)  # (they fill GENERATORS)
+from . import grid  # noqa: F401,E402  (GridSample)
+from . import pool_extra  # noqa: F401,E402  (LpPool, Det)
 from .registry import GENERATORS, CudaKernel, Generator, generator
 from .serial import SERIAL_KINDS, serial_generator
 

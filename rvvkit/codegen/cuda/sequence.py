@@ -1,7 +1,9 @@
 """CUDA forms of the kernel kinds of the sequence, 3-D and transposed-convolution families,
 all parallel:
   * attention: one thread per query row, with a streaming ("online") softmax that rescales the
-    running output whenever the running maximum grows, so a row needs no scratch;
+    running output whenever the running maximum grows, so a row needs no scratch (the mode-3
+    qk output takes a second pass); KV-cache outputs are copied by the same threads, one
+    element each, while rows read past and new keys from their inputs;
   * conv_transpose: one thread per output element gathers the input elements whose taps reach
     it (reading the weight packed or not, as the C form stores it);
   * conv_nd, pool_nd (3-D): one thread per output element, direct;
@@ -17,7 +19,7 @@ import math
 import re
 
 from ...ops.activations import cuda_act_expr
-from ..cfmt import indent
+from ..cfmt import flt, indent
 from ..kernel import Kernel
 from ..loops import strides_of
 # imported for their declare_spec calls (the kinds' spec keys)
@@ -30,46 +32,104 @@ RNN_THREADS = 128
 RNN_SHARED_FLOATS = 11 * 1024   # the states and gates of one row in shared memory (44 KiB)
 
 
+def _kv_row(c: attention.Attn, src: str, past: str, size: int, j: str) -> str:
+    """Pointer to key/value row `j` of head hh (batch b) read from its source, the past cache
+    for j < past, else the new K/V in the input layout (never from present_k/present_v, which
+    other threads of the same launch are writing)."""
+    _, _, hk, _, total, _, _ = c.dims
+    new = total - c.past
+    cur = attention.at(src, c.rank, hk, new, size, "hh", f"({j} - {c.past})" if c.past else j)
+    if not c.past:
+        return cur
+    return f"({j} < {c.past} ? {past} + ((b * {hk} + hh) * {c.past} + {j}) * {size} : {cur})"
+
+
+def _present(c: attention.Attn, out: str, src: str, past: str, size: int) -> str:
+    """Statements of thread i writing element i of present_k or present_v, if in range."""
+    _, _, hk, _, total, _, _ = c.dims
+    return f"""if ((long long)i < {c.dims[0] * hk * total * size}) {{
+    const long long e = (long long)i % {size};
+    const long long t = (long long)i / {size} % {total};
+    const long long b = (long long)i / {size * total * hk};
+    const long long hh = (long long)i / {size * total} % {hk};
+    {out}[i] = ({_kv_row(c, src, past, size, "t")})[e];
+}}"""
+
+
+def _attn(spec: dict) -> attention.Attn:
+    """The attention kernel's configuration, read key by key (as tests/unit checks)."""
+    return attention.Attn(
+        dims=spec["dims"], rank=spec["rank"], scale=spec["scale"], softcap=spec["softcap"],
+        is_causal=spec["is_causal"], mask_shape=spec["mask_shape"],
+        mask_dtype=spec["mask_dtype"], past=spec["past"], present=spec["present"],
+        window=spec["window"], nonpad=spec["nonpad"], qk_mode=spec["qk_mode"])
+
+
 @generator("attention")
 def _attention(spec: dict, kernel: Kernel) -> CudaKernel:
-    dims, rank = spec["dims"], spec["rank"]
-    b_, hq, hk, sq, skv, d, dv = dims
+    """Threads [0, rows) each run one query row; with present outputs, threads also copy one
+    element of present_k and of present_v."""
+    c = _attn(spec)
+    b_, hq, hk, sq, total, d, dv = c.dims
     reps = hq // hk
-    score, masks = attention.score_terms(dims, spec["scale"], spec["softcap"],
-                                         spec["is_causal"], spec["mask_shape"],
-                                         spec["mask_dtype"], row="qr")
-    at = attention.at
-    stmts = f"""const long long b = (long long)i / {hq * sq};
-const long long h = (long long)i / {sq} % {hq};
-const long long qr = (long long)i % {sq};
-const float *__restrict__ qi = {at("q", rank, hq, sq, d, "h", "qr")};
-float *__restrict__ yi = {at("y", rank, hq, sq, dv, "h", "qr")};
-float mx = -INFINITY;
-float l = 0.0f;
-for (int t = 0; t < {dv}; ++t) yi[t] = 0.0f;
-for (long long j = 0; j < {skv}; ++j) {{
-    const float *__restrict__ kj = {at("k", rank, hk, skv, d, f"(h / {reps})", "j")};
-    const float *__restrict__ vj = {at("v", rank, hk, skv, dv, f"(h / {reps})", "j")};
-    float sc = 0.0f;
-    for (int t = 0; t < {d}; ++t) sc += qi[t] * kj[t];
-    float s = {score};
-{indent(masks)}
-    if (s == -INFINITY) continue;
-    if (s > mx) {{   /* rescale what was summed under the old maximum */
-        const float f = expf(mx - s);
-        l *= f;
-        for (int t = 0; t < {dv}; ++t) yi[t] *= f;
-        mx = s;
-    }}
-    const float p = expf(s - mx);
-    l += p;
-    for (int t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
-}}
-if (l > 0.0f) {{
-    const float inv = 1.0f / l;
-    for (int t = 0; t < {dv}; ++t) yi[t] *= inv;
+    rows = b_ * hq * sq
+    stages = attention.score_stages(c, "qr")
+    qkr = (f"float *__restrict__ qkr = {attention.qk_row(c, 'qr')};"
+           if c.qk_mode >= 0 else "")
+    probs = ""
+    if c.qk_mode == 3:   # the probabilities, from the final maximum and sum
+        probs = f"""for (long long j = 0; j < {total}; ++j) {{
+    const float *__restrict__ kj = {_kv_row(c, "k", "past_k", d, "j")};
+    float s = 0.0f;
+    for (int t = 0; t < {d}; ++t) s += qi[t] * kj[t];
+    s *= {flt(c.scale)};
+{indent(stages)}
+    qkr[j] = (l > 0.0f && s != -INFINITY) ? expf(s - mx) / l : 0.0f;
 }}"""
-    return per_element("attention", kernel, b_ * hq * sq, stmts)
+    row = f"""if ((long long)i < {rows}) {{
+    const long long b = (long long)i / {hq * sq};
+    const long long h = (long long)i / {sq} % {hq};
+    const long long qr = (long long)i % {sq};
+    const long long hh = h / {reps};
+{indent(attention.offset_decl(c, "long long"))}
+    const float *__restrict__ qi = {attention.at("q", c.rank, hq, sq, d, "h", "qr")};
+    float *__restrict__ yi = {attention.at("y", c.rank, hq, sq, dv, "h", "qr")};
+    {qkr}
+    float mx = -INFINITY;
+    float l = 0.0f;
+    for (int t = 0; t < {dv}; ++t) yi[t] = 0.0f;
+    for (long long j = 0; j < {total}; ++j) {{
+        const float *__restrict__ kj = {_kv_row(c, "k", "past_k", d, "j")};
+        const float *__restrict__ vj = {_kv_row(c, "v", "past_v", dv, "j")};
+        float s = 0.0f;
+        for (int t = 0; t < {d}; ++t) s += qi[t] * kj[t];
+        s *= {flt(c.scale)};
+{indent(stages, 2)}
+        if (s == -INFINITY) continue;
+        if (s > mx) {{   /* rescale what was summed under the old maximum */
+            const float f = expf(mx - s);
+            l *= f;
+            for (int t = 0; t < {dv}; ++t) yi[t] *= f;
+            mx = s;
+        }}
+        const float p = expf(s - mx);
+        l += p;
+        for (int t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
+    }}
+    if (l > 0.0f) {{
+        const float inv = 1.0f / l;
+        for (int t = 0; t < {dv}; ++t) yi[t] *= inv;
+    }}
+{indent(probs)}
+}}"""
+    parts = [row]
+    n = rows
+    if c.present:
+        parts += [_present(c, "present_k", "k", "past_k", d),
+                  _present(c, "present_v", "v", "past_v", dv)]
+        n = max(rows, b_ * hk * total * max(d, dv))
+    stmts = "\n".join(ln for ln in "\n".join(parts).splitlines() if ln.strip())
+    return per_element("attention", kernel, n, stmts)
 
 
 @generator("conv_transpose")

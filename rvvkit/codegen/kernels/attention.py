@@ -1,16 +1,25 @@
-"""Attention (ai.onnx opset 23) as one direct kernel: per batch, query head and query row, the
-scores against every key (scaled dot products, optional softcap, then the mask: boolean
-(false = masked) or additive float, broadcast to (B, Hq, Sq, Skv), and the top-left causal
-mask), a softmax with fully masked rows giving zeros, and the weighted sum of the values.
+"""Attention (ai.onnx opsets 23-25) as one kernel: per batch, query head and query row, the
+scores against every key (scaled dot products, optional softcap, then the masks: boolean
+(false = masked) or additive float `attn_mask` broadcast to (B, Hq, Sq, ml) with keys past ml
+masked, the bottom-right causal mask, the sliding window, the keys past nonpad_kv_seqlen[b]),
+a softmax with fully masked rows giving zeros, and the weighted sum of the values.
 Grouped-query attention: query head h reads key/value head h / (Hq / Hkv). Q, K, V, Y are
-either (B, H, S, D) or (B, S, H*D). Workspace: one row of scores.
+either (B, H, S, D) or (B, S, H*D).
 
-`attention_gemm` (used by the lowering) does the same with both products on the packed GEMM
-and the scores of one head in the workspace; `attention` (direct) stays for the unusual
-shapes where that workspace would be large."""
+KV cache: when present_key/present_value are outputs, the kernel first writes them (past rows,
+then the new K/V rows, in the 4-D layout) and attends over them; otherwise it reads K and V in
+place. The causal and window masks put query i at absolute position i + offset, offset = the
+past length, or nonpad_kv_seqlen[b] - Sq (external cache), or 0. The optional
+qk_matmul_output is taken at the stage its mode names: 0 scaled QK, 1 after softcap, 2 after
+the masks, 3 the softmax probabilities.
+
+`attention_gemm` (used by the lowering) runs both products on the packed GEMM with the scores
+of one head in the workspace; `attention` (direct, one row of scores as workspace) stays for
+the unusual shapes where that workspace would be large. Both take an `Attn`."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from dataclasses import asdict, dataclass
+from typing import List, Optional, Tuple
 
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
@@ -20,8 +29,41 @@ from .gemm_emit import Epilogue, Side
 from .gemm_tiling import choose_tile
 from .rnn import DOT
 
-declare_spec("attention", ("dims", "rank", "scale", "softcap", "is_causal", "mask_shape",
-                           "mask_dtype"))
+
+@dataclass(frozen=True)
+class Attn:
+    dims: Tuple[int, ...]      # (B, Hq, Hkv, Sq, T, D, Dv), T = past + new keys
+    rank: int                  # of Q, K, V, Y
+    scale: float
+    softcap: float
+    is_causal: bool
+    mask_shape: Optional[Tuple[int, ...]]
+    mask_dtype: Optional[str]
+    past: int                  # past keys (inputs past_k, past_v); 0: none
+    present: bool              # outputs present_k, present_v written, K/V read from them
+    window: Tuple[int, int]    # (left, right) window sizes, -1: unbounded
+    nonpad: bool               # input nonpad (int64, per batch)
+    qk_mode: int               # stage copied to output qk; -1: no such output
+
+    @property
+    def kv(self) -> Tuple[str, str, int]:
+        """(K source, V source, their rank) the attention reads."""
+        return ("present_k", "present_v", 4) if self.present else ("k", "v", self.rank)
+
+    def params(self) -> Tuple[Param, ...]:
+        ps = [Param("q"), Param("k"), Param("v")]
+        ps += [Param("mask", dtype=self.mask_dtype)] if self.mask_shape is not None else []
+        ps += [Param("past_k"), Param("past_v")] if self.past else []
+        ps += [Param("nonpad", dtype="int64")] if self.nonpad else []
+        ps += [Param("y", False)]
+        ps += [Param("present_k", False), Param("present_v", False)] if self.present else []
+        return tuple(ps + ([Param("qk", False)] if self.qk_mode >= 0 else []))
+
+    def spec(self):
+        return make_spec("attention", **asdict(self))
+
+
+declare_spec("attention", tuple(Attn.__dataclass_fields__))
 
 
 def at(ptr: str, rank: int, heads: int, seq: int, size: int, head: str, row: str) -> str:
@@ -31,141 +73,199 @@ def at(ptr: str, rank: int, heads: int, seq: int, size: int, head: str, row: str
     return f"{ptr} + (b * {seq} + {row}) * {heads * size} + {head} * {size}"
 
 
-def score_terms(dims, scale: float, softcap: float, is_causal: bool, mask_shape, mask_dtype,
-                row: str = "i"):
-    """(expression of the score s of query `row` and key j from the dot product `sc`,
-    statements applying the masks to s), shared with the CUDA generator; they read b, h, row,
-    j and mask."""
-    b_, hq, _, sq, skv = dims[:5]
-    score = f"sc * {flt(scale)}"
-    if softcap > 0:
-        score = f"{flt(softcap)} * tanhf(({score}) / {flt(softcap)})"
-    masks = []
-    if mask_shape is not None:
-        st = broadcast_strides(mask_shape, (b_, hq, sq, skv))
-        off = " + ".join(f"{v} * {s}" for v, s in zip(("b", "h", row, "j"), st) if s) or "0"
-        if mask_dtype == "bool":
-            masks.append(f"if (!mask[{off}]) s = -INFINITY;")
-        else:
-            masks.append(f"s += mask[{off}];")
-    if is_causal:
-        masks.append(f"if (j > {row}) s = -INFINITY;")
-    return score, "\n".join(masks)
+def offset(c: Attn) -> str:
+    """Absolute position of query row 0 (C expression; `off` is declared per batch)."""
+    return "off" if c.nonpad and not c.past else str(c.past)
 
 
-def attention(dims: Tuple[int, ...], rank: int, scale: float, softcap: float, is_causal: bool,
-              mask_shape: Optional[Tuple[int, ...]], mask_dtype: Optional[str]) -> Lowered:
-    """dims = (B, Hq, Hkv, Sq, Skv, D, Dv); params q, k, v, [mask], y."""
-    b_, hq, hk, sq, skv, d, dv = dims
+def offset_decl(c: Attn, ty: str = "long") -> str:
+    """Declaration of `off` when a mask reads it."""
+    used = c.is_causal or max(c.window) >= 0
+    return (f"const {ty} off = ({ty})nonpad[b] - {c.dims[3]};\n"
+            if used and offset(c) == "off" else "")
+
+
+def masks(c: Attn, row: str) -> List[str]:
+    """Statements applying every mask to the score s of query `row` and key j; they read b,
+    h, `row`, j, mask, nonpad and off."""
+    b_, hq, _, sq, total = c.dims[:5]
+    out = []
+    if c.mask_shape is not None:
+        ml = c.mask_shape[-1]
+        st = broadcast_strides(c.mask_shape, (b_, hq, sq, ml))
+        idx = " + ".join(f"{v} * {s}" for v, s in zip(("b", "h", row, "j"), st) if s) or "0"
+        use = (f"if (!mask[{idx}]) s = -INFINITY;" if c.mask_dtype == "bool"
+               else f"s += mask[{idx}];")
+        out.append(f"if (j >= {ml}) s = -INFINITY;\nelse {use}" if ml < total else use)
+    pos = row if offset(c) == "0" else f"{row} + {offset(c)}"
+    if c.is_causal:
+        out.append(f"if (j > {pos}) s = -INFINITY;")
+    left, right = c.window
+    if left >= 0:
+        out.append(f"if (j < {pos} - {left}) s = -INFINITY;")
+    if right >= 0:
+        out.append(f"if (j > {pos} + {right}) s = -INFINITY;")
+    if c.nonpad:
+        out.append("if (j >= nonpad[b]) s = -INFINITY;")
+    return out
+
+
+def score_stages(c: Attn, row: str, qkr: str = "qkr") -> str:
+    """Statements taking s (the scaled dot product) through softcap and masks, copying it to
+    the qk row `qkr` at the stage qk_mode names (0 to 2)."""
+    keep = f"{qkr}[j] = s;"
+    out = [keep] if c.qk_mode == 0 else []
+    if c.softcap > 0:
+        out.append(f"s = {flt(c.softcap)} * tanhf(s / {flt(c.softcap)});")
+    out += [keep] if c.qk_mode == 1 else []
+    out += masks(c, row)
+    out += [keep] if c.qk_mode == 2 else []
+    return "\n".join(out)
+
+
+def qk_row(c: Attn, row: str) -> str:
+    _, hq, _, sq, total = c.dims[:5]
+    return f"qk + ((b * {hq} + h) * {sq} + {row}) * {total}"
+
+
+def fill_present(c: Attn) -> str:
+    """C statements writing present_k/present_v: the past rows, then the new ones."""
+    b_, _, hk, _, total, d, dv = c.dims
+    new = total - c.past
+    parts = []
+    for out, past, src, size in (("present_k", "past_k", "k", d), ("present_v", "past_v", "v",
+                                                                    dv)):
+        old = (f"const float *__restrict o = {past} + (b * {hk} + hh) * {c.past * size};\n"
+               f"for (long t = 0; t < {c.past * size}; ++t) p[t] = o[t];\n" if c.past else "")
+        parts.append(f"""{{
+    float *__restrict p = {out} + (b * {hk} + hh) * {total * size};
+{indent(old)}
+    for (long t = 0; t < {new}; ++t) {{
+        const float *__restrict s = {at(src, c.rank, hk, new, size, "hh", "t")};
+        for (long e = 0; e < {size}; ++e) p[({c.past} + t) * {size} + e] = s[e];
+    }}
+}}""")
+    return f"""for (long b = 0; b < {b_}; ++b) {{
+    for (long hh = 0; hh < {hk}; ++hh) {{
+{indent(chr(10).join(parts), 2)}
+    }}
+}}
+"""
+
+
+def _kernel(c: Attn, body: str, workspace: int, support) -> Lowered:
+    b_, hq, _, sq, total, d, dv = c.dims
+    if c.present:
+        body = fill_present(c) + body
+    body = "\n".join(ln for ln in body.splitlines() if ln.strip())   # absent options' lines
+    return Lowered(Kernel("attention", c.params(), indent(body) + "\n", workspace, support,
+                          macs=b_ * hq * sq * total * (d + dv), spec=c.spec()))
+
+
+def attention(c: Attn) -> Lowered:
+    """Direct form: the scores of one query row in the workspace."""
+    b_, hq, hk, sq, total, d, dv = c.dims
     reps = hq // hk
-    score, masks = score_terms(dims, scale, softcap, is_causal, mask_shape, mask_dtype)
-    q = at("q", rank, hq, sq, d, "h", "i")
-    k = at("k", rank, hk, skv, d, f"(h / {reps})", "j")
-    v = at("v", rank, hk, skv, dv, f"(h / {reps})", "j")
-    y = at("y", rank, hq, sq, dv, "h", "i")
+    kn, vn, kvr = c.kv
+    qkr = f"float *__restrict qkr = {qk_row(c, 'i')};\n" if c.qk_mode >= 0 else ""
+    keep3 = "qkr[j] = p;\n" if c.qk_mode == 3 else ""
+    zero3 = f"for (long j = 0; j < {total}; ++j) qkr[j] = 0.0f;\n" if c.qk_mode == 3 else ""
     body = f"""for (long b = 0; b < {b_}; ++b) {{
+{indent(offset_decl(c))}
     for (long h = 0; h < {hq}; ++h) {{
         for (long i = 0; i < {sq}; ++i) {{
-            const float *__restrict qi = {q};
-            float *__restrict yi = {y};
+            const float *__restrict qi = {at("q", c.rank, hq, sq, d, "h", "i")};
+            float *__restrict yi = {at("y", c.rank, hq, sq, dv, "h", "i")};
+{indent(qkr, 3)}
             float mx = -INFINITY;
-            for (long j = 0; j < {skv}; ++j) {{
-                const float *__restrict kj = {k};
-                const float sc = rvk_dot(qi, kj, {d});
-                float s = {score};
-{indent(masks, 4)}
+            for (long j = 0; j < {total}; ++j) {{
+                const float *__restrict kj = {at(kn, kvr, hk, total, d, f"(h / {reps})", "j")};
+                float s = rvk_dot(qi, kj, {d}) * {flt(c.scale)};
+{indent(score_stages(c, "i"), 4)}
                 ws[j] = s;
                 mx = s > mx ? s : mx;
             }}
             for (long t = 0; t < {dv}; ++t) yi[t] = 0.0f;
-            if (mx == -INFINITY) continue;   /* every key masked: zeros */
+            if (mx == -INFINITY) {{   /* every key masked: zeros */
+{indent(zero3, 4)}
+                continue;
+            }}
             float sum = 0.0f;
-            for (long j = 0; j < {skv}; ++j) {{
+            for (long j = 0; j < {total}; ++j) {{
                 ws[j] = expf(ws[j] - mx);
                 sum += ws[j];
             }}
             const float inv = 1.0f / sum;
-            for (long j = 0; j < {skv}; ++j) {{
-                const float *__restrict vj = {v};
+            for (long j = 0; j < {total}; ++j) {{
+                const float *__restrict vj = {at(vn, kvr, hk, total, dv, f"(h / {reps})", "j")};
                 const float p = ws[j] * inv;
+{indent(keep3, 4)}
                 for (long t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
             }}
         }}
     }}
 }}"""
-    params = [Param("q"), Param("k"), Param("v")]
-    if mask_shape is not None:
-        params.append(Param("mask", dtype=mask_dtype))
-    params.append(Param("y", False))
-    spec = make_spec("attention", dims=dims, rank=rank, scale=scale, softcap=softcap,
-                     is_causal=is_causal, mask_shape=mask_shape, mask_dtype=mask_dtype)
-    macs = b_ * hq * sq * skv * (d + dv)
-    return Lowered(Kernel("attention", tuple(params), indent(body) + "\n", skv, dict(DOT),
-                          macs=macs, spec=spec))
+    return _kernel(c, body, total, dict(DOT))
 
 
-def attention_gemm(dims: Tuple[int, ...], rank: int, scale: float, softcap: float,
-                   is_causal: bool, mask_shape: Optional[Tuple[int, ...]],
-                   mask_dtype: Optional[str]) -> Lowered:
+def _head(ptr: str, rank: int, heads: int, seq: int, size: int, head: str) -> Tuple[str, int]:
+    """(pointer to row 0 of head `head` of batch b, row stride) of a Q/K/V/Y tensor."""
+    if rank == 4:
+        return f"{ptr} + (b * {heads} + {head}) * {seq * size}", size
+    return f"{ptr} + b * {seq * heads * size} + {head} * {size}", heads * size
+
+
+def attention_gemm(c: Attn) -> Lowered:
     """The same computation on the packed GEMM, per batch and query head: S = scale * Q.K^T
     into the workspace (Q and K read in place through strided packers, whichever layout),
     softcap, masks and softmax row by row in place, then Y = S.V written straight into y
-    (row stride: the layout's). Params and spec as `attention`."""
-    b_, hq, hk, sq, skv, d, dv = dims
+    (row stride: the layout's)."""
+    b_, hq, hk, sq, total, d, dv = c.dims
     reps = hq // hk
-    _, masks = score_terms(dims, scale, softcap, is_causal, mask_shape, mask_dtype)
-    qs, ks, vs, ys_ = (d, d, dv, dv) if rank == 4 else (hq * d, hk * d, hk * dv, hq * dv)
-    mr, nr = choose_tile(sq, skv, d)
-    c1 = core("attn_qk", sq, skv, d, Side("strided", si=qs, sk=1), Side("strided", si=ks, sk=1),
-              Epilogue(ldy=skv, alpha=scale), mr, nr)
-    mr, nr = choose_tile(sq, dv, skv)
-    c2 = core("attn_pv", sq, dv, skv, Side("strided", si=skv, sk=1),
+    kn, vn, kvr = c.kv
+    q, qs = _head("q", c.rank, hq, sq, d, "h")
+    k, ks = _head(kn, kvr, hk, total, d, f"h / {reps}")
+    v, vs = _head(vn, kvr, hk, total, dv, f"h / {reps}")
+    y, ys_ = _head("y", c.rank, hq, sq, dv, "h")
+    mr, nr = choose_tile(sq, total, d)
+    c1 = core("attn_qk", sq, total, d, Side("strided", si=qs, sk=1),
+              Side("strided", si=ks, sk=1), Epilogue(ldy=total, alpha=c.scale), mr, nr)
+    mr, nr = choose_tile(sq, dv, total)
+    c2 = core("attn_pv", sq, dv, total, Side("strided", si=total, sk=1),
               Side("strided", si=1, sk=vs), Epilogue(ldy=ys_), mr, nr)
-    if rank == 4:
-        ptr = {"q": f"q + (b * {hq} + h) * {sq * d}", "k": f"k + (b * {hk} + h / {reps}) * "
-               f"{skv * d}", "v": f"v + (b * {hk} + h / {reps}) * {skv * dv}",
-               "y": f"y + (b * {hq} + h) * {sq * dv}"}
-    else:
-        ptr = {"q": f"q + b * {sq * hq * d} + h * {d}",
-               "k": f"k + b * {skv * hk * d} + (h / {reps}) * {d}",
-               "v": f"v + b * {skv * hk * dv} + (h / {reps}) * {dv}",
-               "y": f"y + b * {sq * hq * dv} + h * {dv}"}
-    cap = f"s = {flt(softcap)} * tanhf(s / {flt(softcap)});\n" if softcap > 0 else ""
     scratch = max(c1.workspace, c2.workspace)
-    cws = f"ws + {sq * skv}" if scratch else "(float *)0"
+    cws = f"ws + {sq * total}" if scratch else "(float *)0"
+    qkr = f"float *__restrict qkr = {qk_row(c, 'i')};\n" if c.qk_mode in (0, 1, 2) else ""
+    probs = (f"for (long t = 0; t < {sq * total}; ++t) ({qk_row(c, '0')})[t] = ws[t];\n"
+             if c.qk_mode == 3 else "")
     body = f"""for (long b = 0; b < {b_}; ++b) {{
+{indent(offset_decl(c))}
     for (long h = 0; h < {hq}; ++h) {{
-        {c1.name}({ptr["q"]}, {ptr["k"]}, ws, {cws});
+        {c1.name}({q}, {k}, ws, {cws});
         for (long i = 0; i < {sq}; ++i) {{
-            float *__restrict srow = ws + i * {skv};
+            float *__restrict srow = ws + i * {total};
+{indent(qkr, 3)}
             float mx = -INFINITY;
-            for (long j = 0; j < {skv}; ++j) {{
+            for (long j = 0; j < {total}; ++j) {{
                 float s = srow[j];
-{indent(cap + masks, 4)}
+{indent(score_stages(c, "i"), 4)}
                 srow[j] = s;
                 mx = s > mx ? s : mx;
             }}
             if (mx == -INFINITY) {{   /* every key masked: zero weights */
-                for (long j = 0; j < {skv}; ++j) srow[j] = 0.0f;
+                for (long j = 0; j < {total}; ++j) srow[j] = 0.0f;
                 continue;
             }}
             float sum = 0.0f;
-            for (long j = 0; j < {skv}; ++j) {{
+            for (long j = 0; j < {total}; ++j) {{
                 srow[j] = expf(srow[j] - mx);
                 sum += srow[j];
             }}
             const float inv = 1.0f / sum;
-            for (long j = 0; j < {skv}; ++j) srow[j] *= inv;
+            for (long j = 0; j < {total}; ++j) srow[j] *= inv;
         }}
-        {c2.name}(ws, {ptr["v"]}, {ptr["y"]}, {cws});
+{indent(probs, 2)}
+        {c2.name}(ws, {v}, {y}, {cws});
     }}
 }}"""
-    params = [Param("q"), Param("k"), Param("v")]
-    if mask_shape is not None:
-        params.append(Param("mask", dtype=mask_dtype))
-    params.append(Param("y", False))
-    spec = make_spec("attention", dims=dims, rank=rank, scale=scale, softcap=softcap,
-                     is_causal=is_causal, mask_shape=mask_shape, mask_dtype=mask_dtype)
-    support = {**c1.support, **c2.support}
-    return Lowered(Kernel("attention", tuple(params), indent(body) + "\n", sq * skv + scratch,
-                          support, macs=b_ * hq * sq * skv * (d + dv), spec=spec))
+    return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support})

@@ -102,6 +102,45 @@ for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};"""
 """
 
 
+# Planes of fewer than DW_CHUNK / SMALL_PLANE outputs (the 7x7, 4x4, 2x2 stages of a small
+# network) take the direct loop: the grid sweep would compute a whole padded chunk of cells per
+# channel and split every plane first, tens of times the work of the outputs themselves.
+SMALL_PLANE = 2
+
+
+def _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -> Lowered:
+    """Depthwise conv as a direct loop with bounds checks, for small planes."""
+    n, cin, h, w = xs
+    _, _, kh, kw = ws_
+    _, _, ho, wo = ys
+    (sh, sw), (pt, pl), (dh, dw) = strides, pads[:2], dil
+    value = "acc + r[(ptrdiff_t)nc * " + str(ho * wo) + " + oi * " + str(wo) + " + oj]" \
+        if residual else "acc"
+    bexpr = f"b[nc % {cin}]" if bias else "0.0f"
+    body = f"""for (int nc = 0; nc < {n * cin}; ++nc) {{
+    const float *__restrict xp = x + (ptrdiff_t)nc * {h * w};
+    const float *__restrict wc = w + nc % {cin} * {kh * kw};
+    for (int oi = 0; oi < {ho}; ++oi) {{
+        for (int oj = 0; oj < {wo}; ++oj) {{
+            float acc = {bexpr};
+            for (int ki = 0; ki < {kh}; ++ki) {{
+                const int ii = oi * {sh} - {pt} + ki * {dh};
+                if (ii < 0 || ii >= {h}) continue;
+                for (int kj = 0; kj < {kw}; ++kj) {{
+                    const int jj = oj * {sw} - {pl} + kj * {dw};
+                    if (jj >= 0 && jj < {w}) acc += xp[ii * {w} + jj] * wc[ki * {kw} + kj];
+                }}
+            }}
+            const float v = {value};
+            y[(ptrdiff_t)nc * {ho * wo} + oi * {wo} + oj] = {act_expr(act, 'v')};
+        }}
+    }}
+}}
+"""
+    return Lowered(Kernel("dwconv", params, indent(body) + "\n", 0, {},
+                          n * cin * ho * wo * kh * kw, spec=spec))
+
+
 def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -> Lowered:
     """Direct depthwise conv on the phase grid of one channel at a time (L1-resident): every
     tap is a uniform shift of the split plane, so the output grid is swept in register blocks
@@ -112,6 +151,8 @@ def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -
     n, cin, h, w = xs
     _, _, kh, kw = ws_
     _, _, ho, wo = ys
+    if ho * wo * SMALL_PLANE < DW_CHUNK:
+        return _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec)
     pg = PhaseGrid((1, 1, h, w), ws_, ys, strides, pads, dil)
     ch, nt = DW_CHUNK, kh * kw
     qpad = cdiv(pg.cols, ch) * ch
