@@ -14,86 +14,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
     'test_affine_grid_3d_align_corners':
         "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
-    'test_attention_23_fullymasked_qk_matmul_output_mode3_zero':
-        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
-    'test_attention_24_fullymasked_qk_matmul_output_mode3_zero':
-        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
-    'test_attention_3d_diff_heads_with_past_and_present':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_3d_gqa_with_past_and_present':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_3d_local_window':
-        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
-    'test_attention_3d_with_past_and_present':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_3d_with_past_and_present_qk_matmul':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_3d_with_past_and_present_qk_matmul_bias':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_3d_with_past_and_present_qk_matmul_softcap':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_3d_with_past_and_present_qk_matmul_softmax':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_causal_nonpad_attn_mask_composition':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_nonpad_batch_prefill':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_nonpad_continued_prefill':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_nonpad_negative_offset_structural_empty':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_causal_with_past_and_present':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_diff_heads_mask4d_padded_kv':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_diff_heads_with_past_and_present':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_diff_heads_with_past_and_present_mask3d':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_diff_heads_with_past_and_present_mask4d':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_gqa_causal_nonpad_decode':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_4d_gqa_with_past_and_present':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_past_and_present':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_past_and_present_qk_matmul':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
-    'test_attention_4d_with_qk_matmul':
-        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
-    'test_attention_4d_with_qk_matmul_bias':
-        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
-    'test_attention_4d_with_qk_matmul_softcap':
-        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
-    'test_attention_4d_with_qk_matmul_softmax':
-        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
-    'test_attention_bidirectional_window':
-        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
-    'test_attention_local_window':
-        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
-    'test_attention_local_window_ext_cache_rank2_mask':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_local_window_ext_cache_rank3_head_mask':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_local_window_ext_cache_rank4_batch_mask':
-        "ModelError: Attention node 'Attention_0': nonpad_kv_seqlen is not supported",
-    'test_attention_local_window_gqa_rank4_mask':
-        "ModelError: Attention node 'Attention_0': only output Y is supported (not present_ke",
-    'test_attention_local_window_rank1_boolean_mask':
-        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
-    'test_attention_local_window_with_past':
-        "ModelError: Attention node 'Attention_0': past_key/past_value (KV cache) are not sup",
     'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True':
         'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
     'test_basic_deform_conv_with_padding':
@@ -226,10 +146,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
     'test_dequantizelinear_blocked':
         "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
-    'test_det_2d':
-        "ModelProblems: 1 problem in the model: | Det node '#0': unsupported operator",
-    'test_det_nd':
-        "ModelProblems: 1 problem in the model: | Det node '#0': unsupported operator",
     'test_dft':
         "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
     'test_dft_axis':
@@ -266,42 +182,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | EyeLike node '#0': unsupported operator",
     'test_eyelike_without_dtype':
         "ModelProblems: 1 problem in the model: | EyeLike node '#0': unsupported operator",
-    'test_gridsample':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_aligncorners_true':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bicubic':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bicubic_align_corners_0_additional_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bicubic_align_corners_1_additional_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bilinear':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bilinear_align_corners_0_additional_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_bilinear_align_corners_1_additional_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_border_padding':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_nearest':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_nearest_align_corners_0_additional_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_nearest_align_corners_1_additional_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_reflection_padding':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_bilinear_align_corners_0':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_bilinear_align_corners_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_nearest_align_corners_0':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_volumetric_nearest_align_corners_1':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
-    'test_gridsample_zeros_padding':
-        "ModelProblems: 1 problem in the model: | GridSample node '#0': unsupported operator",
     'test_hammingwindow':
         "ModelProblems: 1 problem in the model: | HammingWindow node '#0': unsupported operat",
     'test_hammingwindow_expanded':
@@ -364,22 +244,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
     'test_linear_attention_prefill_with_past':
         "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
-    'test_lppool_1d_default':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_default':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_dilations':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_pads':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_same_lower':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_same_upper':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_2d_strides':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
-    'test_lppool_3d_default':
-        "ModelProblems: 1 problem in the model: | LpPool node '#0': unsupported operator",
     'test_matmulinteger':
         "ModelProblems: 1 problem in the model: | MatMulInteger node '#0': unsupported operat",
     'test_maxpool_2d_uint8':
@@ -442,34 +306,10 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | RoiAlign node '#0': unsupported operator",
     'test_roialign_mode_max':
         "ModelProblems: 1 problem in the model: | RoiAlign node '#0': unsupported operator",
-    'test_rotary_embedding':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_rotary_embedding_3d_input':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_rotary_embedding_interleaved':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_rotary_embedding_no_position_ids':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_rotary_embedding_no_position_ids_interleaved':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_rotary_embedding_no_position_ids_rotary_dim':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_rotary_embedding_with_interleaved_rotary_dim':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_rotary_embedding_with_rotary_dim':
-        "ModelProblems: 1 problem in the model: | RotaryEmbedding node '#0': unsupported oper",
-    'test_shrink_hard':
-        "ModelProblems: 1 problem in the model: | Shrink node '#0': unsupported operator",
-    'test_shrink_soft':
-        "ModelProblems: 1 problem in the model: | Shrink node '#0': unsupported operator",
     'test_stft':
         "ModelProblems: 1 problem in the model: | STFT node '#0': unsupported operator",
     'test_stft_with_window':
         "ModelProblems: 1 problem in the model: | STFT node '#0': unsupported operator",
-    'test_swiglu':
-        "ModelProblems: 1 problem in the model: | SwiGLU node '#0': unsupported operator",
-    'test_swiglu_alpha':
-        "ModelProblems: 1 problem in the model: | SwiGLU node '#0': unsupported operator",
     'test_tensorscatter':
         "ModelProblems: 1 problem in the model: | TensorScatter node '#0': unsupported operat",
     'test_tensorscatter_3d':
@@ -514,7 +354,7 @@ QEMU_SAMPLE = [
     'test_atan_example',
     'test_atanh',
     'test_atanh_example',
-    'test_attention_3d_transpose_verification',
+    'test_attention_bidirectional_window',
     'test_attention_bidirectional_window_expanded',
     'test_averagepool_2d_ceil',
     'test_averagepool_2d_ceil_last_window_starts_on_pad',
@@ -542,12 +382,10 @@ QEMU_SAMPLE = [
     'test_convtranspose_dilations',
     'test_cos',
     'test_cos_example',
-    'test_cosh',
     'test_cosh_example',
     'test_cumsum_1d_int32_exclusive',
-    'test_cumsum_2d_int32',
     'test_depthtospace_crd_mode_example',
-    'test_depthtospace_crd_mode_example_expanded',
+    'test_det_2d',
     'test_div_example',
     'test_dropout_default_old',
     'test_edge_pad',
@@ -567,6 +405,7 @@ QEMU_SAMPLE = [
     'test_globalmaxpool_precomputed',
     'test_greater_bcast',
     'test_greater_equal_bcast',
+    'test_gridsample_aligncorners_true',
     'test_group_normalization_epsilon',
     'test_gru_with_initial_bias',
     'test_hardmax_one_hot',
@@ -582,6 +421,7 @@ QEMU_SAMPLE = [
     'test_less_equal_bcast',
     'test_log_example',
     'test_logsoftmax_example_1',
+    'test_lppool_2d_dilations',
     'test_lrn',
     'test_lstm_reverse',
     'test_matmul_1d_1d',
@@ -616,14 +456,14 @@ QEMU_SAMPLE = [
     'test_reshape_allowzero_reordered',
     'test_resize_downsample_scales_linear_half_pixel_symmetric',
     'test_rms_normalization_2d_axis1',
-    'test_rotary_embedding_no_position_ids_rotary_dim_expanded',
+    'test_rotary_embedding_no_position_ids_rotary_dim',
     'test_round',
     'test_scatter_elements_with_axis',
     'test_scatter_with_axis',
     'test_scatternd_max_with_element_indices',
     'test_selu_example',
     'test_shape_example',
-    'test_shrink_hard_expanded_ver18',
+    'test_shrink_hard',
     'test_sigmoid_example',
     'test_sign',
     'test_simple_rnn_reverse',
@@ -640,7 +480,7 @@ QEMU_SAMPLE = [
     'test_squeeze_negative_axes',
     'test_sub_example',
     'test_sum_one_input',
-    'test_swiglu_alpha_expanded',
+    'test_swiglu',
     'test_swish',
     'test_tan_example',
     'test_tanh_example',
