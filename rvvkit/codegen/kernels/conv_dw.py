@@ -8,7 +8,7 @@ from ...ops.activations import Act, act_expr, act_rvv_support, has_vector_form
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered
 from ..loops import cdiv, loop
-from ..rvv import GUARD, header, vle, vop, vse, vsetvl, vt
+from ..rvv import GUARD, guarded, header, vle, vop, vse, vsetvl, vt
 from .conv_input import PhaseGrid, tag
 from .gemm_emit import NOINLINE
 
@@ -108,8 +108,9 @@ for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};"""
 SMALL_PLANE = 2
 
 
-def _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -> Lowered:
-    """Depthwise conv as a direct loop with bounds checks, for small planes."""
+def _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> str:
+    """Depthwise conv as a direct loop with bounds checks, for small planes (the portable
+    branch; the grid helpers are then unused there, hence RVK_UNUSED on them)."""
     n, cin, h, w = xs
     _, _, kh, kw = ws_
     _, _, ho, wo = ys
@@ -137,8 +138,7 @@ def _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec
     }}
 }}
 """
-    return Lowered(Kernel("dwconv", params, indent(body) + "\n", 0, {},
-                          n * cin * ho * wo * kh * kw, spec=spec))
+    return indent("(void)ws;   /* the RVV branch's scratch */\n" + body)
 
 
 def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -> Lowered:
@@ -151,8 +151,7 @@ def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -
     n, cin, h, w = xs
     _, _, kh, kw = ws_
     _, _, ho, wo = ys
-    if ho * wo * SMALL_PLANE < DW_CHUNK:
-        return _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec)
+    small = ho * wo * SMALL_PLANE < DW_CHUNK
     pg = PhaseGrid((1, 1, h, w), ws_, ys, strides, pads, dil)
     ch, nt = DW_CHUNK, kh * kw
     qpad = cdiv(pg.cols, ch) * ch
@@ -179,6 +178,11 @@ for (int j = 0; j < {wo}; ++j) {{
 }}
 """
     support = {**header(), **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
-    kern = Kernel("dwconv", params, indent(body) + "\n", gbuf + qpad, support,
+    code = indent(body) + "\n"
+    if small:   # RVV keeps the vector grid sweep; other targets take the direct loop
+        code = guarded(code, _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act))
+        support = {k: v.replace("static void", "static RVK_UNUSED void", 1)
+                   if k in (sname, gname) else v for k, v in support.items()}
+    kern = Kernel("dwconv", params, code, gbuf + qpad, support,
                   n * cin * ho * wo * kh * kw, spec=spec)
     return Lowered(kern)
