@@ -11,8 +11,9 @@ import math
 import numpy as np
 
 from ..cfmt import indent
-from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..kernel import Kernel, Lowered, declare_spec, make_spec
 from ..loops import cdiv
+from .conv import _params as conv_params
 from .conv3d import _origin, _taps
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
@@ -64,8 +65,7 @@ def conv_transpose(x_shape, w_shape, y_shape, *, group: int, strides, pads, dila
         }}
     }}
 }}"""
-    params = tuple([Param("x"), Param("w")] + ([Param("b")] if bias else []) +
-                   [Param("y", False)])
+    params = conv_params(bias, residual=False)
     spec = make_spec("conv_transpose", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
                      strides=tuple(strides), pads=tuple(pads), dilations=tuple(dilations),
                      bias=bias, w_panel=None)
@@ -115,8 +115,7 @@ for (long n = 0; n < {n}; ++n) {{
         }}
     }}
 }}"""
-    params = tuple([Param("x"), Param("w")] + ([Param("b")] if bias else []) +
-                   [Param("y", False)])
+    params = conv_params(bias, residual=False)
     spec = make_spec("conv_transpose", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
                      strides=tuple(strides), pads=tuple(pads), dilations=tuple(dilations),
                      bias=bias, w_panel=mr)
