@@ -209,19 +209,19 @@ def test_unreadable_inputs_file(artifact, tmp_path):
 
 
 def test_unsupported_operator_model(tmp_path):
-    """Every unsupported node is named in one error (ops no rvvkit supports: a training loss
-    and GridSample, which a deployment model rarely has)."""
+    """Every unsupported node is named in one error (ops rvvkit does not support yet: AffineGrid
+    and Col2Im, on independent branches)."""
     nodes = [node("Relu", ["x"], ["a"], name="ok"),
-             node("GridSample", ["a", "grid"], ["g"], name="the_grid_node"),
-             node("Col2Im", ["g", "shape", "block"], ["y"], name="the_col2im_node")]
+             node("AffineGrid", ["theta", "size"], ["g"], name="the_grid_node"),
+             node("Col2Im", ["a", "shape", "block"], ["y"], name="the_col2im_node")]
     path = tmp_path / "bad.onnx"
-    model = make_model(nodes, [("x", (1, 1, 4, 4)), ("grid", (1, 4, 4, 2))], ["y"],
-                       {"shape": np.array([4, 4], np.int64), "block": np.array([1, 1], np.int64)},
-                       opset=18)
+    model = make_model(nodes, [("x", (1, 4, 4)), ("theta", (1, 2, 3))], ["g", "y"],
+                       {"shape": np.array([2, 2], np.int64), "block": np.array([1, 1], np.int64),
+                        "size": np.array([1, 1, 2, 2], np.int64)}, opset=20)
     path.write_bytes(model.SerializeToString())
     proc = cli("build", path, "-o", tmp_path / "bad.rvv")
     assert proc.returncode == 1
-    for name in ("GridSample", "the_grid_node", "Col2Im", "the_col2im_node"):
+    for name in ("AffineGrid", "the_grid_node", "Col2Im", "the_col2im_node"):
         assert name in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "bad.rvv").exists()
