@@ -35,7 +35,7 @@ def _rnn(n: Node, g: Graph) -> Lowered:
     outputs = [bool(o) for o in (list(n.outputs) + [""] * 3)[:3]]
     return rnnk.rnn(n.op, seq, batch, xs[2], a["hidden"], a["ndirs"],
                     a["direction"] == "reverse", a["layout"], a["acts"], a["clip"], a["lbr"],
-                    inputs, outputs)
+                    inputs, outputs, g.is_const(n.inputs[1]) and g.is_const(n.inputs[2]))
 
 
 def _as_matmul(terms, out: str, dims, shapes):

@@ -68,7 +68,7 @@ def _sequence_model() -> onnx.ModelProto:
         return rng.standard_normal(s).astype(np.float32)
     arrays = {"w1": r(4, 2, 3), "wt": r(4, 2, 4), "wl": r(1, 16, 8), "rl": r(1, 16, 4),
               "bl": r(1, 32), "wg": r(2, 12, 4), "rg": r(2, 12, 4), "wr": r(1, 4, 4),
-              "rr": r(1, 4, 4), "w3": r(2, 1, 2, 2, 2), "sl": np.array([6], np.int32),
+              "w3": r(2, 1, 2, 2, 2), "sl": np.array([6], np.int32),
               "pk": r(1, 2, 3, 4), "pv": r(1, 2, 3, 4)}
     inits = [onnx.numpy_helper.from_array(a, n) for n, a in arrays.items()]
     node = helper.make_node
@@ -82,7 +82,7 @@ def _sequence_model() -> onnx.ModelProto:
         node("LSTM", ["s2", "wl", "rl", "bl", "sl"], ["yl", "hl", "cl"], hidden_size=4),
         node("GRU", ["s1", "wg", "rg"], ["yg", "hg"], hidden_size=4,
              direction="bidirectional", linear_before_reset=1),
-        node("RNN", ["s1", "wr", "rr"], ["yr"], hidden_size=4),
+        node("RNN", ["s1", "wr", "rq"], ["yr"], hidden_size=4),   # run-time R: repacked
         node("Einsum", ["yl", "yl"], ["e1"], equation="tdbh,udbh->dbtu"),
         node("Einsum", ["e1"], ["e2"], equation="dbtu->ut"),
         node("Attention", ["q", "q", "q"], ["att"], is_causal=1, softcap=3.0),
@@ -97,7 +97,8 @@ def _sequence_model() -> onnx.ModelProto:
         nodes, "sequence",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 12]),
          helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 5, 4]),
-         helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 1, 4, 3, 5])],
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 1, 4, 3, 5]),
+         helper.make_tensor_value_info("rq", TensorProto.FLOAT, [1, 4, 4])],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
 

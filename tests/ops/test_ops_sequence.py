@@ -4,7 +4,7 @@
 Each case is a tiny model run on every executor of the sample (`op_executor`: host, QEMU at
 two VLENs, the CUDA emulator) and compared with onnxruntime. Shapes are awkward on purpose."""
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from conftest import assert_matches, make_model, rand
 
@@ -100,6 +100,23 @@ def test_recurrent(op, dims, attrs, opt, outs, op_executor):
     m, feeds = _rnn_model(op, dims, attrs, opt, outs)
     assert_matches(m, feeds, on=op_executor)
 
+
+
+@pytest.mark.parametrize("op, attrs", [("LSTM", dict(direction="bidirectional")),
+                                       ("GRU", {}), ("GRU", dict(linear_before_reset=1)),
+                                       ("RNN", dict(direction="reverse"))],
+                         ids=["lstm_bidir", "gru_lbr0", "gru_lbr1", "rnn_reverse"])
+def test_recurrent_runtime_weights(op, attrs, op_executor):
+    """W and R fed at run time (not initializers): the kernel repacks them itself."""
+    from onnx import TensorProto
+    m, feeds = _rnn_model(op, (4, 2, 5, 6), attrs, "b h0", "y yh")
+    for name in ("w", "r"):
+        t = next(t for t in m.graph.initializer if t.name == name)
+        feeds[name] = numpy_helper.to_array(t)
+        m.graph.initializer.remove(t)
+        m.graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT,
+                                                           feeds[name].shape))
+    assert_matches(m, feeds, on=op_executor)
 
 # ---------------------------------------------------------------------------------------------
 # MatMul broadcasting forms and Einsum

@@ -24,6 +24,7 @@ from ..kernel import Kernel
 from ..loops import strides_of
 # imported for their declare_spec calls (the kinds' spec keys)
 from ..kernels import attention, conv3d, conv_transpose, einsum, rnn  # noqa: F401
+from ..kernels import rnn_gates, rnn_rows
 from .elementwise import gparams, named, per_element
 from .registry import CudaKernel, generator
 from .serial import serial
@@ -276,14 +277,15 @@ def _rnn(spec: dict, kernel: Kernel) -> CudaKernel:
     ng = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
     if (ng + 3) * hid > RNN_SHARED_FLOATS:
         return serial(spec, kernel)
-    has = dict(zip(rnn.INPUTS, spec["inputs"]))
+    has = dict(zip(rnn_gates.INPUTS, spec["inputs"]))
     has_y, has_yh, has_yc = spec["outputs"]
     nt = RNN_THREADS
-    st = rnn.state_index(layout, batch, ndirs, hid)
+    st = rnn_gates.state_index(layout, batch, ndirs, hid)
     xt = f"x + (t * {batch} + bb) * {inp}" if layout == 0 else f"x + (bb * {seq} + t) * {inp}"
     yrow = (f"y + ((tt * {ndirs} + d) * {batch} + bb) * {hid}" if layout == 0
             else f"y + ((bb * {seq} + tt) * {ndirs} + d) * {hid}")
-    steps = [_rnn_phases(rnn.step(op, hid, inp, acts[d], has["b"], has["p"], clip, lbr), nt)
+    steps = [_rnn_phases(rnn_rows.step(op, hid, inp, acts[d], has["b"], has["p"], clip, lbr,
+                                      spec["packed"]), nt)
              for d in range(ndirs)]
     body = steps[0] if ndirs == 1 or steps[0] == steps[1] else \
         f"if (d == 0) {{\n{indent(steps[0])}\n}} else {{\n{indent(steps[1])}\n}}"
@@ -329,7 +331,7 @@ def _rnn(spec: dict, kernel: Kernel) -> CudaKernel:
 }}"""
     text = text.replace("__restrict ", "__restrict__ ")
     name, text = named(f"{op.lower()}", text)
-    support = {k: v for k, v in kernel.support.items() if k.startswith("hd_")}
+    support = {} if spec["packed"] else dict(rnn_rows.DOT)
     support[name] = text
     return CudaKernel(f"    RVK_LAUNCH({name}, dim3({ndirs * batch}), dim3({nt}), "
                       f"({', '.join(p.name for p in kernel.params)}));", support)

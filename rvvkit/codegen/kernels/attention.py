@@ -27,7 +27,7 @@ from ..loops import broadcast_strides
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
 from .gemm_tiling import choose_tile
-from .rnn import DOT
+from .rnn_rows import DOT
 
 
 @dataclass(frozen=True)
