@@ -170,7 +170,7 @@ _ROWS = (
     ActivationDef(
         "sigmoid", ("Sigmoid",),
         numpy=lambda x: 1 / (1 + np.exp(-x)),
-        c=lambda v: f"(1.0f / (1.0f + rvk_expf(-({v}))))",
+        c=lambda v: f"rvk_sigmoidf({v})",
         cuda=lambda v: f"(1.0f / (1.0f + expf(-({v}))))",
         rvv=lambda v, lmul, vl: (
             f"{_v('vfrdiv_vf', lmul)}({_v('vfadd_vf', lmul)}(rvk_vexp_f32m{lmul}("

@@ -103,13 +103,13 @@ _ROWS = (
     ActivationDef(   # Gelu(approximate="tanh"): no op of its own (of_node above picks it)
         "gelu_tanh", (),
         numpy=_gelu_tanh_np,
-        c=lambda v: (f"(0.5f * {v} * (1.0f + tanhf({lit(_SQRT_2_PI)} * "
+        c=lambda v: (f"(0.5f * {v} * (1.0f + rvk_tanhf({lit(_SQRT_2_PI)} * "
                      f"({v} + 0.044715f * {v} * {v} * {v}))))"),
         rvv=_gelu_tanh_rvv, rvv_support=lambda lmul: _vmath().exp_support(lmul)),
     ActivationDef(   # x * sigmoid(x): what passes/patterns.py makes of Mul(x, Sigmoid(x))
         "silu", ("rvvkit.Silu",),
         numpy=lambda x: x / (1 + np.exp(-x)),
-        c=lambda v: f"({v} / (1.0f + rvk_expf(-({v}))))",
+        c=lambda v: f"({v} * rvk_sigmoidf({v}))",
         cuda=lambda v: f"({v} / (1.0f + expf(-({v}))))",
         rvv=lambda v, lmul, vl: _x_over_1_plus_exp(
             v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, -1.0f, {vl})"),
@@ -117,7 +117,7 @@ _ROWS = (
     ActivationDef(   # x * sigmoid(alpha x) (opset 24; QuickGELU is alpha = 1.702)
         "swish", ("Swish",),
         numpy=lambda x, alpha: x / (1 + np.exp(-alpha * x)),
-        c=lambda v, alpha: f"({v} / (1.0f + rvk_expf({lit(-alpha)} * {v})))",
+        c=lambda v, alpha: f"({v} * rvk_sigmoidf({lit(alpha)} * {v}))",
         cuda=lambda v, alpha: f"({v} / (1.0f + expf({lit(-alpha)} * {v})))",
         rvv=lambda v, lmul, vl, alpha: _x_over_1_plus_exp(
             v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, {lit(-alpha)}, {vl})"),

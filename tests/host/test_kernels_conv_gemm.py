@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 WARN = ["-Wall", "-Wextra", "-Werror"]
 FLAGS = {
     "O2": ["-O2", "-std=c11"],
-    "native": ["-O3", "-march=native", "-fno-math-errno", "-ffp-contract=fast", "-std=c11"],
+    "native": ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast",
+               "-std=c11"],
 }
 
 

@@ -34,6 +34,7 @@ __device__ int rvk_cuda_status;
 /* The C unit's call-free e^x and tanh (for vectorisation); the GPU's own are fast. */
 #define rvk_expf(x) expf(x)
 #define rvk_tanhf(x) tanhf(x)
+#define rvk_sigmoidf(x) (1.0f / (1.0f + expf(-(x))))
 """
 
 PRELUDE = """\

@@ -108,37 +108,47 @@ for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};"""
 SMALL_PLANE = 2
 
 
-def _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> str:
-    """Depthwise conv as a direct loop with bounds checks, for small planes (the portable
-    branch; the grid helpers are then unused there, hence RVK_UNUSED on them)."""
-    n, cin, h, w = xs
+def _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act) -> Tuple[str, int]:
+    """(portable branch, its workspace floats) of a depthwise conv on small planes, channel-last:
+    the input plane and the weights are transposed to [position][channel] in the workspace, so
+    each (output, tap) pair is one multiply-add over contiguous channels (vectorised, no bounds
+    checks inside); out-of-plane taps are skipped per output, then bias, residual and activation
+    are applied while transposing back. (The grid helpers are unused there: RVK_UNUSED.)"""
+    n, c, h, w = xs
     _, _, kh, kw = ws_
     _, _, ho, wo = ys
     (sh, sw), (pt, pl), (dh, dw) = strides, pads[:2], dil
-    value = "acc + r[(ptrdiff_t)nc * " + str(ho * wo) + " + oi * " + str(wo) + " + oj]" \
-        if residual else "acc"
-    bexpr = f"b[nc % {cin}]" if bias else "0.0f"
-    body = f"""for (int nc = 0; nc < {n * cin}; ++nc) {{
-    const float *__restrict xp = x + (ptrdiff_t)nc * {h * w};
-    const float *__restrict wc = w + nc % {cin} * {kh * kw};
-    for (int oi = 0; oi < {ho}; ++oi) {{
-        for (int oj = 0; oj < {wo}; ++oj) {{
-            float acc = {bexpr};
-            for (int ki = 0; ki < {kh}; ++ki) {{
-                const int ii = oi * {sh} - {pt} + ki * {dh};
-                if (ii < 0 || ii >= {h}) continue;
-                for (int kj = 0; kj < {kw}; ++kj) {{
-                    const int jj = oj * {sw} - {pl} + kj * {dw};
-                    if (jj >= 0 && jj < {w}) acc += xp[ii * {w} + jj] * wc[ki * {kw} + kj];
-                }}
-            }}
-            const float v = {value};
-            y[(ptrdiff_t)nc * {ho * wo} + oi * {wo} + oj] = {act_expr(act, 'v')};
-        }}
-    }}
-}}
+    k, hw, howo = kh * kw, h * w, ho * wo
+    value = f"yt[p * {c} + ch] + rn[ch * {howo} + p]" if residual else f"yt[p * {c} + ch]"
+    bexpr = "b[ch]" if bias else "0.0f"
+    rdecl = f"\nconst float *__restrict rn = r + (ptrdiff_t)nb * {c * howo};" if residual else ""
+    taps = loop("kj", 0, kw, f"""const int jj = oj * {sw} - {pl} + kj * {dw};
+if (jj >= 0 && jj < {w}) {{
+    const float *__restrict xv = xt + (ii * {w} + jj) * {c};
+    const float *__restrict wv = wt + (ki * {kw} + kj) * {c};
+{indent(loop("ch", 0, c, "acc[ch] += xv[ch] * wv[ch];"))}
+}}""")
+    rows = loop("ki", 0, kh, f"""const int ii = oi * {sh} - {pt} + ki * {dh};
+if (ii >= 0 && ii < {h}) {{
+{indent(taps)}
+}}""")
+    out = loop("oi", 0, ho, loop("oj", 0, wo, f"""float *__restrict acc = yt + (oi * {wo} + oj) * {c};
+{loop("ch", 0, c, f"acc[ch] = {bexpr};")}
+{rows}"""))
+    back = loop("ch", 0, c, loop("p", 0, howo, f"""const float v = {value};
+yn[ch * {howo} + p] = {act_expr(act, 'v')};"""))
+    per_batch = f"""const float *__restrict xn = x + (ptrdiff_t)nb * {c * hw};
+float *__restrict yn = y + (ptrdiff_t)nb * {c * howo};{rdecl}
+{loop("ch", 0, c, loop("q", 0, hw, f"xt[q * {c} + ch] = xn[ch * {hw} + q];"))}
+{out}
+{back}"""
+    body = f"""float *__restrict wt = ws;
+float *__restrict xt = ws + {k * c};
+float *__restrict yt = ws + {k * c + hw * c};
+{loop("ch", 0, c, loop("t", 0, k, f"wt[t * {c} + ch] = w[ch * {k} + t];"))}
+{loop("nb", 0, n, per_batch)}
 """
-    return indent("(void)ws;   /* the RVV branch's scratch */\n" + body)
+    return indent(body), k * c + hw * c + howo * c
 
 
 def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -> Lowered:
@@ -179,10 +189,13 @@ for (int j = 0; j < {wo}; ++j) {{
 """
     support = {**header(), **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
     code = indent(body) + "\n"
+    wsize = gbuf + qpad
     if small:   # RVV keeps the vector grid sweep; other targets take the direct loop
-        code = guarded(code, _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act))
+        scode_, swords = _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act)
+        code = guarded(code, scode_)
+        wsize = max(wsize, swords)
         support = {k: v.replace("static void", "static RVK_UNUSED void", 1)
                    if k in (sname, gname) else v for k, v in support.items()}
-    kern = Kernel("dwconv", params, code, gbuf + qpad, support,
+    kern = Kernel("dwconv", params, code, wsize, support,
                   n * cin * ho * wo * kh * kw, spec=spec)
     return Lowered(kern)

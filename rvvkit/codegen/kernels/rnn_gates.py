@@ -14,11 +14,11 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 def act_c(act: Tuple[str, float, float], v: str) -> str:
     """C expression of a recurrent activation (name, alpha, beta) of expression `v`. Sigmoid
-    and Tanh use the prelude's call-free rvk_expf/rvk_tanhf, so the gate loops vectorise."""
+    and Tanh use the prelude's call-free rvk_sigmoidf/rvk_tanhf, so the gate loops vectorise."""
     name, al, be = act
     a, b = flt(al), flt(be)
     return {
-        "Sigmoid": f"1.0f / (1.0f + rvk_expf(-({v})))",
+        "Sigmoid": f"rvk_sigmoidf({v})",
         "Tanh": f"rvk_tanhf({v})",
         "Relu": f"fmaxf({v}, 0.0f)",
         "HardSigmoid": f"fminf(fmaxf({a} * ({v}) + {b}, 0.0f), 1.0f)",

@@ -1,0 +1,90 @@
+"""The generated C's call-free math (rvk_expf, rvk_tanhf, rvk_sigmoidf in codegen/c.py's
+KERNEL_PRELUDE), built with the production flags, against float64 numpy over a dense sweep of
+the float range that matters and the special values: the error bounds the comments claim, and
+NaN in, NaN out."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from rvvkit.codegen.c import KERNEL_PRELUDE
+from rvvkit.jit.compilers import compile_flags, resolve_compiler
+
+FUNCS = ("rvk_expf", "rvk_tanhf", "rvk_sigmoidf")
+REFS = {"rvk_expf": np.exp, "rvk_tanhf": np.tanh,
+        "rvk_sigmoidf": lambda x: 1.0 / (1.0 + np.exp(-x))}
+# max ulp inside each function's exact domain (expf: between its clamps; sigmoid: where e^-x is
+# not capped), and the abs error allowed outside it
+BOUNDS = {"rvk_expf": (2, None), "rvk_tanhf": (4, None), "rvk_sigmoidf": (3, 2e-35)}
+DOMAIN = {"rvk_expf": (-87.3, 88.0), "rvk_tanhf": (-np.inf, np.inf),
+          "rvk_sigmoidf": (-80.0, np.inf)}
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    import cffi
+    d = tmp_path_factory.mktemp("prelude")
+    body = "".join(f"void v_{f}(const float *x, float *y, long n) "
+                   f"{{ for (long i = 0; i < n; ++i) y[i] = {f}(x[i]); }}\n" for f in FUNCS)
+    src = d / "m.c"
+    src.write_text(KERNEL_PRELUDE + body)
+    so = d / "m.so"
+    cmd = ["gcc"] + compile_flags(resolve_compiler("gcc")) + ["-Werror", str(src), "-o",
+                                                                str(so), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    ffi = cffi.FFI()
+    ffi.cdef("".join(f"void v_{f}(const float *x, float *y, long n);" for f in FUNCS))
+    return ffi, ffi.dlopen(str(so))
+
+
+def _call(lib, name, x):
+    ffi, so = lib
+    x = np.ascontiguousarray(x, np.float32)
+    y = np.empty_like(x)
+    getattr(so, f"v_{name}")(ffi.cast("float *", x.ctypes.data),
+                             ffi.cast("float *", y.ctypes.data), x.size)
+    return y
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in representable floats (both finite, same sign or zero)."""
+    ia = a.view(np.int32).astype(np.int64)
+    ib = b.view(np.int32).astype(np.int64)
+    ia = np.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ib = np.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    return np.abs(ia - ib)
+
+
+@pytest.mark.parametrize("name", FUNCS)
+def test_error_bound(lib, name):
+    x = np.concatenate([np.linspace(-90, 90, 400001), np.geomspace(1e-8, 90, 20001),
+                        -np.geomspace(1e-8, 90, 20001)]).astype(np.float32)
+    got = _call(lib, name, x)
+    with np.errstate(over="ignore"):
+        ref64 = REFS[name](x.astype(np.float64))
+        ref = ref64.astype(np.float32)
+    max_ulp, tiny = BOUNDS[name]
+    lo, hi = DOMAIN[name]
+    inside = (x > lo) & (x < hi)
+    ulps = _ulps(got[inside], ref[inside])
+    assert ulps.max() <= max_ulp, f"{name}: {ulps.max()} ulp at x={x[inside][ulps.argmax()]}"
+    if tiny is not None:
+        assert np.abs(got[~inside] - ref64[~inside]).max() <= tiny
+
+
+@pytest.mark.parametrize("name", FUNCS)
+def test_special_values(lib, name):
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30], np.float32)
+    got = _call(lib, name, x)
+    assert np.isnan(got[0])
+    assert np.all(np.isfinite(got[1:]) | np.isinf(got[1:]))
+    if name != "rvk_expf":   # tanh and sigmoid saturate exactly where the true value does
+        with np.errstate(over="ignore"):
+            ref = REFS[name](x[1:].astype(np.float64))
+        np.testing.assert_allclose(got[1:], ref, rtol=1e-6, atol=1e-30)
