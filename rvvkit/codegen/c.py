@@ -89,6 +89,23 @@ static RVK_UNUSED inline float rvk_sigmoidf(float x) {
     r = r * (2.0f - d * r);
     return r;
 }
+
+/* GELU, x Phi(x) = max(x, 0) - |x|/2 erfc(|x|/sqrt2), erfc by Abramowitz-Stegun 7.1.26 (the
+ * same formula as the RVV form, codegen/kernels/vgelu.py): erf to within 1.5e-7 absolute, so
+ * GELU to within 1e-7 |x| plus a few ulp; libm's erff is a call per element. */
+static RVK_UNUSED inline float rvk_geluf(float x) {
+    const float ax = x < 0.0f ? -x : x;
+    const float a = ax > 10.0f ? 10.0f : ax;   /* erfc(10/sqrt2) < 1e-22: keeps inf * 0 out */
+    const float z = a * 0.70710678f;
+    const float t = 1.0f / (1.0f + 0.3275911f * z);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    const float q = p * t * rvk_expf(-z * z);
+    return (x > 0.0f ? x : 0.0f) - 0.5f * a * q;
+}
 """
 
 PRELUDE = """\

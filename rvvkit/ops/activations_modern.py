@@ -95,7 +95,8 @@ _ROWS = (
     ActivationDef(
         "gelu", ("Gelu",),
         numpy=lambda x: 0.5 * x * (1 + _erf_np(x * _SQRT_HALF)),
-        c=lambda v: f"(0.5f * {v} * (1.0f + erff({v} * {lit(_SQRT_HALF)})))",
+        c=lambda v: f"rvk_geluf({v})",
+        cuda=lambda v: f"(0.5f * {v} * (1.0f + erff({v} * {lit(_SQRT_HALF)})))",
         rvv=lambda v, lmul, vl: f"rvk_vgelu_f32m{lmul}({v}, {vl})",
         rvv_support=lambda lmul: _vgelu().gelu_support(lmul),
         of_node=lambda n: Act("gelu_tanh" if n.attrs.get("approximate") == "tanh" else "gelu"),
