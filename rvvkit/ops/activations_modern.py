@@ -18,7 +18,10 @@ from .registry import bad
 
 
 def _hard_sigmoid_c(v, alpha, beta):
-    return f"fminf(fmaxf({lit(alpha)} * {v} + {lit(beta)}, 0.0f), 1.0f)"
+    # comparisons, not fminf/fmaxf: without -ffinite-math-only those are libm calls on x86
+    # (their NaN rule is not the min/max instructions'), which keep the loop scalar
+    t = f"{lit(alpha)} * {v} + {lit(beta)}"
+    return f"({t} < 0.0f ? 0.0f : ({t} > 1.0f ? 1.0f : {t}))"
 
 
 def _hard_sigmoid_rvv(v, lmul, vl, alpha, beta):

@@ -20,8 +20,8 @@ def act_c(act: Tuple[str, float, float], v: str) -> str:
     return {
         "Sigmoid": f"rvk_sigmoidf({v})",
         "Tanh": f"rvk_tanhf({v})",
-        "Relu": f"fmaxf({v}, 0.0f)",
-        "HardSigmoid": f"fminf(fmaxf({a} * ({v}) + {b}, 0.0f), 1.0f)",
+        "Relu": f"(({v}) > 0.0f ? ({v}) : 0.0f)",
+        "HardSigmoid": _clamp(f"{a} * ({v}) + {b}", "0.0f", "1.0f"),
         "LeakyRelu": f"(({v}) >= 0.0f ? ({v}) : {a} * ({v}))",
         "Affine": f"({a} * ({v}) + {b})",
         "ScaledTanh": f"({a} * rvk_tanhf({b} * ({v})))",
@@ -35,7 +35,13 @@ def act_c(act: Tuple[str, float, float], v: str) -> str:
 def clip_c(clip: Optional[float], v: str) -> str:
     if clip is None:
         return v
-    return f"fminf(fmaxf({v}, -{flt(clip)}), {flt(clip)})"
+    return _clamp(v, f"-{flt(clip)}", flt(clip))
+
+
+def _clamp(v: str, lo: str, hi: str) -> str:
+    """Comparisons, not fminf/fmaxf: those are libm calls on x86 without -ffinite-math-only
+    (their NaN rule is not the min/max instructions'), and keep the loop scalar."""
+    return f"(({v}) < {lo} ? {lo} : (({v}) > {hi} ? {hi} : ({v})))"
 
 
 def lstm_update(hid: int, acts, has_p: bool, clip: Optional[float]) -> str:
