@@ -12,6 +12,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from ..errors import InputError, RvvkitError
+from .npz import load_npz, printable, save_npz  # noqa: F401 (the commands' file I/O)
 
 
 class UsageError(Exception):
@@ -104,14 +105,6 @@ board = _usage(_board)                # ssh://... only
 
 # -- files ---------------------------------------------------------------------------------
 
-def load_npz(path: str) -> Dict[str, np.ndarray]:
-    try:
-        with np.load(path) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read inputs {path}: {exc}") from None
-
-
 def load_inputs(args, sess) -> Dict[str, np.ndarray]:
     """--inputs, else seeded random inputs of the session's shapes and dtypes."""
     if args.inputs:
@@ -119,17 +112,6 @@ def load_inputs(args, sess) -> Dict[str, np.ndarray]:
     progress(f"no --inputs given: using random inputs (seed {args.seed}; floats standard "
              "normal, integers and bools 0/1)")
     return sess.random_feeds(args.seed)
-
-
-def save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
-    """Atomic: a failed run never leaves a partial output file behind."""
-    tmp = f"{path}.{os.getpid()}.tmp.npz"
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 # -- sessions ------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..report import table
-from .common import count, executor, load_inputs, open_session, progress, save_npz, vlen
+from .common import (count, executor, load_inputs, load_npz, open_session, printable, progress,
+                     save_npz, vlen)
 
 
 def print_profile(rows) -> None:
@@ -19,17 +20,18 @@ def print_profile(rows) -> None:
 
 
 def cmd_run(args) -> int:
+    given = load_npz(args.inputs) if args.inputs else None   # a bad file fails before compiling
     sess = open_session(args.artifact, args.on, compiler=args.compiler,
                         no_cache=args.no_cache, vlen=args.vlen)
     with sess:  # closing matters on a board: it removes the remote temp dir
-        feeds = load_inputs(args, sess)
+        feeds = given if given is not None else load_inputs(args, sess)
         outs = sess.run(feeds)
         if args.output:
             save_npz(args.output, outs)
-            progress(f"wrote {args.output} ({', '.join(outs)})")
+            progress(f"wrote {args.output} ({', '.join(printable(k) for k in outs)})")
         else:
             print(table(["output", "shape", "min", "max", "argmax"],
-                        [[k, "x".join(map(str, v.shape)), f"{v.min():.6g}", f"{v.max():.6g}",
+                        [[printable(k), "x".join(map(str, v.shape)), f"{v.min():.6g}", f"{v.max():.6g}",
                           int(np.argmax(v))] for k, v in outs.items()]))
         if args.profile:
             print_profile(sess.profile(feeds, repeat=args.repeat))

@@ -87,6 +87,7 @@ static RVK_UNUSED inline float rvk_sigmoidf(float x) {
     r = r * (2.0f - d * r);
     r = r * (2.0f - d * r);
     r = r * (2.0f - d * r);
+    r = r + r * (1.0f - d * r);   /* residual form (fused): rounds right, 1 stays exactly 1 */
     return r;
 }
 

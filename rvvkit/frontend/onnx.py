@@ -39,6 +39,11 @@ def load_model(model: ModelLike):
         raise ModelError(f"cannot parse ONNX model {model!s:.200}: {exc}") from exc
 
 
+def _known_opset() -> int:
+    import onnx.defs
+    return int(onnx.defs.onnx_opset_version())
+
+
 def _opset(model) -> int:
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
@@ -64,14 +69,21 @@ def _attrs(node) -> Dict:
 
 def _input_shape(vi, overrides: Dict[str, Sequence[int]]) -> Tuple[int, ...]:
     if vi.name in overrides:
-        return tuple(int(d) for d in overrides[vi.name])
+        dims = tuple(int(d) for d in overrides[vi.name])
+        if any(d < 0 for d in dims):
+            raise ModelError(f"--input-shape {vi.name}={','.join(map(str, dims))}: sizes "
+                             "cannot be negative")
+        return dims
     tt = vi.type.tensor_type
     if not tt.HasField("shape"):
         raise ModelError(f"input {vi.name!r} has no shape; give one with --input-shape "
                          f"{vi.name}=1,3,224,224 (input_shapes= in Python)")
     dims = []
     for axis, d in enumerate(tt.shape.dim):
-        if d.HasField("dim_value") and d.dim_value > 0:
+        if d.HasField("dim_value") and d.dim_value < 0:
+            raise ModelError(f"input {vi.name!r} has size {d.dim_value} at axis {axis}; sizes "
+                             "cannot be negative")
+        if d.HasField("dim_value"):   # 0 is a size: an empty tensor
             dims.append(int(d.dim_value))
         elif axis == 0:
             # A symbolic batch dimension is the common case in exported models: batch 1 is
@@ -86,6 +98,38 @@ def _input_shape(vi, overrides: Dict[str, Sequence[int]]) -> Tuple[int, ...]:
     return tuple(dims)
 
 
+# Kernels index with 32-bit ints: no tensor may have more elements than this.
+MAX_ELEMENTS = 2 ** 31 - 1
+# Attributes whose every entry must be at least 1 (or 0 for the padding ones), whatever the op.
+AT_LEAST = {"strides": 1, "kernel_shape": 1, "dilations": 1, "group": 1, "pads": 0,
+            "output_padding": 0}
+
+
+def _size_problem(name: str, shape) -> str:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n > MAX_ELEMENTS:
+        dims = "x".join(str(int(d)) for d in shape)
+        return (f"tensor {name!r} would have {n} elements ({dims}); rvvkit's kernels index "
+                f"with 32-bit ints (at most {MAX_ELEMENTS})")
+    return ""
+
+
+def _attr_problem(node: Node) -> str:
+    if node.op == "Pad":   # Pad-2's pads attribute may be negative (it crops)
+        return ""
+    for attr, low in AT_LEAST.items():
+        v = node.attrs.get(attr)
+        if v is None or isinstance(v, (str, np.ndarray)):
+            continue
+        vals = v if isinstance(v, (tuple, list)) else (v,)
+        if any(not isinstance(x, (int, np.integer)) or x < low for x in vals):
+            return (f"{node.op} node {node.name!r}: attribute {attr}={list(vals)} must have "
+                    f"every entry at least {low}")
+    return ""
+
+
 # Inference errors a malformed node raises from an op's infer or evaluate function.
 MALFORMED = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError)
 
@@ -97,6 +141,7 @@ class Findings:
     def __init__(self):
         self.items: List[Tuple[str, str, str, Optional[ModelError]]] = []
         self.lost: Set[str] = set()
+        self.written: Set[str] = set()   # every node output so far (one producer per tensor)
 
     def add(self, op: str, where: str, exc, lose=()) -> None:
         err = exc if isinstance(exc, ModelError) else None
@@ -122,16 +167,27 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
     if opset < MIN_OPSET:
         proto = upgrade(proto, opset)
         opset = _opset(proto)
+    known = _known_opset()
+    if opset > known:
+        raise ModelError(f"the model imports ai.onnx opset {opset}; rvvkit knows opsets up to "
+                         f"{known} (that of the installed onnx package)")
     g = Graph(name or proto.graph.name or "model")
     g.opset = opset
-    for init in proto.graph.initializer:
-        g.add_const(init.name, numpy_helper.to_array(init))
     found = Findings()
+    for init in proto.graph.initializer:
+        try:
+            g.add_const(init.name, numpy_helper.to_array(init))
+        except (ValueError, TypeError) as exc:
+            found.add("", init.name, ModelError(f"initializer {init.name!r}: its data does not "
+                                                f"match its type and shape ({exc})"), [init.name])
     _add_inputs(g, proto, dict(input_shapes or {}), found)
     for i, pn in enumerate(proto.graph.node):
         _add_node(g, pn, i, found)
-    for vi in proto.graph.output:
+    for k, vi in enumerate(proto.graph.output):
         why = tensor_type_problem(vi, "output")
+        if any(o.name == vi.name for o in proto.graph.output[:k]):
+            found.add("", vi.name, ModelError(f"graph output {vi.name!r} is listed twice"))
+            continue
         if why:
             found.add("", vi.name, ModelError(why))
         elif vi.name not in g.tensors and vi.name not in found.lost:
@@ -143,7 +199,12 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
 
 
 def _add_inputs(g: Graph, proto, overrides: Dict, found: Findings) -> None:
+    seen: Set[str] = set()
     for vi in proto.graph.input:
+        if vi.name in seen:
+            found.add("", vi.name, ModelError(f"graph input {vi.name!r} is listed twice"))
+            continue
+        seen.add(vi.name)
         if vi.name in g.tensors:
             continue  # pre-IR-4 models list initializers as inputs too
         try:
@@ -154,7 +215,11 @@ def _add_inputs(g: Graph, proto, overrides: Dict, found: Findings) -> None:
             if not dtypes.supported(dtype):
                 raise ModelError(f"input {vi.name!r} has dtype {dtype}; rvvkit supports "
                                  f"{', '.join(dtypes.NAMES)} inputs")
-            g.add_tensor(Tensor(vi.name, _input_shape(vi, overrides), dtype))
+            shape = _input_shape(vi, overrides)
+            why = _size_problem(vi.name, shape)
+            if why:
+                raise ModelError(f"input {vi.name!r}: {why}")
+            g.add_tensor(Tensor(vi.name, shape, dtype))
             g.inputs.append(vi.name)
         except ModelError as exc:
             found.add("", vi.name, exc, [vi.name])
@@ -185,12 +250,30 @@ def _add_node(g: Graph, pn, i: int, found: Findings) -> None:
         found.add(unknown_op, where, f"{unknown_op} node {where!r}: unsupported operator",
                   outputs)
         return
+    where = pn.name or f"{pn.op_type}_{i}"
+    taken = [o for j, o in enumerate(outputs) if o and (o in found.written or o in g.tensors
+                                                        or o in outputs[:j])]
+    found.written.update(o for o in outputs if o)
+    if taken:
+        found.add(pn.op_type, where, f"{pn.op_type} node {where!r} writes {taken[0]!r}, which "
+                  "is already defined (by an earlier node, a graph input or an initializer); "
+                  "every tensor has one producer", outputs)
+        return
     if any(x in found.lost for x in pn.input if x):
         found.lost.update(o for o in outputs if o)
         return
-    node = Node(pn.op_type, pn.name or f"{pn.op_type}_{i}", list(pn.input), outputs,
-                _attrs(pn))
     try:
+        node = Node(pn.op_type, where, list(pn.input), outputs, _attrs(pn))
+    except (UnicodeDecodeError, ValueError, TypeError) as exc:
+        why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
+            f"is malformed ({exc})"
+        found.add(pn.op_type, where, f"{pn.op_type} node {where!r}: an attribute {why}",
+                  outputs)
+        return
+    try:
+        why = _attr_problem(node)
+        if why:
+            raise ModelError(why)
         _infer(g, node)
     except ModelError as exc:
         found.add(node.op, node.name, exc, outputs)
@@ -206,6 +289,10 @@ def _infer(g: Graph, node: Node) -> None:
                              "before it (nodes must be in topological order)")
     outs = REGISTRY[node.op].infer(node, g)
     added = []
+    for name, (shape, dtype) in zip(node.outputs, outs):
+        why = _size_problem(name, shape) if name else ""
+        if why:
+            raise ModelError(f"{node.op} node {node.name!r}: {why}")
     for name, (shape, dtype) in zip(node.outputs, outs):
         if name:
             added.append(g.add_tensor(Tensor(name, tuple(int(d) for d in shape),

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
-from ..errors import CompileError, CompilerNotFound
+from ..errors import CompileError, CompilerNotFound, RvvkitError
 from . import cache
 from .diagnostics import source_excerpt
 from .compilers import Compiler
@@ -25,7 +25,14 @@ PathLike = Union[str, os.PathLike]
 def compile_timeout() -> float:
     """Seconds one compiler run may take: $RVVKIT_COMPILE_TIMEOUT, else 600."""
     value = os.environ.get("RVVKIT_COMPILE_TIMEOUT", "").strip()
-    return float(value) if value else DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(value) if value else DEFAULT_TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise RvvkitError(f"$RVVKIT_COMPILE_TIMEOUT={value!r} is not a positive number of "
+                          "seconds")
+    return seconds
 
 
 def _flags_for_kind(flags: Sequence[str], kind: str, compiler: Compiler) -> List[str]:

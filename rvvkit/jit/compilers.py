@@ -57,8 +57,15 @@ def _ziglang_available() -> bool:
 
 
 def split_compiler(spec: str) -> Tuple[str, ...]:
-    """Turn a user string into argv; "zig [cc|c++] ..." becomes `python -m ziglang cc ...`."""
-    argv = shlex.split(spec)
+    """Turn a user string into argv; "zig [cc|c++] ..." becomes `python -m ziglang cc ...`; a
+    relative path (./cc) is made absolute, since compiles run in another directory."""
+    try:
+        argv = shlex.split(spec)
+    except ValueError as exc:
+        raise CompilerNotFound(f"compiler string {spec!r} cannot be split into words: "
+                               f"{exc}") from None
+    if argv and os.sep in argv[0] and not os.path.isabs(argv[0]):
+        argv[0] = os.path.abspath(argv[0])
     if not argv:
         raise CompilerNotFound("empty compiler string")
     if argv[0] in ("zig", "ziglang"):

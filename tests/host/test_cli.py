@@ -227,6 +227,42 @@ def test_unsupported_operator_model(tmp_path):
     assert not (tmp_path / "bad.rvv").exists()
 
 
+def test_outputs_named_like_savez_keywords_and_paths(tmp_path):
+    """Output names np.savez would take as its own arguments or as member paths are written
+    and read back as named; names are printed with control characters escaped."""
+    names = ["allow_pickle", "file", "../../x", "evil\x1b[31m"]
+    nodes = [node("Relu", ["x"], [names[0]]), node("Neg", ["x"], [names[1]]),
+             node("Abs", ["x"], [names[2]]), node("Sigmoid", ["x"], [names[3]])]
+    path = tmp_path / "names.onnx"
+    path.write_bytes(make_model(nodes, [("x", (2, 3))], names).SerializeToString())
+    assert cli("build", path, "-o", tmp_path / "names.rvv").returncode == 0
+    x = rand(2, 3, seed=3)
+    np.savez(tmp_path / "in.npz", x=x)
+    proc = cli("run", tmp_path / "names.rvv", "--inputs", tmp_path / "in.npz", "--output",
+               tmp_path / "out.npz")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stderr and "evil\\x1b[31m" in proc.stderr
+    from rvvkit.cli.npz import load_npz
+    got = load_npz(str(tmp_path / "out.npz"))
+    assert list(got) == names
+    ref = run_ort(make_model(nodes, [("x", (2, 3))], names), {"x": x})
+    for k in names:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-6, atol=1e-7)
+    assert not (tmp_path.parent / "x.npy").exists()
+    proc = cli("run", tmp_path / "names.rvv", "--inputs", tmp_path / "in.npz")
+    assert proc.returncode == 0 and "\x1b" not in proc.stdout
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04garbage", b"\x93NUMPY\x01\x00"])
+def test_bad_inputs_file_is_one_line(artifact, tmp_path, content):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(content)
+    proc = cli("run", artifact, "--inputs", bad)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("rvvkit: error:")]
+    assert len(errors) == 1 and "bad.npz" in errors[0] and errors[0] == proc.stderr.splitlines()[-1]
+
+
 def test_missing_model_file(tmp_path):
     proc = cli("build", tmp_path / "absent.onnx")
     assert proc.returncode == 1 and "absent.onnx" in proc.stderr and "not found" in proc.stderr

@@ -99,6 +99,8 @@ def test_special_values(lib, name):
     got = _call(lib, name, x)
     assert np.isnan(got[0])
     assert np.all(np.isfinite(got[1:]) | np.isinf(got[1:]))
+    if name == "rvk_sigmoidf":   # saturates to exactly 1 where float's sigmoid does
+        assert np.all(_call(lib, name, np.array([17.0, 30.0, 80.0], np.float32)) == 1.0)
     if name != "rvk_expf":   # tanh and sigmoid saturate exactly where the true value does
         with np.errstate(over="ignore"):
             ref = REFS[name](x[1:].astype(np.float64))

@@ -246,3 +246,29 @@ def test_identity_covers_path_version_argv(fakebin):
     assert comp.path in ident and comp.version in ident and "gcc" in ident
     other = Compiler(**{**comp.__dict__, "version": "gcc 13"})
     assert other.identity() != ident
+
+
+def test_compiler_string_that_cannot_be_split(fakebin, monkeypatch):
+    monkeypatch.setenv("RVVKIT_COMPILER", "gcc 'oops")
+    with pytest.raises(CompilerNotFound, match="cannot be split into words"):
+        resolve_compiler()
+
+
+def test_relative_compiler_path_is_made_absolute(fakebin, monkeypatch):
+    """Compiles run in a scratch directory, so ./cc must name this directory's cc."""
+    install(fakebin, ["gcc"])
+    monkeypatch.chdir(fakebin)
+    assert split_compiler("./gcc -v")[0] == str(fakebin / "gcc")
+    monkeypatch.setenv("RVVKIT_COMPILER", "./gcc")
+    assert resolve_compiler().argv[0] == str(fakebin / "gcc")
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "nan"])
+def test_compile_timeout_must_be_positive_seconds(monkeypatch, value):
+    from rvvkit.errors import RvvkitError
+    from rvvkit.jit.build import compile_timeout
+    monkeypatch.setenv("RVVKIT_COMPILE_TIMEOUT", value)
+    with pytest.raises(RvvkitError, match="RVVKIT_COMPILE_TIMEOUT"):
+        compile_timeout()
+    monkeypatch.setenv("RVVKIT_COMPILE_TIMEOUT", "2.5")
+    assert compile_timeout() == 2.5
