@@ -73,6 +73,38 @@ NOINLINE = """#ifndef RVK_NOINLINE
 """
 
 
+# x86 without AVX-512 has 16 vector registers of 8 floats: an MR x NR tile sized for 32 registers
+# would spill its accumulators there (gcc keeps the whole acc array in memory), so the tile is
+# computed in blocks of at most 6 rows x 16 columns (12 accumulators, 2 vectors of b, 1
+# broadcast), one pass over k each, written with GNU vector types so they stay in registers.
+AVX2_ROWS, AVX2_COLS = 6, 16
+
+
+def _block8(mr: int, nr: int, i0: int, j0: int, arow: str, brow: str) -> str:
+    rows, nv = min(AVX2_ROWS, mr - i0), min(AVX2_COLS, nr - j0) // 8
+    accs = [[f"c{i}{v}" for v in range(nv)] for i in range(rows)]
+    decl = "v8 " + ", ".join(f"{c} = {{0}}" for r in accs for c in r) + ";"
+    loads = "\n".join(f"v8 b{v};\nmemcpy(&b{v}, bk + {8 * v}, sizeof b{v});" for v in range(nv))
+    fmas = "\n".join(f"{{\n    const float s = ak[{i}];\n"
+                     "    const v8 av = {s, s, s, s, s, s, s, s};\n"
+                     + "".join(f"    {accs[i][v]} += av * b{v};\n" for v in range(nv)) + "}"
+                     for i in range(rows))
+    stores = "\n".join(f"memcpy(t + {(i0 + i) * nr + j0 + 8 * v}, &{accs[i][v]}, "
+                       f"sizeof {accs[i][v]});" for i in range(rows) for v in range(nv))
+    off_a = f" + {i0}" if i0 else ""
+    off_b = f" + {j0}" if j0 else ""
+    return f"""{{ /* rows {i0}..{i0 + rows - 1}, columns {j0}..{j0 + 8 * nv - 1} */
+    {decl}
+    for (int k = 0; k < kb; ++k) {{
+        const float *__restrict ak = {arow}{off_a};
+        const float *__restrict bk = {brow}{off_b};
+{indent(loads, 2)}
+{indent(fmas, 2)}
+    }}
+{indent(stores)}
+}}"""
+
+
 def ukernel(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
     """t[MR][NR] = sum_k a[k][MR] (x) b[k][NR] over kb steps of packed panels. With ind "a" or
     "b", that side is read in place: its row k starts at side + off[k] (conv on the padded
@@ -89,6 +121,14 @@ def ukernel(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
     fma = loop("i", 0, mr, f"const float ai = ak[i];\n"
                + loop("j", 0, nr, "acc[i][j] += ai * bk[j];"))
     store = loop("i", 0, mr, loop("j", 0, nr, f"t[i * {nr} + j] = acc[i][j];"))
+    avx2 = ""
+    if nr % 8 == 0:
+        blocks = "\n".join(_block8(mr, nr, i0, j0, arow, brow)
+                            for i0 in range(0, mr, AVX2_ROWS) for j0 in range(0, nr, AVX2_COLS))
+        avx2 = f"""#elif defined(__GNUC__) && defined(__AVX__) && !defined(__AVX512F__)
+    typedef float v8 __attribute__((vector_size(32)));
+{indent(blocks)}
+"""
     return name, NOINLINE + f"""{GUARD}
 #include <riscv_vector.h>
 {variants}#endif
@@ -96,7 +136,7 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
     const float *__restrict b, {offp}float *__restrict t) {{
 {GUARD}
 {indent(dispatch)}
-#else
+{avx2}#else
     float acc[{mr}][{nr}];
 {indent(zero)}
     /* per k: one broadcast of a per row, NR/VEC vector loads of b, MR*NR/VEC FMAs */
