@@ -274,7 +274,7 @@ def _rnn(spec: dict, kernel: Kernel) -> CudaKernel:
     op, seq, batch, inp, hid = (spec[k] for k in ("cell", "seq", "batch", "input", "hidden"))
     ndirs, layout, acts, clip, lbr = (spec[k] for k in ("ndirs", "layout", "acts", "clip",
                                                         "lbr"))
-    ng = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    ng = rnn_gates.GATES[op]
     if (ng + 3) * hid > RNN_SHARED_FLOATS:
         return serial(spec, kernel)
     has = dict(zip(rnn_gates.INPUTS, spec["inputs"]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from ...ops.activations import Act
 from ..cfmt import flt
 
 # presence flags of the node's inputs come in this order (ONNX RNN/GRU/LSTM)
@@ -20,8 +21,8 @@ def act_c(act: Tuple[str, float, float], v: str) -> str:
     return {
         "Sigmoid": f"rvk_sigmoidf({v})",
         "Tanh": f"rvk_tanhf({v})",
-        "Relu": f"(({v}) > 0.0f ? ({v}) : 0.0f)",
-        "HardSigmoid": _clamp(f"{a} * ({v}) + {b}", "0.0f", "1.0f"),
+        "Relu": Act("relu").c_expr(f"({v})"),
+        "HardSigmoid": Act("hard_sigmoid", (al, be)).c_expr(f"({v})"),
         "LeakyRelu": f"(({v}) >= 0.0f ? ({v}) : {a} * ({v}))",
         "Affine": f"({a} * ({v}) + {b})",
         "ScaledTanh": f"({a} * rvk_tanhf({b} * ({v})))",
@@ -35,13 +36,7 @@ def act_c(act: Tuple[str, float, float], v: str) -> str:
 def clip_c(clip: Optional[float], v: str) -> str:
     if clip is None:
         return v
-    return _clamp(v, f"-{flt(clip)}", flt(clip))
-
-
-def _clamp(v: str, lo: str, hi: str) -> str:
-    """Comparisons, not fminf/fmaxf: those are libm calls on x86 without -ffinite-math-only
-    (their NaN rule is not the min/max instructions'), and keep the loop scalar."""
-    return f"(({v}) < {lo} ? {lo} : (({v}) > {hi} ? {hi} : ({v})))"
+    return Act("clip", (-clip, clip)).c_expr(f"({v})")
 
 
 def lstm_update(hid: int, acts, has_p: bool, clip: Optional[float]) -> str:

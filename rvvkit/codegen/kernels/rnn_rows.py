@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..cfmt import indent
-from .rnn_gates import act_c, clip_c, lstm_update
+from .rnn_gates import GATES, act_c, clip_c, lstm_update
 
 # A dot product in 8 interleaved partial sums: compilers vectorise it without -ffast-math
 # (a single running sum is a serial chain they must keep in order). Shared with attention.py.
@@ -82,8 +82,7 @@ for (long j = 0; j < {hid}; ++j) {{
 def step(op: str, hid: int, inp: int, acts, has_b: bool, has_p: bool, clip, lbr: int,
          packed: bool) -> str:
     """One time step for one direction/batch row: reads xt, updates h (and c)."""
-    ng = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
-    rw = _Rows(packed, ng * hid)
+    rw = _Rows(packed, GATES[op] * hid)
     if op == "RNN":
         return _gates_pre(rw, 1, hid, inp, has_b, clip) + f"""
 for (long j = 0; j < {hid}; ++j) h[j] = {act_c(acts[0], "gates[j]")};"""
