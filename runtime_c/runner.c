@@ -4,10 +4,11 @@
  * Build the runner itself without Python: make -C runtime_c [CC=riscv64-linux-gnu-gcc].
  *
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
- *          [--warmup W] [--timings FILE] [--untimed]
+ *          [--warmup W] [--timings FILE] [--untimed] [--no-verify]
  *
- * Reads the weights from ARTIFACT's .rvvkit.weights section (mapped, used in place: the section
- * is 64-byte aligned in the file), inputs from .npy files (float32, C order, graph input order),
+ * Checks ARTIFACT first (rvk_artifact.h: every section against the checksums of its meta, unless
+ * --no-verify; the meta's sizes against the kernels'), then reads the weights from its
+ * .rvvkit.weights section (mapped, used in place: the section is 64-byte aligned in the file), inputs from .npy files (float32, C order, graph input order),
  * runs W warm-up and N timed inferences and writes outputs as DIR/out<i>.npy (1-D; reshape from
  * the artifact's meta). --repeat 0 loads everything but never infers, so that instruction
  * counts of a --repeat 0 run measure start-up alone and can be subtracted. --timings writes
@@ -37,12 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rvk_elf.h"
+#include "rvk_artifact.h"
 #include "rvk_npy.h"
 /* The plan ABI: the kernels' functions and their pointer types. */
 #include "rvvkit_abi.h"
 
-#define WEIGHTS_SECTION ".rvvkit.weights"
 #define MAX_IO 256
 
 enum { EXIT_USAGE = 2, EXIT_ARTIFACT = 3, EXIT_INPUTS = 4, EXIT_KERNELS = 5, EXIT_RUNTIME = 6,
@@ -93,13 +93,13 @@ static void sym(void *lib, const char *path, const char *name, void *fn_out, siz
 struct args {
     const char *artifact, *kernels, *outdir, *timings;
     const char *inputs[MAX_IO];
-    int ninputs, untimed;
+    int ninputs, untimed, no_verify;
     long repeat, warmup;
 };
 
 static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
-    "              [--warmup W] [--timings FILE] [--untimed]";
+    "              [--warmup W] [--timings FILE] [--untimed] [--no-verify]";
 
 static struct args parse_args(int argc, char **argv) {
     struct args a;
@@ -120,6 +120,8 @@ static struct args parse_args(int argc, char **argv) {
             }
         } else if (!strcmp(s, "--untimed")) {
             a.untimed = 1;
+        } else if (!strcmp(s, "--no-verify")) {
+            a.no_verify = 1;
         } else if (!strncmp(s, "--", 2)) {
             if (!has_value) die(EXIT_USAGE, "%s needs a value\n%s", s, USAGE);
             const char *v = argv[++i];
@@ -140,36 +142,63 @@ static struct args parse_args(int argc, char **argv) {
     return a;
 }
 
-/* Maps the artifact and returns a 64-byte aligned pointer to its weights (in place when the
- * section is aligned in memory, as the artifact writer guarantees, else an aligned copy). */
-static const float *load_weights(const char *path, long expect_floats) {
+/* Maps the artifact (it stays mapped until exit) and checks it: rvk_artifact.h. */
+static const unsigned char *map_artifact(const char *path, int verify, rvk_facts *facts,
+                                         uint64_t *size_out) {
     char err[8192]; /* room for two 4096-byte paths: no truncation warnings */
     int fd = open(path, O_RDONLY);
     if (fd < 0) die(EXIT_ARTIFACT, "cannot open artifact %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) die(EXIT_ARTIFACT, "cannot stat %s: %s", path, strerror(errno));
     const uint64_t size = (uint64_t)st.st_size;
-    const unsigned char *data = NULL;
+    static const unsigned char empty[1] = {0};
+    const unsigned char *data = empty;
     if (size > 0) {
         void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) die(EXIT_ARTIFACT, "cannot map %s: %s", path, strerror(errno));
         data = (const unsigned char *)m;
     }
-    close(fd); /* the mapping stays valid; it lives until exit */
-    static const unsigned char empty[1] = {0};
-    uint64_t off = 0, len = 0;
-    if (rvk_elf_find(data ? data : empty, size, path, WEIGHTS_SECTION, &off, &len, err,
-                     sizeof err) != 0)
+    close(fd);
+    if (rvk_artifact_read(data, size, path, verify, facts, err, sizeof err) != 0)
         die(EXIT_ARTIFACT, "%s", err);
-    if (len % sizeof(float) != 0 || len / sizeof(float) != (uint64_t)expect_floats)
-        die(EXIT_ARTIFACT, "section %s of %s is %llu bytes but the kernels expect %ld float32 "
-            "weights (%ld bytes): artifact and kernels come from different models, or the "
-            "file is corrupt", WEIGHTS_SECTION, path, (unsigned long long)len, expect_floats,
-            expect_floats * (long)sizeof(float));
-    const unsigned char *w = data + off;
-    if (len == 0 || ((uintptr_t)w % 64) != 0) {
-        void *copy = xalloc64((size_t)len, "weights");
-        if (len) memcpy(copy, w, (size_t)len);
+    *size_out = size;
+    return data;
+}
+
+/* The kernels write buffers sized from what they declare, and rvvkit reads the outputs back
+ * with the meta's shapes: artifact and kernels must agree on every size, or nothing runs. */
+static void check_kernels(const char *kpath, const rvk_facts *f, int abi, int nsteps, int nin,
+                          int nout, long arena, long weights, rvvkit_io_elems_fn in_elems,
+                          rvvkit_io_elems_fn out_elems, rvvkit_io_dtype_fn in_dtype,
+                          rvvkit_io_dtype_fn out_dtype) {
+    const char *what = NULL;
+    int idx = -1;
+    if (f->abi >= 0 && f->abi != abi) what = "ABI version";
+    else if (f->steps != nsteps) what = "step count";
+    else if (f->nin != nin) what = "input count";
+    else if (f->nout != nout) what = "output count";
+    else if (f->arena_floats != arena) what = "arena size";
+    else if (f->weights_len != (uint64_t)weights * sizeof(float)) what = "weights size";
+    for (int i = 0; !what && i < nin; ++i)
+        if (f->in[i].elems != in_elems(i) || f->in[i].dtype != in_dtype(i)) what = "input", idx = i;
+    for (int i = 0; !what && i < nout; ++i)
+        if (f->out[i].elems != out_elems(i) || f->out[i].dtype != out_dtype(i))
+            what = "output", idx = i;
+    if (what) {
+        char at[32] = "";
+        if (idx >= 0) snprintf(at, sizeof at, " %d (size or type)", idx);
+        die(EXIT_ARTIFACT, "the artifact's meta and the kernels %s disagree on the %s%s: they "
+            "come from different builds, or the artifact was edited", kpath, what, at);
+    }
+}
+
+/* The weights, 64-byte aligned: in place when the section is (the writer aligns it), else a
+ * copy. */
+static const float *weights_of(const unsigned char *data, const rvk_facts *f) {
+    const unsigned char *w = data + f->weights_off;
+    if (f->weights_len == 0 || ((uintptr_t)w % 64) != 0) {
+        void *copy = xalloc64((size_t)f->weights_len, "weights");
+        if (f->weights_len) memcpy(copy, w, (size_t)f->weights_len);
         return (const float *)copy;
     }
     return (const float *)w;
@@ -237,7 +266,12 @@ int main(int argc, char **argv) {
         die(EXIT_KERNELS, "%s reports implausible sizes (%d inputs, %d outputs, %d steps)",
             a.kernels, nin, nout, nsteps);
 
-    const float *weights = load_weights(a.artifact, weights_floats());
+    static rvk_facts facts; /* static: 4 KiB of I/O facts stay off the stack */
+    uint64_t art_size = 0;
+    const unsigned char *art = map_artifact(a.artifact, !a.no_verify, &facts, &art_size);
+    check_kernels(a.kernels, &facts, abi(), nsteps, nin, nout, arena_floats(), weights_floats(),
+                  in_elems, out_elems, in_dtype, out_dtype);
+    const float *weights = weights_of(art, &facts);
 
     if (a.ninputs != nin)
         die(EXIT_INPUTS, "the model takes %d input(s) but %d .npy file(s) were given "

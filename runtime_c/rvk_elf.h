@@ -109,4 +109,23 @@ static int rvk_elf_find(const unsigned char *data, uint64_t size, const char *so
     return -1;
 }
 
+/* Section i (1 <= i < count) of an image whose table rvk_elf_find has accepted: its name (NULL
+ * when the name lies outside .shstrtab), offset and size (sizes checked against the file). */
+static int rvk_elf_count(const unsigned char *data) { return (int)rvk_le(data + 60, 2); }
+
+static int rvk_elf_section(const unsigned char *data, uint64_t size, int i, const char **name,
+                           uint64_t *off, uint64_t *len) {
+    const uint64_t shoff = rvk_le(data + 40, 8);
+    const unsigned shstrndx = (unsigned)rvk_le(data + 62, 2);
+    const unsigned char *strhdr = data + shoff + (uint64_t)shstrndx * RVK_SHDR_SIZE;
+    const uint64_t stroff = rvk_le(strhdr + 24, 8), strsize = rvk_le(strhdr + 32, 8);
+    const unsigned char *sh = data + shoff + (uint64_t)i * RVK_SHDR_SIZE;
+    const uint64_t at = rvk_le(sh, 4);
+    *name = at < strsize && memchr(data + stroff + at, 0, (size_t)(strsize - at))
+                ? (const char *)(data + stroff + at) : NULL;
+    *off = rvk_le(sh + 24, 8);
+    *len = rvk_le(sh + 4, 4) == RVK_SHT_NOBITS ? 0 : rvk_le(sh + 32, 8);
+    return *off <= size && *len <= size - *off ? 0 : -1;
+}
+
 #endif /* RVK_ELF_H */

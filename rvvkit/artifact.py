@@ -4,7 +4,9 @@ nothing in it is executed or linked, hence e_machine EM_NONE (GNU objcopy then n
 `-I elf64-little`; llvm-objcopy does not).
 
 Integrity chain: .rvvkit.meta records size and sha256 of every other data section, and
-.rvvkit.check records the sha256 of .rvvkit.meta and .shstrtab, so every payload byte is hashed."""
+.rvvkit.check records the sha256 of .rvvkit.meta and .shstrtab, so every payload byte is hashed.
+Each of those also carries an rvk64 checksum (rvvkit/checksum.py) for the C runner, which
+checks the same chain at about one instruction per byte."""
 from __future__ import annotations
 
 import contextlib
@@ -20,6 +22,8 @@ from elftools.elf.elffile import ELFFile
 from rvvkit.errors import ArtifactError
 
 from . import elf64
+from .artifact_meta import validate_meta
+from .checksum import rvk64
 from .elf64 import EHDR as _EHDR, SHDR as _SHDR, strtab as _strtab
 
 FORMAT_VERSION = 1
@@ -27,6 +31,8 @@ MAGIC_KEY = "rvvkit"
 META, CHECK, C_SRC, CU_SRC, WEIGHTS, SHSTRTAB = (
     ".rvvkit.meta", ".rvvkit.check", ".rvvkit.c", ".rvvkit.cu", ".rvvkit.weights", ".shstrtab")
 _UNLISTED = (META, CHECK, SHSTRTAB)  # hashed through .rvvkit.check, not meta["sections"]
+_CHECK_KEYS = {"format", "format_version", "meta_sha256", "shstrtab_sha256", "meta_rvk64",
+               "shstrtab_rvk64"}
 WEIGHTS_ALIGN = 64  # lets a C runner mmap the file and use the weights in place
 
 def _sha(data) -> str:
@@ -44,19 +50,15 @@ def _byte_view(data) -> memoryview:
     return memoryview(data).cast("B").toreadonly()
 
 
-def _check_codegen_keys(meta: dict) -> None:
-    """The optional code-generation facts of the meta (absent from older artifacts): the VLEN
-    the RVV code was built for, and the nodes fused into each plan step."""
-    vlen = meta.get("target_vlen")
-    if vlen is not None and not (isinstance(vlen, int) and vlen >= 128 and not vlen & (vlen - 1)):
-        raise ArtifactError(f"section {META} is corrupt: target_vlen {vlen!r} is not a power "
-                            "of two >= 128", META)
-    for step in meta.get("plan") or []:
-        fused = step.get("fused", []) if isinstance(step, dict) else []
-        if not (isinstance(fused, list) and all(isinstance(f, dict) and set(f) == {"op", "name"}
-                                                for f in fused)):
-            raise ArtifactError(f"section {META} is corrupt: a plan step's 'fused' is not a "
-                                "list of {op, name}", META)
+def _unique_keys(pairs) -> dict:
+    """json's object hook refusing duplicate keys: json keeps the last, the C runner's reader
+    refuses them (runtime_c/rvk_json.h), and both must read one document the same way."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup!r}")
+    return obj
 
 
 def _layout(sections: List[Tuple[str, memoryview, int]]):
@@ -109,12 +111,16 @@ class _Reader:
                                 f"(sections: {', '.join(sorted(self.table))})", CHECK)
         check = self._json(CHECK, self.raw(CHECK))
         self._check_format(check, CHECK)
-        self._verify(SHSTRTAB, self.raw(SHSTRTAB), check.get("shstrtab_sha256"), CHECK)
+        unknown = sorted(set(check) - _CHECK_KEYS)
+        if unknown:  # e.g. a damaged key name: the hash it carried would go unchecked
+            raise ArtifactError(f"section {CHECK} is corrupt: unknown key(s) {unknown}", CHECK)
+        self._verify(SHSTRTAB, self.raw(SHSTRTAB), check.get("shstrtab_sha256"), CHECK,
+                     check.get("shstrtab_rvk64", False))
         self.meta_raw = self.raw(META)
-        self._verify(META, self.meta_raw, check.get("meta_sha256"), CHECK)
+        self._verify(META, self.meta_raw, check.get("meta_sha256"), CHECK,
+                     check.get("meta_rvk64", False))
         self.meta = self._json(META, self.meta_raw)
         self._check_format(self.meta, META)
-        _check_codegen_keys(self.meta)
         self.listed = self.meta.get("sections")
         if not isinstance(self.listed, dict):
             raise ArtifactError(f"section {META} has no 'sections' table", META)
@@ -136,18 +142,23 @@ class _Reader:
 
     def _json(self, name: str, raw) -> dict:
         try:
-            obj = json.loads(bytes(raw).decode("utf-8"))
+            obj = json.loads(bytes(raw).decode("utf-8"), object_pairs_hook=_unique_keys)
         except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
             raise ArtifactError(f"section {name} is corrupt: invalid JSON ({e})", name) from None
         if not isinstance(obj, dict):
             raise ArtifactError(f"section {name} is corrupt: JSON is not an object", name)
         return obj
 
-    def _verify(self, name: str, data, expected, listed_in: str) -> None:
+    def _verify(self, name: str, data, expected, listed_in: str, expected_rvk64=False) -> None:
+        """sha256 always; rvk64 too where the writer recorded one (False: an artifact from
+        before rvk64), so that the C runner's checksums are known good as well."""
         found = self.hashes[name] = _sha(data)
         if found != expected:
             raise ArtifactError(f"section {name} is corrupt: sha256 mismatch (expected {expected} "
                                 f"from {listed_in}, found {found})", name)
+        if expected_rvk64 is not False and rvk64(data) != expected_rvk64:
+            raise ArtifactError(f"section {name} is corrupt: rvk64 checksum mismatch (expected "
+                                f"{expected_rvk64!r} from {listed_in})", name)
 
     def raw(self, name: str):
         if name not in self.table:
@@ -165,7 +176,7 @@ class _Reader:
         if not isinstance(entry, dict) or len(data) != entry.get("size"):
             raise ArtifactError(f"section {name} is corrupt: size {len(data)} does not match "
                                 f"{META}", name)
-        self._verify(name, data, entry.get("sha256"), META)
+        self._verify(name, data, entry.get("sha256"), META, entry.get("rvk64", False))
         return data
 
     def text(self, name: str) -> str:
@@ -183,6 +194,7 @@ class Artifact:
         self.extra = dict(extra or {})
         self._weights = _byte_view(weights)
         self._stored: Optional[List[dict]] = None
+        self._model_checked = False
 
     @property
     def weights(self) -> memoryview:
@@ -208,7 +220,8 @@ class Artifact:
             data.append((name, _byte_view(self.extra[name]), 64))
         data.append((WEIGHTS, self._weights, WEIGHTS_ALIGN))
         meta = dict(self.meta, format=MAGIC_KEY, format_version=FORMAT_VERSION,
-                    sections={n: {"size": len(p), "sha256": _sha(p)} for n, p, _ in data})
+                    sections={n: {"size": len(p), "sha256": _sha(p), "rvk64": rvk64(p)}
+                              for n, p, _ in data})
         try:
             meta_raw = memoryview(_dump_json(meta))
         except (TypeError, ValueError) as e:
@@ -217,7 +230,9 @@ class Artifact:
         # .shstrtab depends on the names alone, so its hash can go into the check up front.
         strtab, _ = _strtab([n for n, _, _ in data] + [CHECK, SHSTRTAB])
         check = json.dumps({"format": MAGIC_KEY, "format_version": FORMAT_VERSION,
-                            "meta_sha256": _sha(meta_raw), "shstrtab_sha256": _sha(strtab)},
+                            "meta_sha256": _sha(meta_raw), "shstrtab_sha256": _sha(strtab),
+                            # what the C runner checks (runtime_c/rvk_artifact.h)
+                            "meta_rvk64": rvk64(meta_raw), "shstrtab_rvk64": rvk64(strtab)},
                            sort_keys=True, separators=(",", ":")).encode("ascii")
         return _layout(data + [(CHECK, memoryview(check), 1)])
 
@@ -277,6 +292,14 @@ class Artifact:
                         "sha256": r.hashes.get(n) or _sha(r.fetch(off, size))}
                        for n, (off, size) in sorted(r.table.items(), key=lambda kv: kv[1][0])]
         return art
+
+    def check_model(self) -> "Artifact":
+        """Validates the meta as a model's (artifact_meta.validate_meta) before anything sizes
+        buffers from it; the container itself accepts any JSON object. Returns self."""
+        if not self._model_checked:
+            validate_meta(self.meta, len(self._weights))
+            self._model_checked = True
+        return self
 
     def sections(self) -> List[dict]:
         """[{name, size, offset, sha256}] in file order, as stored (or as save() would store)."""

@@ -172,7 +172,7 @@ def compare(model_or_artifact, paths: Union[str, Sequence[str]], *,
             isinstance(model_or_artifact, (str, os.PathLike))
             and _is_artifact_file(model_or_artifact)):
         art = model_or_artifact if isinstance(model_or_artifact, Artifact) \
-            else Artifact.load(model_or_artifact)
+            else Artifact.load(model_or_artifact).check_model()
         ref_model = model
     else:
         if model is not None:

@@ -7,6 +7,7 @@ from typing import Dict
 
 from ..errors import RvvkitError
 from ..report import human_bytes, table
+from .npz import printable
 
 
 def _dims(shape) -> str:
@@ -14,35 +15,40 @@ def _dims(shape) -> str:
 
 
 def _print_summary(path: str, art) -> None:
-    meta = art.meta
-    print(f"{path}: model {meta['model']!r}, format {meta['format_version']}, "
-          f"{meta['producer']}")
+    # Names come from the model file: printed through printable() (no terminal escapes);
+    # optional facts absent from an artifact print as "?".
+    meta, p = art.meta, printable
+    print(f"{p(path)}: model {p(str(meta.get('model', '?')))!r}, format "
+          f"{meta['format_version']}, {p(str(meta.get('producer', '?')))}")
     print("\nsections:")
     print(table(["name", "offset", "size", "sha256"],
-                [[s["name"], s["offset"], s["size"], s["sha256"][:16]] for s in art.sections()]))
-    print("\ninputs:")
-    print(table(["name", "shape", "dtype"],
-                [[i["name"], _dims(i["shape"]), i["dtype"]] for i in meta["inputs"]]))
-    print("\noutputs:")
-    print(table(["name", "shape", "dtype"],
-                [[o["name"], _dims(o["shape"]), o["dtype"]] for o in meta["outputs"]]))
+                [[p(s["name"]), s["offset"], s["size"], s["sha256"][:16]]
+                 for s in art.sections()]))
+    for key in ("inputs", "outputs"):
+        print(f"\n{key}:")
+        print(table(["name", "shape", "dtype"],
+                    [[p(t["name"]), _dims(t["shape"]), t.get("dtype", "float32")]
+                     for t in meta[key]]))
     uses: Dict[str, int] = {}
     for s in meta["plan"]:
         uses[s["kernel"]] = uses.get(s["kernel"], 0) + 1
-    print(f"\nkernels: {len(meta['kernels'])} distinct, {len(meta['plan'])} steps")
+    kernels = meta.get("kernels", [])
+    print(f"\nkernels: {len(kernels)} distinct, {len(meta['plan'])} steps")
     print(table(["kernel", "calls", "MACs/call", "workspace"],
-                [[k["name"], uses.get(k["name"], 0), k["macs"],
-                  human_bytes(4 * k["workspace_floats"])] for k in meta["kernels"]]))
+                [[p(k["name"]), uses.get(k["name"], 0), k.get("macs", "?"),
+                  human_bytes(4 * k.get("workspace_floats", 0))] for k in kernels]))
     mem = meta["memory"]
-    print(f"\nmemory: arena {human_bytes(mem['arena_bytes'])} ({mem['arena_bytes']} bytes), "
-          f"lower bound {human_bytes(mem['lower_bound_bytes'])} "
-          f"({mem['lower_bound_bytes']} bytes), weights {human_bytes(mem['weights_bytes'])}")
-    print(f"compute: {meta['macs'] / 1e6:.1f} M multiply-accumulates per inference")
+    arena, low = 4 * mem["arena_floats"], mem.get("lower_bound_bytes")
+    print(f"\nmemory: arena {human_bytes(arena)} ({arena} bytes), lower bound "
+          + (f"{human_bytes(low)} ({low} bytes)" if isinstance(low, int) else "?")
+          + f", weights {human_bytes(len(art.weights))}")
+    if isinstance(meta.get("macs"), int):
+        print(f"compute: {meta['macs'] / 1e6:.1f} M multiply-accumulates per inference")
 
 
 def cmd_inspect(args) -> int:
     from ..artifact import Artifact
-    art = Artifact.load(args.artifact)
+    art = Artifact.load(args.artifact).check_model()
     if args.source:
         sys.stdout.write(art.c_source)
     elif args.cuda_source:

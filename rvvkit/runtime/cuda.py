@@ -12,6 +12,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from ..artifact import Artifact
+from ..artifact_meta import check_library
 from .. import abi
 from ..abi import check_version
 from ..errors import ArtifactError, CompilerNotFound, ExecutionError, ExecutorUnavailable
@@ -131,13 +132,7 @@ class CudaSession(Session):
     def _check_object(self) -> None:
         lib, meta = self.lib, self.artifact.meta
         check_version(lib, "the CUDA object")
-        got = (lib.rvvkit_arena_floats(), lib.rvvkit_weights_floats(), lib.rvvkit_num_steps(),
-               lib.rvvkit_num_inputs(), lib.rvvkit_num_outputs())
-        want = (meta["memory"]["arena_floats"], self.artifact.weights_array().size,
-                len(self.steps), len(self.inputs), len(self.outputs))
-        if got != want:
-            raise ExecutionError("compiled CUDA kernels disagree with the artifact's meta "
-                                 f"(arena, weights, steps, inputs, outputs: {got} vs {want})")
+        check_library(meta, len(self.artifact.weights), lib, "the compiled CUDA kernels")
         count = lib.rvvkit_cuda_device_count()
         if count <= 0:
             raise ExecutorUnavailable(f"{NO_DEVICE}: the CUDA runtime in {self.so_path.name} "

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import abi
 from ..artifact import Artifact
+from ..artifact_meta import check_library
 from ..errors import ExecutionError
 from ..jit import compile_flags, compile_source, evict, resolve_compiler
 from .session import Session, aligned_empty
@@ -34,10 +35,9 @@ class HostSession(Session):
         self.ffi.cdef(CDEF)
         self.lib = self._dlopen()
         abi.check_version(self.lib, f"the compiled kernels ({self.so_path})")
+        check_library(self.artifact.meta, len(self.artifact.weights), self.lib,
+                      "the compiled kernels")
         meta_arena = self.artifact.meta["memory"]["arena_floats"]
-        if self.lib.rvvkit_arena_floats() != meta_arena:
-            raise ExecutionError("compiled kernels disagree with the artifact's meta "
-                                 f"(arena {self.lib.rvvkit_arena_floats()} vs {meta_arena})")
         self.weights = self.artifact.weights_array()
         if self.weights.ctypes.data % 64:
             self.weights = _aligned_copy(self.weights)

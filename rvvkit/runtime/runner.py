@@ -26,17 +26,24 @@ _LOCAL_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.-]+\.h)"[ \t]*$', re.MULTI
 
 
 def runner_source() -> str:
-    """runner.c with its local headers inlined (#line keeps diagnostics pointing at the real
-    files): a self-contained unit, so the compile cache's key, the source text, covers the
-    headers too, and a board needs just this one file."""
-    text = runtime_c_file("runner.c").read_text(encoding="utf-8")
+    """runner.c with its local headers inlined, recursively and each once (#line keeps
+    diagnostics pointing at the real files): a self-contained unit, so the compile cache's key,
+    the source text, covers the headers too, and a board needs just this one file."""
+    return _inline("runner.c", set())
+
+
+def _inline(name: str, seen: set) -> str:
+    text = runtime_c_file(name).read_text(encoding="utf-8")
     out, pos = [], 0
     for m in _LOCAL_INCLUDE.finditer(text):
-        line_after = text.count("\n", 0, m.end()) + 2  # the line following the #include
-        header = runtime_c_file(m.group(1)).read_text(encoding="utf-8")
-        out += [text[pos:m.start()], f'#line 1 "{m.group(1)}"\n', header,
-                f'#line {line_after} "runner.c"']
+        out.append(text[pos:m.start()])
         pos = m.end()
+        if m.group(1) in seen:  # include guards would drop it anyway
+            continue
+        seen.add(m.group(1))
+        line_after = text.count("\n", 0, m.end()) + 2  # the line following the #include
+        out += [f'#line 1 "{m.group(1)}"\n', _inline(m.group(1), seen),
+                f'#line {line_after} "{name}"']
     out.append(text[pos:])
     return "".join(out)
 

@@ -21,7 +21,8 @@ from ..errors import ExecutionError, InputError
 
 
 def as_artifact(artifact: Union[str, os.PathLike, Artifact]) -> Artifact:
-    return artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
+    art = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
+    return art.check_model()
 
 
 def aligned_empty(n_floats: int, align_bytes: int = 64) -> np.ndarray:

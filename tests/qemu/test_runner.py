@@ -133,7 +133,7 @@ def _patched(model_art, tmp_path, patch) -> str:
 def test_truncated_artifact(runner, model_art, x_npy, tmp_path):
     bad = _patched(model_art, tmp_path, lambda d, s: d.__delitem__(slice(len(d) // 2, None)))
     proc = runner("--inputs", x_npy, "--outdir", tmp_path, artifact=bad)
-    assert_failed(proc, 3, "truncated", WEIGHTS, str(bad))
+    assert_failed(proc, 3, "truncated", str(bad))
     assert not list(tmp_path.glob("out*.npy"))
 
 
@@ -153,7 +153,9 @@ def test_missing_weights_section(runner, model_art, x_npy, tmp_path):
         at = data.index(WEIGHTS.encode(), strtab)
         data[at + 1:at + 2] = b"R"
     bad = _patched(model_art, tmp_path, rename)
-    proc = runner("--inputs", x_npy, artifact=bad)
+    # the section names are checksummed; past that check the meta lists the section
+    assert_failed(runner("--inputs", x_npy, artifact=bad), 3, "section .shstrtab is corrupt")
+    proc = runner("--inputs", x_npy, "--no-verify", artifact=bad)
     assert_failed(proc, 3, f"missing required section {WEIGHTS}", ".rvvkit.meta", ".rvvkit.c")
 
 
@@ -169,7 +171,66 @@ def test_weights_of_another_model(runner, x_npy, tmp_path):
                        [("x", (1, 507))], [("y", (1, 3))], {"w": rand(3, 507)})
     path = tmp_path / "other.rvv"
     rvvkit.build(other).save(path)
-    assert_failed(runner("--inputs", x_npy, artifact=path), 3, WEIGHTS, "different models")
+    assert_failed(runner("--inputs", x_npy, artifact=path), 3, "disagree", "different builds")
+
+
+def test_flipped_weight_bit_is_caught_unless_no_verify(runner, model_art, x_npy, tmp_path):
+    def flip(data, sections):
+        data[sections[WEIGHTS]["offset"] + 123] ^= 0x10
+    bad = _patched(model_art, tmp_path, flip)
+    proc = runner("--inputs", x_npy, "--outdir", tmp_path, artifact=bad)
+    assert_failed(proc, 3, f"section {WEIGHTS} is corrupt: checksum mismatch")
+    assert not list(tmp_path.glob("out*.npy"))
+    assert runner("--inputs", x_npy, "--outdir", tmp_path, "--no-verify",
+                  artifact=bad).returncode == 0
+
+
+def _edited(model_art, tmp_path, edit) -> str:
+    """The model's artifact with its meta edited and every checksum recomputed: what an
+    attacker (or a buggy tool) can write; the runner must refuse it before sizing a buffer."""
+    art = model_art[0]
+    meta = json.loads(json.dumps(art.meta))
+    edit(meta)
+    path = tmp_path / "edited.rvv"
+    Artifact(meta, art.c_source, art.weights, art.cu_source).save(path)
+    return path
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda m: m["outputs"][0].update(shape=[1, 2]), ("output 0",)),
+    (lambda m: m["inputs"][0].update(shape=[1]), ("input 0",)),
+    (lambda m: m["outputs"][0].update(dtype="int64"), ("output 0",)),
+    (lambda m: m.pop("outputs"), ("'outputs' is not a list",)),
+    (lambda m: m.update(inputs=[]), ("input count",)),
+    (lambda m: m["plan"].pop(), ("step count",)),
+    (lambda m: m["memory"].update(arena_floats=1), ("arena size",)),
+    (lambda m: m["inputs"][0].update(shape=[1, -3]), ("inputs[0] has no valid shape",)),
+    (lambda m: m["inputs"][0].update(shape=[2 ** 40, 2 ** 40]), ("inputs[0]",)),
+    (lambda m: m.update(abi_version=99), ("ABI version",)),
+], ids=["smaller-output", "input-of-1", "output-type", "no-outputs", "no-inputs", "steps",
+        "arena", "negative-dim", "overflow", "abi"])
+def test_edited_meta_with_valid_checksums_is_refused(runner, model_art, x_npy, tmp_path, edit,
+                                                     words):
+    bad = _edited(model_art, tmp_path, edit)
+    proc = runner("--inputs", x_npy, "--outdir", tmp_path, artifact=bad)
+    assert_failed(proc, 3, *words)
+    assert not list(tmp_path.glob("out*.npy"))
+
+
+def test_artifact_without_runner_checksums(runner, model_art, x_npy, tmp_path):
+    """An artifact written before rvk64 (sha256 only): refused with the way out named."""
+    def strip(data, sections):
+        sec = sections[".rvvkit.check"]
+        text = bytes(data[sec["offset"]:sec["offset"] + sec["size"]])
+        doc = json.loads(text)
+        doc["meta_rvk64"] = doc["shstrtab_rvk64"] = "x" * 16  # same length, no longer valid
+        new = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        assert len(new) == len(text)
+        data[sec["offset"]:sec["offset"] + sec["size"]] = new
+    bad = _patched(model_art, tmp_path, strip)
+    assert_failed(runner("--inputs", x_npy, artifact=bad), 3, "checksum mismatch", "--no-verify")
+    assert runner("--inputs", x_npy, "--outdir", tmp_path, "--no-verify",
+                  artifact=bad).returncode == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,6 +308,7 @@ def test_runner_source_inlines_headers():
     src = runner_source()
     assert '#include "' not in src and "rvk_elf_find" in src and "rvk_npy_read" in src
     assert '#line 1 "rvk_elf.h"' in src and '#line 1 "rvvkit_abi.h"' in src
+    assert '#line 1 "rvk_json.h"' in src and src.count('#line 1 "rvk_elf.h"') == 1
 
 
 @pytest.mark.skipif(QEMU is None, reason="qemu-riscv64 not installed")
