@@ -68,7 +68,7 @@ def _tensor(t: Any, where: str) -> int:
     t = _dict(t, where)
     _str(t.get("name"), f"{where}.name")
     dtype = t.get("dtype", "float32")  # artifacts before typed I/O were float32 throughout
-    if dtype not in BY_NAME:
+    if not isinstance(dtype, str) or dtype not in BY_NAME:
         raise _fail(f"{where}.dtype", f"is {_short(dtype)}, not one of {', '.join(BY_NAME)}")
     shape = _list(t.get("shape"), f"{where}.shape", MAX_RANK)
     dims = [_int(d, f"{where}.shape[{i}]", 0, MAX_ELEMS) for i, d in enumerate(shape)]
@@ -103,7 +103,7 @@ def _arg(arg: Any, where: str, limits: Mapping[str, int], counts: Mapping[str, i
 def _plan(meta: dict, limits: Mapping[str, int], counts: Mapping[str, int]) -> None:
     plan = _list(meta.get("plan"), "plan")
     kernels = {k.get("name") for k in _list(meta.get("kernels", []), "kernels")
-               if isinstance(k, dict)}
+               if isinstance(k, dict) and isinstance(k.get("name"), str)}
     for i, step in enumerate(plan):
         where = f"plan[{i}]"
         step = _dict(step, where)
