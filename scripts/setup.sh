@@ -15,6 +15,7 @@ APT_PACKAGES=(
     gcc-riscv64-linux-gnu g++-riscv64-linux-gnu libc6-dev-riscv64-cross  # cross gcc + sysroot
     clang-16 lld-16          # RVV intrinsics (API 0.11) and RVV auto-vectorisation
     openssh-server           # loopback sshd for the remote-board tests
+    dropbear-bin             # loopback Dropbear: the tests of boards without SFTP
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }

@@ -14,10 +14,10 @@ from typing import List, Optional
 
 from .. import __version__
 from ..errors import RvvkitError
-from . import bench, build, compare, doctor, inspect, ops, run
+from . import bench, boards, build, compare, doctor, inspect, ops, run
 from .common import UsageError
 
-COMMANDS = (build, inspect, run, bench, compare, doctor, ops)  # in `rvvkit --help` order
+COMMANDS = (build, inspect, run, bench, compare, doctor, boards, ops)  # in `rvvkit --help` order
 
 
 def build_parser() -> argparse.ArgumentParser:

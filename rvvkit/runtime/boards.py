@@ -5,7 +5,8 @@ Precedence, first wins: keyword arguments of the session, URL (user, port, query
 boards file table of the host alias, OpenSSH config (Host block of the alias), defaults.
 
 OpenSSH config ($RVVKIT_SSH_CONFIG, else ~/.ssh/config): HostName, User, Port, IdentityFile,
-IdentitiesOnly, UserKnownHostsFile, ConnectTimeout, ProxyCommand, and `StrictHostKeyChecking
+IdentitiesOnly, UserKnownHostsFile, ConnectTimeout, ProxyCommand, ServerAliveInterval and
+ServerAliveCountMax (keepalive_interval / keepalive_count_max), and `StrictHostKeyChecking
 accept-new` (same as trust_new_host). SSH config cannot carry what rvvkit needs to know about
 a board, so a TOML file ($RVVKIT_BOARDS, else ~/.config/rvvkit/boards.toml) holds it, one
 table per alias:
@@ -16,6 +17,10 @@ table per alias:
     wrapper = "qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64,v=true,vlen=256"  # shell text
     workdir = "~/.cache/rvvkit"       # caches and temporary dirs on the board
     preset = "k1"                     # seed options from toolchain/boards/k1.toml (k230, sg2044)
+    transfer = "auto"                 # files over SFTP, else the exec channel; "sftp" or "exec" force one
+    keepalive_interval = 5            # seconds between keepalives (0: none); ServerAliveInterval
+    keepalive_count_max = 3           # unanswered keepalives before the board is given up
+    cache_size = "256M"               # cap of the board-side build cache (LRU eviction; 0: no cap)
 
 A preset's options come below the table's own (the table wins); its facts (cores, VLEN, compiler
 hints) are what rvvkit assumes of that chip, shown by `rvvkit doctor`, never a measurement.
@@ -36,10 +41,16 @@ from ..resources import load_toml
 DEFAULT_WORKDIR = "~/.cache/rvvkit"
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 DEFAULT_COMMAND_TIMEOUT_S = 600.0
+DEFAULT_KEEPALIVE_INTERVAL_S = 5.0
+DEFAULT_KEEPALIVE_COUNT_MAX = 3
+DEFAULT_CACHE_SIZE = 256 << 20
+TRANSFERS = ("auto", "sftp", "exec")
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 # Options a boards-file table or a URL query may set, with their parsers.
 OPTIONS = ("compiler", "cflags", "wrapper", "workdir", "arch", "trust_new_host",
-           "connect_timeout", "command_timeout", "compile_timeout")
+           "connect_timeout", "command_timeout", "compile_timeout", "transfer",
+           "keepalive_interval", "keepalive_count_max", "cache_size")
 
 
 @dataclass
@@ -63,6 +74,10 @@ class BoardConfig:
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT_S
     compile_timeout: Optional[float] = None  # None: $RVVKIT_COMPILE_TIMEOUT, else 600
     preset: str = ""               # the toolchain/boards/ preset its table names, if any
+    transfer: str = "auto"         # auto: SFTP where the server has it, else the exec channel
+    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL_S  # 0: no keepalives
+    keepalive_count_max: int = DEFAULT_KEEPALIVE_COUNT_MAX
+    cache_size: int = DEFAULT_CACHE_SIZE  # bytes of board-side cache kept; 0: no cap
 
     @property
     def label(self) -> str:
@@ -145,6 +160,34 @@ def _as_seconds(value: Any, where: str, name: str) -> float:
     return seconds
 
 
+def _as_count(value: Any, where: str, name: str) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise RvvkitError(f"{name} = {value!r} in {where} is not a whole number >= 1")
+    return int(text)
+
+
+def _as_size(value: Any, where: str, name: str) -> int:
+    """Bytes from 268435456, "256M", "1G", "512KiB" (binary units); 0 means no cap."""
+    text = str(value).strip().upper().replace("IB", "").rstrip("B")
+    number, unit = text.rstrip("KMGT"), text[len(text.rstrip("KMGT")):]
+    try:
+        size = float(number) * _SIZE_UNITS[unit]
+    except (ValueError, KeyError):
+        size = -1.0
+    if isinstance(value, bool) or size < 0:
+        raise RvvkitError(f"{name} = {value!r} in {where} is not a size (e.g. 256M, 1G, 0 "
+                          "for no cap)")
+    return int(size)
+
+
+def _as_choice(value: Any, where: str, name: str, choices: Tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise RvvkitError(f"{name} = {value!r} in {where}: use one of {', '.join(choices)}")
+    return text
+
+
 def _apply(cfg: BoardConfig, options: Dict[str, Tuple[Any, str]]) -> None:
     """Set BoardConfig fields from {option: (value, where it came from)}."""
     for name, (value, where) in options.items():
@@ -159,6 +202,15 @@ def _apply(cfg: BoardConfig, options: Dict[str, Tuple[Any, str]]) -> None:
             cfg.trust_new_host = _as_bool(value, where, name)
         elif name.endswith("_timeout"):
             setattr(cfg, name, _as_seconds(value, where, name))
+        elif name == "keepalive_interval":  # 0 turns keepalives off, as in OpenSSH
+            cfg.keepalive_interval = 0.0 if str(value).strip() in ("0", "0.0") else \
+                _as_seconds(value, where, name)
+        elif name == "keepalive_count_max":
+            cfg.keepalive_count_max = _as_count(value, where, name)
+        elif name == "cache_size":
+            cfg.cache_size = _as_size(value, where, name)
+        elif name == "transfer":
+            cfg.transfer = _as_choice(value, where, name, TRANSFERS)
         else:
             setattr(cfg, name, str(value))
 
@@ -189,6 +241,10 @@ def _apply_ssh_config(cfg: BoardConfig) -> None:
         cfg.trust_new_host = True
     if "connecttimeout" in entry:
         cfg.connect_timeout = _as_seconds(entry["connecttimeout"], str(path), "ConnectTimeout")
+    # OpenSSH's own keepalive settings mean what ours do; the boards file and URL still win.
+    _apply(cfg, {ours: (entry[theirs], f"{path} (Host {cfg.alias})") for theirs, ours in
+                 (("serveraliveinterval", "keepalive_interval"),
+                  ("serveralivecountmax", "keepalive_count_max")) if theirs in entry})
 
 
 def board_config(url: str, **overrides: Any) -> BoardConfig:

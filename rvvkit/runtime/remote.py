@@ -1,6 +1,8 @@
 """One SSH connection to a board (paramiko): host-key checking, shell commands with timeouts
-that kill what they started on the board, and SFTP transfers. Every failure becomes an rvvkit
-error naming the board.
+that kill what they started on the board, keepalives that notice a vanished board within
+seconds (rvvkit.runtime.keepalive), and file transfers over SFTP or, on servers without it, the
+exec channel (rvvkit.runtime.sftp_files, exec_files). Every failure becomes an rvvkit error
+naming the board.
 
     board = Board(board_config("ssh://k1-board"))
     res = board.sh("uname -a", timeout=10, what="uname")
@@ -20,6 +22,7 @@ from typing import Dict, Iterator
 
 from ..errors import ExecutionError
 from .boards import BoardConfig
+from .keepalive import Keepalive
 from .ssh_connect import connect, paramiko_module
 
 log = logging.getLogger("rvvkit.ssh")
@@ -54,18 +57,31 @@ def pid_of(out: bytearray) -> bytes:
     return line if newline else b""
 
 
+@dataclass
+class RawResult:
+    rc: int
+    out: bytes
+    err: bytes
+
+
 class Board:
+    housekeeping_timeout = HOUSEKEEPING_TIMEOUT_S
+
     def __init__(self, cfg: BoardConfig):
         self.cfg = cfg
         self.label = cfg.label
-        self._net_errors = _NET_ERRORS + (paramiko_module().SSHException,)
-        self._sftp = None
+        self.net_errors = _NET_ERRORS + (paramiko_module().SSHException,)
+        self._files = None
+        self.keepalive = None
+        self.cache_in_use = []  # board cache entries this connection uses (never evicted)
         self.client = connect(cfg)
         self.transport = self.client.get_transport()
+        self.keepalive = Keepalive(self.transport, self.label, cfg.keepalive_interval,
+                                   cfg.keepalive_count_max)
         try:
             self.machine, self.root, self.env = self._facts()
         except BaseException:
-            self.client.close()
+            self.close()
             raise
         # A wrapper that runs riscv64 programs (qemu-riscv64) makes any machine an RVV board.
         self.arch = cfg.arch or ("riscv64" if "riscv64" in cfg.wrapper else self.machine)
@@ -94,10 +110,10 @@ class Board:
     def _net(self, what: str) -> Iterator[None]:
         try:
             yield
-        except self._net_errors as exc:
+        except self.net_errors as exc:
             gone = self.transport is None or not self.transport.is_active()
             raise ExecutionError(f"{self.label}: {what} failed: "
-                                 f"{'connection lost' if gone else exc}") from None
+                                 f"{self.lost_text() if gone else exc}") from None
 
     def alive(self) -> bool:
         return self.transport is not None and self.transport.is_active()
@@ -106,6 +122,13 @@ class Board:
         """Run shell text on the board and wait for it. A command still running after
         `timeout` seconds is killed on the board, with everything it started, and raises
         ExecutionError; so does a connection lost meanwhile."""
+        res = self.run(script, timeout=timeout, what=what)
+        return Result(res.rc, res.out.decode("utf-8", "replace"),
+                      res.err.decode("utf-8", "replace"))
+
+    def run(self, script: str, *, stdin: bytes = b"", timeout: float, what: str) -> RawResult:
+        """sh() with bytes: `stdin` is written to the command (then EOF), its output comes
+        back undecoded. The exec-channel file transfers stream through here."""
         transport = self.client.get_transport()
         with self._net(what):
             chan = transport.open_session(timeout=self.cfg.connect_timeout)
@@ -117,10 +140,25 @@ class Board:
         out, err, pause = bytearray(), bytearray(), 0.001
         deadline = time.monotonic() + timeout
         try:
+            if stdin:
+                # A write blocked on a vanished board is woken by the keepalive closing the
+                # transport; `timeout` bounds a board that is alive but does not read.
+                chan.settimeout(timeout)
+                try:
+                    chan.sendall(stdin)
+                except self.net_errors:
+                    # The command may have ended without reading it all (a full disk): its
+                    # exit status and stderr, read below, say more than "socket closed".
+                    if not transport.is_active():
+                        raise ExecutionError(f"{self.label}: {what} failed: "
+                                             f"{self.lost_text()}") from None
+            with self._net(what):
+                chan.shutdown_write()  # EOF: `cat > file` ends, a reading command sees none
             while True:
                 with self._net(what):
                     if chan.recv_ready():
-                        out += chan.recv(1 << 16)
+                        out += chan.recv(1 << 20)
+                        self.keepalive.saw_data()
                         pause = 0.001
                         continue
                     if chan.recv_stderr_ready():
@@ -133,7 +171,7 @@ class Board:
                     # command (seen: a 5-line answer cut to 2): output is complete only at
                     # the channel's EOF, which `drained` waits for briefly.
                     while chan.recv_ready():
-                        out += chan.recv(1 << 16)
+                        out += chan.recv(1 << 20)
                     while chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
                     break
@@ -152,12 +190,9 @@ class Board:
             chan.close()
         if chan.exit_status == -1:
             if not transport.is_active():
-                raise ExecutionError(f"{self.label}: connection lost during {what} "
-                                     f"(the board or its SSH server went away)")
+                raise ExecutionError(f"{self.label}: {self.lost_text()} during {what}")
             raise ExecutionError(f"{self.label}: {what} ended without an exit status")
-        text = bytes(out).decode("utf-8", "replace")
-        return Result(chan.exit_status, text.partition("\n")[2],
-                      bytes(err).decode("utf-8", "replace"))
+        return RawResult(chan.exit_status, bytes(out).partition(b"\n")[2], bytes(err))
 
     def _kill(self, pid: bytes) -> None:
         if not pid.strip().isdigit() or int(pid) <= 1:
@@ -170,95 +205,68 @@ class Board:
             while not chan.exit_status_ready() and time.monotonic() < end:
                 time.sleep(0.01)
             chan.close()
-        except self._net_errors as exc:  # the timeout is reported anyway
+        except self.net_errors as exc:  # the timeout is reported anyway
             log.warning("%s: could not kill process group %s: %s", self.label, pid_s, exc)
 
+    def lost_text(self) -> str:
+        """How a dropped connection is named in errors: with the keepalive's reason if it
+        gave the board up."""
+        why = self.keepalive.lost if self.keepalive else ""
+        return f"connection lost ({why or 'the board or its SSH server went away'})"
+
+    # -- files: SFTP, or the exec channel where the server has none (rvvkit.runtime.sftp_files)
+
+    @property
+    def files(self):
+        if self._files is None:  # decided once per connection, on the first file operation
+            from .sftp_files import open_files
+            self._files = open_files(self)
+        return self._files
+
     def mktemp(self, prefix: str) -> str:
-        """A fresh private directory under <workdir>/tmp (SFTP mkdir fails if the name
-        exists, and the name is random: no shell round trip needed)."""
+        """A fresh private directory under <workdir>/tmp (mkdir fails if the name exists,
+        and the name is random: no round trip to ask for a free one)."""
         path = f"{self.root}/tmp/{prefix}{uuid.uuid4().hex[:16]}"
-        with self._net(f"creating {path}"):
-            self.sftp.mkdir(path, mode=0o700)
+        self.files.mkdir(path, mode=0o700)
         return path
 
     def remove(self, path: str) -> None:
-        """Best effort recursive removal of one of our directories, over SFTP (a few round
-        trips, no shell started). Used in finally blocks, so it never raises and never masks
-        the error being handled; a dead connection leaves the directory behind."""
+        """Best effort recursive removal of one of our directories (under the work root,
+        nothing else). Used in finally blocks, so it never raises and never masks the error
+        being handled; a dead connection leaves the directory behind."""
         if not path.startswith(self.root + "/") or not self.alive():
             return
         try:
-            self._remove_tree(path)
-        except (*self._net_errors, ExecutionError) as exc:
+            with self._net(f"removing {path}"):
+                self.files.remove_tree(path)
+        except ExecutionError as exc:
             log.warning("%s: could not remove %s: %s", self.label, path, exc)
 
-    def _remove_tree(self, path: str) -> None:
-        import stat
-        try:
-            entries = self.sftp.listdir_attr(path)
-        except FileNotFoundError:
-            return
-        for entry in entries:
-            child = f"{path}/{entry.filename}"
-            if stat.S_ISDIR(entry.st_mode or 0):
-                self._remove_tree(child)
-            else:
-                self.sftp.remove(child)
-        self.sftp.rmdir(path)
-
-    # -- files ---------------------------------------------------------------------------------
-
-    @property
-    def sftp(self):
-        if self._sftp is None:
-            with self._net("opening SFTP"):
-                self._sftp = self.client.open_sftp()
-                self._sftp.get_channel().settimeout(self.cfg.command_timeout)
-        return self._sftp
-
     def put(self, data: bytes, path: str) -> None:
-        import io
-        with self._net(f"uploading {path}"):
-            self.sftp.putfo(io.BytesIO(data), path, file_size=len(data), confirm=True)
+        self.files.put(data, path)
 
     def get(self, path: str) -> bytes:
-        import io
-        buf = io.BytesIO()
-        with self._net(f"downloading {path}"):
-            self.sftp.getfo(path, buf)
-        return buf.getvalue()
+        return self.files.get(path)
 
     def size(self, path: str) -> int:
         """Size of a file on the board, -1 when it does not exist."""
-        try:
-            return int(self.sftp.stat(path).st_size or 0)
-        except FileNotFoundError:
-            return -1
-        except self._net_errors as exc:
-            raise ExecutionError(f"{self.label}: stat {path} failed: {exc}") from None
+        return self.files.size(path)
 
     def mkdir(self, path: str) -> None:
-        with self._net(f"creating {path}"):
-            self.sftp.mkdir(path)
+        self.files.mkdir(path)
 
     def rename(self, src: str, dst: str) -> bool:
-        """Atomic rename; False when dst exists (SFTP rename never replaces)."""
-        try:
-            self.sftp.rename(src, dst)
-            return True
-        except OSError:
-            if self.alive():
-                return False
-            raise ExecutionError(f"{self.label}: connection lost renaming {src}") from None
+        """Atomic rename; False when dst exists (never replaces)."""
+        return self.files.rename(src, dst)
 
     def close(self) -> None:
-        try:
-            if self._sftp is not None:
-                self._sftp.close()
-        except self._net_errors:
-            pass
+        if self.keepalive is not None:
+            self.keepalive.stop()
+        if self._files is not None:
+            self._files.close()
         self.client.close()
 
     def describe(self) -> Dict[str, str]:
         return {"address": self.cfg.address, "uname -m": self.machine, "runs": self.arch,
-                "wrapper": self.cfg.wrapper or "-", "workdir": self.root}
+                "wrapper": self.cfg.wrapper or "-", "workdir": self.root,
+                "transfer": f"{self.files.kind} (transfer = {self.cfg.transfer})"}

@@ -5,7 +5,9 @@ Board cache layout, under the board's work dir: runner-<key>/{rvvkit_runner, run
 and kernels-<key>/{model.so, model.c, cmd.txt}; <key> is rvvkit.jit's cache key (source,
 compiler identity, flags, schema), so the runner is built once per board and compiler, and a
 model's kernels once per content. An entry is built in a temporary dir and renamed into place
-(SFTP rename never replaces), so a concurrent session sees a whole entry or none."""
+(a rename that never replaces), so a concurrent session sees a whole entry or none. A hit
+touches the entry and each new entry is followed by least-recently-used eviction down to the
+board's cache_size (rvvkit.runtime.board_cache)."""
 from __future__ import annotations
 
 import logging
@@ -20,6 +22,7 @@ from ..jit.diagnostics import source_excerpt
 from ..jit.probe import compiler_exe_index, target_from_argv
 from ..jit import targets
 from ..jit.compilers import Compiler, compile_flags, compiler_from_answers
+from . import board_cache
 from .remote import HOUSEKEEPING_TIMEOUT_S, Board
 
 log = logging.getLogger("rvvkit.ssh")
@@ -99,7 +102,7 @@ def build_on_board(board: Board, source: str, compiler: Compiler, flags: Sequenc
     key = cache_key(source, compiler, flags, name=name, kind=kind, link_flags=link_flags)
     out_name = artifact_name(name, kind)
     final = f"{board.root}/{'runner' if kind == 'exe' else 'kernels'}-{key[:32]}"
-    if use_cache and board.size(f"{final}/{out_name}") > 0:
+    if use_cache and board_cache.lookup(board, final, out_name):
         log.info("%s: %s cache hit (%s)", board.label, name, final)
         return f"{final}/{out_name}", True
     if use_cache:
@@ -130,6 +133,9 @@ def build_on_board(board: Board, source: str, compiler: Compiler, flags: Sequenc
             raise CompileError([f"[{board.label}]", "mv", build, final], 1,
                                f"cannot publish the build into {final}")
         log.info("%s: built %s into %s", board.label, name, final)
+        board.cache_in_use.append(final)
+        if moved:
+            board_cache.evict(board)
         return f"{final}/{out_name}", False
     finally:
         if use_cache and not moved:

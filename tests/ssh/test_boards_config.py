@@ -14,7 +14,8 @@ def files(tmp_path, monkeypatch):
     ssh.write_text("Host k1-board\n    HostName 10.0.0.7\n    User bianbu\n    Port 2200\n"
                    "    IdentityFile ~/.ssh/k1\n    IdentitiesOnly yes\n"
                    f"    UserKnownHostsFile {tmp_path}/kh1 {tmp_path}/kh2\n"
-                   "    ConnectTimeout 7\n    StrictHostKeyChecking accept-new\n\n"
+                   "    ConnectTimeout 7\n    StrictHostKeyChecking accept-new\n"
+                   "    ServerAliveInterval 9\n    ServerAliveCountMax 4\n\n"
                    "Host jumpy\n    ProxyJump gateway\n")
     boards = tmp_path / "boards.toml"
     boards.write_text('[k1-board]\ncompiler = "gcc-14"\ncflags = ["-O2", "-DX=1"]\n'
@@ -66,3 +67,23 @@ def test_without_files_the_alias_is_the_host(tmp_path, monkeypatch):
     cfg = board_config("ssh://user@10.0.0.7:2222")
     assert (cfg.hostname, cfg.user, cfg.port, cfg.compiler) == ("10.0.0.7", "user", 2222, None)
     assert cfg.known_hosts[0].endswith("/.ssh/known_hosts") and not cfg.trust_new_host
+
+
+def test_transfer_keepalive_and_cache_options(files):
+    cfg = board_config("ssh://10.0.0.9")  # no table, no Host block: the defaults
+    assert (cfg.transfer, cfg.keepalive_interval, cfg.keepalive_count_max, cfg.cache_size) == \
+        ("auto", 5.0, 3, 256 << 20)
+    cfg = board_config("ssh://k1-board")  # ServerAlive* of the SSH config
+    assert (cfg.keepalive_interval, cfg.keepalive_count_max) == (9.0, 4)
+    cfg = board_config("ssh://k1-board?transfer=EXEC&keepalive_interval=0"
+                       "&keepalive_count_max=2&cache_size=1.5G")
+    assert (cfg.transfer, cfg.keepalive_interval, cfg.keepalive_count_max, cfg.cache_size) == \
+        ("exec", 0.0, 2, 3 << 29)
+    for size, want in (("0", 0), ("512KiB", 512 << 10), ("1048576", 1 << 20), ("64MB", 64 << 20)):
+        assert board_config(f"ssh://k1-board?cache_size={size}").cache_size == want
+    for bad, match in (("transfer=scp", "use one of auto, sftp, exec"),
+                       ("keepalive_interval=-1", "positive number of seconds"),
+                       ("keepalive_count_max=0", "whole number"),
+                       ("cache_size=lots", "not a size")):
+        with pytest.raises(RvvkitError, match=match):
+            board_config(f"ssh://k1-board?{bad}")
