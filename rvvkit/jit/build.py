@@ -13,6 +13,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..errors import CompileError, CompilerNotFound, RvvkitError
 from . import cache
+from . import cache_trust as trust
 from .diagnostics import source_excerpt
 from .compilers import Compiler
 
@@ -63,16 +64,29 @@ def build_command(compiler: Compiler, flags: Sequence[str], src_name: str, out_n
     return cmd + ["-o", out_name, *link_flags, "-lm"]
 
 
+# The compiler runs under this sh in a process group of its own (so a timeout kills cc1 and ld
+# too), with a watcher that kills the whole group when rvvkit's end of a pipe closes: rvvkit
+# killed (SIGKILL, OOM killer) takes its compiler down with it instead of leaving it running.
+# The watcher's stdin is saved as fd 3 first: a POSIX shell gives background jobs /dev/null.
+_GUARD = ('exec 3<&0; "$@" </dev/null & c=$!; { read -r _ <&3; kill -KILL 0; } & w=$!; '
+          'wait "$c"; s=$?; kill "$w" 2>/dev/null; exit "$s"')
+
+
 def run_compiler(cmd: Sequence[str], cwd: Path, timeout: float) -> Tuple[Optional[int], str]:
     """Run cmd; return (returncode, diagnostics), returncode None when it timed out."""
     env = dict(os.environ, LC_ALL="C")  # diagnostics are parsed: keep them untranslated
+    if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):
+        raise CompilerNotFound(f"cannot run {cmd[0]!r}: not found")
+    lifeline_r, lifeline_w = os.pipe()  # not inherited by other children (PEP 446)
     try:
-        # Own process group, so a timeout kills cc1/ld too, not only the driver.
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-    except FileNotFoundError as exc:
+        proc = subprocess.Popen(["/bin/sh", "-c", _GUARD, "rvvkit-cc", *cmd], cwd=cwd,
+                                env=env, stdin=lifeline_r, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        os.close(lifeline_w)
         raise CompilerNotFound(f"cannot run {cmd[0]!r}: {exc}") from exc
+    finally:
+        os.close(lifeline_r)
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException as exc:  # timeout, or Ctrl-C: never leave a compiler running
@@ -83,9 +97,13 @@ def run_compiler(cmd: Sequence[str], cwd: Path, timeout: float) -> Tuple[Optiona
         text = err.decode("utf-8", "replace")
         return None, (f"compiler timed out after {timeout:g} s and was killed "
                       f"(raise RVVKIT_COMPILE_TIMEOUT to allow longer)\n{text}")
+    finally:
+        os.close(lifeline_w)
     text = err.decode("utf-8", "replace")
     if out.strip():  # a few drivers print diagnostics on stdout
         text = out.decode("utf-8", "replace") + text
+    if proc.returncode == 127 and "not found" in text:  # the shell could not exec it
+        raise CompilerNotFound(f"cannot run {cmd[0]!r}: {text.strip()}")
     return proc.returncode, text
 
 
@@ -107,6 +125,8 @@ def _build(build_dir: Path, source: str, compiler: Compiler, flags: Sequence[str
     rc, text = run_compiler(cmd, build_dir, timeout)
     if rc == 0 and not cache.is_valid_artifact(build_dir / out_name):
         rc, text = -1, text + f"\ncompiler exited 0 but {out_name} is missing or empty"
+    if rc == 0:
+        trust.record(build_dir / out_name)
     if text.strip():
         (build_dir / "stderr.txt").write_text(text, encoding="utf-8")
     return rc, text, cmd
@@ -131,8 +151,9 @@ def compile_source(source: str, compiler: Compiler, flags: Sequence[str], *,
                           extra_sources=extra_sources, link_flags=link_flags, suffix=suffix,
                           depends=depends)
     artifact = cache.artifact_name(name, kind)
-    if use_cache and cache.is_valid_artifact(cache.entry_dir(key) / artifact):
-        return cache.entry_dir(key) / artifact
+    hit = cache.lookup(key, artifact) if use_cache else None
+    if hit is not None:
+        return hit
     build_dir = cache.new_build_dir(key, name, use_cache)
     try:
         rc, text, cmd = _build(build_dir, source, compiler, flags, name, kind, extra_sources,

@@ -1,7 +1,9 @@
 """The on-disk cache of compiled objects: where it lives, what its key covers, how entries are
 published atomically and evicted.
 
-Layout: <cache>/<key[:2]>/<key>/{<name>.c | <name>.cu, <name>.so | <name>, cmd.txt}; failed
+Layout: <cache>/<key[:2]>/<key>/{<name>.c | <name>.cu, <name>.so | <name>, <object>.sha256,
+cmd.txt}; the cache directory is 0700 and checked, the digest checked before an object is
+returned (cache_trust.py); failed
 builds keep their source under <cache>/failed/<key>/. An entry is built in a temp dir beside its
 final place and renamed into it, so a reader (another thread or process) sees a whole entry or
 none.
@@ -19,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence
 
+from . import cache_trust as trust
 from .compilers import Compiler
 
 # Bump when the layout, the key or the build command's shape changes: old entries become misses.
@@ -127,9 +130,25 @@ def new_build_dir(key: str, name: str, use_cache: bool) -> Path:
     is atomic) when caching, a plain temp dir otherwise."""
     if not use_cache:
         return Path(tempfile.mkdtemp(prefix=f"rvvkit-{name}-"))
+    root = cache_dir()
+    trust.secure_root(root)
+    trust.sweep(root)
     parent = entry_dir(key).parent
     parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=parent))
+    return Path(tempfile.mkdtemp(prefix=trust.build_dir_prefix(key), dir=parent))
+
+
+def lookup(key: str, artifact: str) -> Optional[Path]:
+    """The entry's object when it exists and is the one rvvkit built (cache_trust.verified);
+    an entry that fails the check is evicted, so the caller rebuilds it."""
+    trust.secure_root(cache_dir())
+    path = entry_dir(key) / artifact
+    if not is_valid_artifact(path):
+        return None
+    if trust.verified(path):
+        return path
+    _move_aside_and_delete(path.parent)
+    return None
 
 
 def _move_aside_and_delete(path: Path) -> None:
@@ -162,7 +181,7 @@ def publish(build_dir: Path, key: str, artifact: str) -> Path:
             os.replace(build_dir, final)
             return final / artifact
         except OSError:
-            if is_valid_artifact(final / artifact):
+            if is_valid_artifact(final / artifact) and trust.verified(final / artifact):
                 shutil.rmtree(build_dir, ignore_errors=True)
                 return final / artifact
             _move_aside_and_delete(final)

@@ -37,7 +37,7 @@ def test_compile_load_call_and_cache_hit(private_jit_cache, compile_counter):
     assert call_add(so) == 42
     assert so.is_relative_to(private_jit_cache) and so.parent.name == cache_key(ADD, comp, flags)
     entry = sorted(p.name for p in so.parent.iterdir())
-    assert entry == ["cmd.txt", "model.c", "model.so"]
+    assert entry == ["cmd.txt", "model.c", "model.so", "model.so.sha256"]
     assert (so.parent / "model.c").read_text() == ADD
     assert "model.c" in (so.parent / "cmd.txt").read_text()
     mtime = so.stat().st_mtime_ns
