@@ -6,7 +6,8 @@ nothing in it is executed or linked, hence e_machine EM_NONE (GNU objcopy then n
 Integrity chain: .rvvkit.meta records size and sha256 of every other data section, and
 .rvvkit.check records the sha256 of .rvvkit.meta and .shstrtab, so every payload byte is hashed.
 Each of those also carries an rvk64 checksum (rvvkit/checksum.py) for the C runner, which
-checks the same chain at about one instruction per byte."""
+checks the same chain at about one instruction per byte. An optional .rvvkit.sig signs the
+.rvvkit.check bytes (rvvkit/signing.py), so it stands outside the chain it signs."""
 from __future__ import annotations
 
 import contextlib
@@ -30,7 +31,8 @@ FORMAT_VERSION = 1
 MAGIC_KEY = "rvvkit"
 META, CHECK, C_SRC, CU_SRC, WEIGHTS, SHSTRTAB = (
     ".rvvkit.meta", ".rvvkit.check", ".rvvkit.c", ".rvvkit.cu", ".rvvkit.weights", ".shstrtab")
-_UNLISTED = (META, CHECK, SHSTRTAB)  # hashed through .rvvkit.check, not meta["sections"]
+SIG = ".rvvkit.sig"  # signs .rvvkit.check, so it cannot be listed in the chain itself
+_UNLISTED = (META, CHECK, SHSTRTAB, SIG)  # hashed through .rvvkit.check, not meta["sections"]
 _CHECK_KEYS = {"format", "format_version", "meta_sha256", "shstrtab_sha256", "meta_rvk64",
                "shstrtab_rvk64"}
 WEIGHTS_ALIGN = 64  # lets a C runner mmap the file and use the weights in place
@@ -193,6 +195,10 @@ class Artifact:
         self.c_source, self.cu_source = c_source, cu_source
         self.extra = dict(extra or {})
         self._weights = _byte_view(weights)
+        # .rvvkit.sig's payload (rvvkit.signing writes and checks it); None: unsigned, and then
+        # the file is byte for byte what it was before signing existed.
+        self.signature: Optional[bytes] = None
+        self.check_read: Optional[bytes] = None  # .rvvkit.check as loaded: what a signature signs
         self._stored: Optional[List[dict]] = None
         self._model_checked = False
 
@@ -208,12 +214,16 @@ class Artifact:
         arr = np.frombuffer(self._weights, dtype=np.float32)
         return arr if arr.flags.aligned else arr.copy()
 
-    def _plan(self):
+    def _plan(self, signed: Optional[bool] = None):
+        """The layout save() writes. `signed` (default: whether there is a signature) adds
+        .rvvkit.sig, whose name alone changes .shstrtab and so the .rvvkit.check that
+        rvvkit.signing signs: it asks for signed=True before the signature exists."""
+        signed = self.signature is not None if signed is None else signed
         data = [(C_SRC, memoryview(self.c_source.encode("utf-8")), 1)]
         if self.cu_source is not None:
             data.append((CU_SRC, memoryview(self.cu_source.encode("utf-8")), 1))
         for name in sorted(self.extra):
-            if (not name.startswith(".rvvkit.") or name in (META, CHECK, C_SRC, CU_SRC, WEIGHTS)
+            if (not name.startswith(".rvvkit.") or name in _UNLISTED + (C_SRC, CU_SRC, WEIGHTS)
                     or not name.isascii() or "\0" in name):
                 raise ArtifactError(f"invalid extra section name {name!r} "
                                     "(expected .rvvkit.so.<target-triple>)", name)
@@ -228,13 +238,19 @@ class Artifact:
             raise ArtifactError(f"meta cannot be stored as strict JSON: {e}", META) from None
         data.insert(0, (META, meta_raw, 1))
         # .shstrtab depends on the names alone, so its hash can go into the check up front.
-        strtab, _ = _strtab([n for n, _, _ in data] + [CHECK, SHSTRTAB])
+        tail = [SIG] if signed else []
+        strtab, _ = _strtab([n for n, _, _ in data] + [CHECK] + tail + [SHSTRTAB])
         check = json.dumps({"format": MAGIC_KEY, "format_version": FORMAT_VERSION,
                             "meta_sha256": _sha(meta_raw), "shstrtab_sha256": _sha(strtab),
                             # what the C runner checks (runtime_c/rvk_artifact.h)
                             "meta_rvk64": rvk64(meta_raw), "shstrtab_rvk64": rvk64(strtab)},
                            sort_keys=True, separators=(",", ":")).encode("ascii")
-        return _layout(data + [(CHECK, memoryview(check), 1)])
+        return _layout(data + [(CHECK, memoryview(check), 1)]
+                       + [(SIG, memoryview(self.signature or b""), 1) for _ in tail])
+
+    def check_section(self, signed: Optional[bool] = None) -> bytes:
+        """The .rvvkit.check bytes save() would write (see _plan for `signed`)."""
+        return bytes(next(p for n, _, _, p, _ in self._plan(signed)[0] if n == CHECK))
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
@@ -266,7 +282,12 @@ class Artifact:
 
     @classmethod
     def load(cls, path) -> "Artifact":
-        with open(path, "rb") as f:
+        try:
+            f = open(path, "rb")
+        except OSError as e:  # a wrong path is a one-line error, never a traceback
+            raise ArtifactError(f"cannot read artifact {os.fspath(path)}: "
+                                f"{e.strerror or e}") from None
+        with f:
             size = os.fstat(f.fileno()).st_size
             # The one copy of the file, into a 64-byte aligned buffer so that the weights (64-byte
             # aligned in the file) are also aligned in memory for host-run vector kernels.
@@ -288,6 +309,8 @@ class Artifact:
                  if n not in _UNLISTED + (C_SRC, CU_SRC, WEIGHTS)}
         cu = r.text(CU_SRC) if CU_SRC in r.table or CU_SRC in r.listed else None
         art = cls(r.meta, r.text(C_SRC), r.section(WEIGHTS), cu, extra)
+        art.check_read = bytes(r.raw(CHECK))
+        art.signature = bytes(r.raw(SIG)) if SIG in r.table else None
         art._stored = [{"name": n, "size": size, "offset": off,
                         "sha256": r.hashes.get(n) or _sha(r.fetch(off, size))}
                        for n, (off, size) in sorted(r.table.items(), key=lambda kv: kv[1][0])]

@@ -133,6 +133,21 @@ def _codegen_keys(meta: dict) -> None:
             raise _fail(f"plan[{i}].fused", "is not a list of {op, name}")
 
 
+def _precompiled(meta: dict) -> None:
+    """meta["precompiled"]: {triple: {arch, compiler, flags, key, ...}} (rvvkit/precompiled.py);
+    the objects themselves are sections, checksummed like every other."""
+    entries = _dict(meta.get("precompiled", {}), "precompiled")
+    for triple, entry in entries.items():
+        where = f"precompiled[{_short(triple)}]"
+        if not triple or not all(c.isalnum() or c in "-_." for c in triple):
+            raise _fail(where, "is not a target triple")
+        entry = _dict(entry, where)
+        for key in ("arch", "compiler", "key"):
+            _str(entry.get(key), f"{where}.{key}")
+        if not all(isinstance(f, str) for f in _list(entry.get("flags"), f"{where}.flags")):
+            raise _fail(f"{where}.flags", "is not a list of strings")
+
+
 def validate_meta(meta: Dict[str, Any], weights_bytes: int) -> None:
     """Raises ArtifactError unless `meta` is well-formed and consistent with a weights section
     of `weights_bytes` bytes."""
@@ -156,6 +171,7 @@ def validate_meta(meta: Dict[str, Any], weights_bytes: int) -> None:
               "output": MAX_ELEMS}
     _plan(meta, limits, {"input": len(ins), "output": len(outs)})
     _codegen_keys(meta)
+    _precompiled(meta)
 
 
 def declared(lib) -> Dict[str, Any]:

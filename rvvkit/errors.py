@@ -55,6 +55,12 @@ class ArtifactError(RvvkitError):
         super().__init__(message)
 
 
+class SignatureError(RvvkitError):
+    """Artifact signing (rvvkit.signing): a key that cannot be used (not ed25519, encrypted
+    without a passphrase, unreadable), or an artifact refused because it is unsigned, signed by
+    another key than the required one, or its signature does not verify."""
+
+
 class ExecutorUnavailable(RvvkitError):
     """An executor cannot run on this machine: no CUDA device, no QEMU or sysroot, no
     compiler. Not a defect of the model or of rvvkit; `rvvkit compare` lists such paths as

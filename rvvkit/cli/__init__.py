@@ -14,10 +14,11 @@ from typing import List, Optional
 
 from .. import __version__
 from ..errors import RvvkitError
-from . import bench, boards, build, compare, doctor, inspect, ops, run
+from . import bench, boards, build, compare, doctor, inspect, ops, pack, run, sign
 from .common import UsageError
 
-COMMANDS = (build, inspect, run, bench, compare, doctor, boards, ops)  # in `rvvkit --help` order
+# in `rvvkit --help` order
+COMMANDS = (build, pack, sign, inspect, run, bench, compare, doctor, boards, ops)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ from ..errors import RvvkitError
 from ..report import table
 from .common import (UsageError, count, executor_list, load_inputs, open_session, progress,
                      vlen_list)
+from .sign import add_require_option, verified
 
 HEADERS = ["executor", "VLEN", "compiler", "latency ms", "MMACs", "dynamic insns",
            "vector insns", "MACs/insn"]
@@ -27,8 +28,8 @@ def _targets(args):
 
 def _bench_one(args, on: str, vlen) -> Dict:
     from ..bench import bench
-    with open_session(args.artifact, on, compiler=args.compiler, no_cache=args.no_cache,
-                      vlen=vlen) as sess:
+    with open_session(args.verified or args.artifact, on, compiler=args.compiler,
+                      no_cache=args.no_cache, vlen=vlen) as sess:
         feeds = load_inputs(args, sess)
         counting = sess.describe()["counts_instructions"] and not args.no_count
         progress(f"{on}: measuring ({args.repeat} runs"
@@ -72,6 +73,7 @@ def _table_row(r: Dict) -> List:
 
 
 def cmd_bench(args) -> int:
+    args.verified = verified(args, args.artifact)  # read and checked once, for every row
     results = _bench_rows(args)
     rows = [r for r in results if isinstance(r, dict)]
     failed = [r for r in results if not isinstance(r, dict)]
@@ -107,4 +109,5 @@ def add_parser(sub) -> None:
                     help="qemu: skip the instruction-counting runs")
     bn.add_argument("--json", action="store_true", help="print rows as JSON")
     bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    add_require_option(bn)
     bn.set_defaults(func=cmd_bench, parser=bn)

@@ -5,18 +5,25 @@ import os
 
 from ..report import human_bytes
 from .common import input_shape, progress, shapes, vlen
+from .sign import signer
 
 
 def cmd_build(args) -> int:
     from ..builder import build_model
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".rvv"
     say = (lambda _m: None) if args.quiet else progress
+    sign = signer(args.sign)
     art = build_model(args.model, input_shapes=shapes(args.input_shape),
                       opt_level=args.opt_level, vlen=args.vlen, progress=say)
+    if args.precompile:
+        from ..precompiled import pack, parse_targets
+        art = pack(art, parse_targets(args.precompile), progress=say)
+    kid = sign(art)  # in memory, so that the one atomic save writes the signed file
     art.save(out)
     mem = art.meta["memory"]
     say(f"wrote {out} ({human_bytes(os.path.getsize(out))}: weights "
-        f"{human_bytes(mem['weights_bytes'])}, arena {human_bytes(mem['arena_bytes'])})")
+        f"{human_bytes(mem['weights_bytes'])}, arena {human_bytes(mem['arena_bytes'])})"
+        + (f", signed with ed25519 key {kid}" if kid else ""))
     return 0
 
 
@@ -32,5 +39,11 @@ def add_parser(sub) -> None:
                    help="the target board's VLEN (128..1024): emit only the RVV micro-kernel "
                         "variant fitted to it (smaller source; still correct, only slower, at "
                         "other VLENs). Default: RVV code for any VLEN")
+    b.add_argument("--sign", metavar="KEY", help="sign the artifact with this ed25519 private "
+                   "key (OpenSSH or PEM; an encrypted key's passphrase from "
+                   "RVVKIT_SIGN_PASSPHRASE)")
+    b.add_argument("--precompile", metavar="TARGETS", help="also store kernels and runner "
+                   "compiled here for riscv64 and/or this machine (e.g. riscv64,x86_64), for "
+                   "targets without a compiler")
     b.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     b.set_defaults(func=cmd_build, parser=b)

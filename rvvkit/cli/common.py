@@ -117,16 +117,18 @@ def load_inputs(args, sess) -> Dict[str, np.ndarray]:
 # -- sessions ------------------------------------------------------------------------------
 
 def open_session(artifact: str, on: str, *, compiler=None, no_cache: bool = False,
-                 vlen=None):
+                 vlen=None, prefer_precompiled: bool = False):
     """A session from the command line's options, with a progress line naming what runs."""
     from ..runtime import open_session as open_
     from ..runtime import session_options
     try:
         kwargs = session_options(on, compiler=compiler, use_cache=False if no_cache else None,
-                                 vlen=vlen)
+                                 vlen=vlen, prefer_precompiled=prefer_precompiled)
     except InputError as exc:  # an option the path does not take
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
     sess = open_(artifact, on=on, **kwargs)
-    progress(f"{sess.describe()['label']}: kernels ready in {time.perf_counter() - t0:.2f}s")
+    ran = "" if sess.kernels_from == "jit" else f" (the artifact's {sess.kernels_from})"
+    progress(f"{sess.describe()['label']}: kernels ready in {time.perf_counter() - t0:.2f}s"
+             + ran)
     return sess

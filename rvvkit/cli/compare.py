@@ -8,6 +8,7 @@ from typing import Dict, List
 
 from ..errors import InputError
 from .common import UsageError, count, input_shape, load_npz, progress, shapes, vlen_list
+from .sign import add_require_option, verified
 
 
 def _options(args) -> Dict[str, Dict]:
@@ -52,8 +53,9 @@ def cmd_compare(args) -> int:
     from ..runtime import takes_vlen
     if args.vlen and not any(takes_vlen(on) for on in args.on):
         raise UsageError("--vlen applies to qemu, which --on does not name")
+    art = verified(args, args.model, models_too=True)  # None: no signature required
     inputs = load_npz(args.inputs) if args.inputs else None
-    result = compare(args.model, args.on, vlens=args.vlen, inputs=inputs, seed=args.seed,
+    result = compare(art or args.model, args.on, vlens=args.vlen, inputs=inputs, seed=args.seed,
                      repeat=args.repeat, warmup=args.warmup, reference=args.reference,
                      model=args.reference_model, rtol=args.rtol, atol=args.atol,
                      count=not args.no_count, input_shapes=shapes(args.input_shape),
@@ -131,6 +133,7 @@ def add_parser(sub) -> None:
     c.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
     c.add_argument("--no-count", action="store_true",
                    help="qemu: skip the instruction-counting runs")
+    add_require_option(c)
     c.add_argument("--json", action="store_true", help="print a JSON document instead")
     c.add_argument("--plot", metavar="FILE.png",
                    help="also write a bar chart: latency and error per path (needs matplotlib)")

@@ -14,7 +14,19 @@ def _dims(shape) -> str:
     return "x".join(map(str, shape))
 
 
-def _print_summary(path: str, art) -> None:
+def _signature_line(sig) -> str:
+    if sig is None:
+        return "signature: none"
+    if sig["alg"] is None:
+        return f"signature: unreadable: {sig['problem']}"
+    # Valid against the key the section names: trust in that key is --require-signature's.
+    state = {True: "valid", False: "DOES NOT VERIFY (changed after signing?)",
+             None: f"not checked: {sig['problem']}"}[sig["verifies"]]
+    return (f"signature: {sig['alg']}, key id {sig['key_id']}: {state}\n"
+            f"  public key {sig['public_key']}")
+
+
+def _print_summary(path: str, art, sig) -> None:
     # Names come from the model file: printed through printable() (no terminal escapes);
     # optional facts absent from an artifact print as "?".
     meta, p = art.meta, printable
@@ -24,6 +36,7 @@ def _print_summary(path: str, art) -> None:
     print(table(["name", "offset", "size", "sha256"],
                 [[p(s["name"]), s["offset"], s["size"], s["sha256"][:16]]
                  for s in art.sections()]))
+    print(_signature_line(sig))
     for key in ("inputs", "outputs"):
         print(f"\n{key}:")
         print(table(["name", "shape", "dtype"],
@@ -48,7 +61,9 @@ def _print_summary(path: str, art) -> None:
 
 def cmd_inspect(args) -> int:
     from ..artifact import Artifact
+    from ..signing import describe
     art = Artifact.load(args.artifact).check_model()
+    sig = describe(art, args.artifact)
     if args.source:
         sys.stdout.write(art.c_source)
     elif args.cuda_source:
@@ -57,10 +72,11 @@ def cmd_inspect(args) -> int:
             raise RvvkitError(f"{args.artifact} has no CUDA source: {why}")
         sys.stdout.write(art.cu_source)
     elif args.json:
-        json.dump(dict(art.meta, sections=art.sections()), sys.stdout, indent=1)
+        json.dump(dict(art.meta, sections=art.sections(), signature=sig), sys.stdout,
+                  indent=1)
         sys.stdout.write("\n")
     else:
-        _print_summary(args.artifact, art)
+        _print_summary(args.artifact, art, sig)
     return 0
 
 

@@ -6,6 +6,7 @@ import numpy as np
 from ..report import table
 from .common import (count, executor, load_inputs, load_npz, open_session, printable, progress,
                      save_npz, vlen)
+from .sign import add_require_option, verified
 
 
 def print_profile(rows) -> None:
@@ -20,9 +21,11 @@ def print_profile(rows) -> None:
 
 
 def cmd_run(args) -> int:
+    art = verified(args, args.artifact)  # None: no signature required
     given = load_npz(args.inputs) if args.inputs else None   # a bad file fails before compiling
-    sess = open_session(args.artifact, args.on, compiler=args.compiler,
-                        no_cache=args.no_cache, vlen=args.vlen)
+    sess = open_session(art or args.artifact, args.on, compiler=args.compiler,
+                        no_cache=args.no_cache, vlen=args.vlen,
+                        prefer_precompiled=args.prefer_precompiled)
     with sess:  # closing matters on a board: it removes the remote temp dir
         feeds = given if given is not None else load_inputs(args, sess)
         outs = sess.run(feeds)
@@ -51,7 +54,12 @@ def add_parser(sub) -> None:
     r.add_argument("--vlen", type=vlen, help="RVV vector length in bits for --on qemu: 128, "
                    "256, 512 or 1024 (default: RVVKIT_VLEN, else 256)")
     r.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
+    r.add_argument("--prefer-precompiled", action="store_true",
+                   help="run the artifact's precompiled kernels (rvvkit pack) even where a "
+                        "compiler works; without it they run only where none does "
+                        "(also RVVKIT_PREFER_PRECOMPILED=1)")
     r.add_argument("--profile", action="store_true", help="print per-kernel timings")
     r.add_argument("--repeat", type=count(1), default=10, help="runs averaged by --profile")
     r.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    add_require_option(r)
     r.set_defaults(func=cmd_run, parser=r)

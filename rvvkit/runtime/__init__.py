@@ -40,7 +40,8 @@ def takes_vlen(on: str) -> bool:
 
 
 def session_options(on: str, *, compiler: Optional[str] = None,
-                    use_cache: Optional[bool] = None, vlen: Optional[int] = None) -> Dict:
+                    use_cache: Optional[bool] = None, vlen: Optional[int] = None,
+                    prefer_precompiled: bool = False) -> Dict:
     """open_session keyword arguments for `on` from the options every path shares: the
     compiler is nvcc for cuda (cuda-emu builds with a host C++ compiler); a VLEN only for
     qemu (InputError elsewhere)."""
@@ -53,6 +54,11 @@ def session_options(on: str, *, compiler: Optional[str] = None,
         if not takes_vlen(on):
             raise InputError(f"--vlen applies to --on qemu, not --on {on}")
         kwargs["vlen"] = vlen
+    if prefer_precompiled:
+        if on in ("cuda", "cuda-emu"):
+            raise InputError(f"--prefer-precompiled applies to host, qemu and boards, not "
+                             f"--on {on}")
+        kwargs["prefer_precompiled"] = True
     return kwargs
 
 

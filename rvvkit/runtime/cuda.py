@@ -127,7 +127,11 @@ class CudaSession(Session):
         except OSError:
             evict(self.so_path)  # a cache entry that does not load is a miss: rebuild once
             self.so_path = self._build()
-            return self.ffi.dlopen(str(self.so_path))
+            try:
+                return self.ffi.dlopen(str(self.so_path))
+            except OSError as exc:  # built twice and still not loadable: the compiler's fault
+                raise ExecutionError(f"the compiled CUDA kernels {self.so_path} cannot be loaded "
+                                     f"({exc}); compiler: {self.compiler_text()}") from None
 
     def _check_object(self) -> None:
         lib, meta = self.lib, self.artifact.meta

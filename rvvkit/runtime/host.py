@@ -7,7 +7,7 @@ from typing import Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
-from .. import abi
+from .. import abi, precompiled
 from ..artifact import Artifact
 from ..artifact_meta import check_library
 from ..errors import ExecutionError
@@ -24,13 +24,19 @@ class HostSession(Session):
 
     def __init__(self, artifact: Union[str, os.PathLike, Artifact], *,
                  compiler: Optional[str] = None, use_cache: Optional[bool] = None,
-                 native: Optional[bool] = None):
+                 native: Optional[bool] = None, prefer_precompiled: Optional[bool] = None):
         super().__init__(artifact)
         import cffi
-        self.compiler = resolve_compiler(compiler, target="host")
-        self.flags = compile_flags(self.compiler, native=native)
-        self.so_path = compile_source(self.artifact.c_source, self.compiler, self.flags,
-                                      name="model", use_cache=use_cache)
+
+        def jit():
+            self.compiler = resolve_compiler(compiler, target="host")
+            self.flags = compile_flags(self.compiler, native=native)
+            return compile_source(self.artifact.c_source, self.compiler, self.flags,
+                                  name="model", use_cache=use_cache)
+        self.compiler = None
+        self.kernels_from, got = precompiled.choose(self, precompiled.arch_of("host"),
+                                                    prefer_precompiled, jit)
+        self.so_path = got if self.kernels_from == "jit" else got[0]
         self.ffi = cffi.FFI()
         self.ffi.cdef(CDEF)
         self.lib = self._dlopen()
@@ -48,12 +54,19 @@ class HostSession(Session):
     def _dlopen(self):
         try:
             return self.ffi.dlopen(str(self.so_path))
-        except OSError:
+        except OSError as exc:
+            if self.kernels_from != "jit":
+                raise ExecutionError(f"cannot load the artifact's {self.kernels_from}: "
+                                     f"{exc}") from None
             # A cache entry that does not load is a miss: rebuild once.
             evict(self.so_path)
             self.so_path = compile_source(self.artifact.c_source, self.compiler, self.flags,
                                           name="model")
-            return self.ffi.dlopen(str(self.so_path))
+            try:
+                return self.ffi.dlopen(str(self.so_path))
+            except OSError as exc:  # built twice and still not loadable: the compiler's fault
+                raise ExecutionError(f"the compiled kernels {self.so_path} cannot be loaded "
+                                     f"({exc}); compiler: {self.compiler_text()}") from None
 
     def _pointers(self, feeds):
         ins = self.validate(feeds)

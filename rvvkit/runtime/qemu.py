@@ -19,6 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from .. import precompiled
 from ..artifact import Artifact
 from ..errors import ExecutorUnavailable, RvvkitError
 from ..jit import resolve_compiler, targets
@@ -106,7 +107,8 @@ class QemuSession(RunnerSession):
     def __init__(self, artifact: Union[str, os.PathLike, Artifact], *,
                  compiler: Optional[str] = None, vlen: Optional[int] = None,
                  qemu: Optional[str] = None, tail_ones: bool = False,
-                 timeout: Optional[float] = None, use_cache: Optional[bool] = None):
+                 timeout: Optional[float] = None, use_cache: Optional[bool] = None,
+                 prefer_precompiled: Optional[bool] = None):
         # Cheap settings first: a bad VLEN or a missing QEMU fails before any compiling.
         self.vlen = resolve_vlen(vlen)
         self.qemu = resolve_qemu(qemu)
@@ -114,10 +116,14 @@ class QemuSession(RunnerSession):
         self.sysroot = resolve_sysroot()
         self.tail_ones = bool(tail_ones)
         super().__init__(artifact)
-        self.compiler = resolve_compiler(compiler, target="rvv")
-        self.kernels_path = build_kernels(self.artifact.c_source, self.compiler,
-                                          use_cache=use_cache)
-        self.runner_path = build_runner(self.compiler, use_cache=use_cache)
+
+        def jit():
+            self.compiler = resolve_compiler(compiler, target="rvv")
+            return (build_kernels(self.artifact.c_source, self.compiler, use_cache=use_cache),
+                    build_runner(self.compiler, use_cache=use_cache))
+        self.compiler = None
+        self.kernels_from, (self.kernels_path, self.runner_path) = precompiled.choose(
+            self, "riscv64", prefer_precompiled, jit)
         self.tmpdir = Path(tempfile.mkdtemp(prefix="rvvkit-qemu-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.tmpdir), True)
         self.transport = LocalProcess(self.tmpdir)
@@ -138,7 +144,9 @@ class QemuSession(RunnerSession):
         return self.qemu_prefix(extra_args) + runner_argv
 
     def failure_context(self) -> str:
-        return f"VLEN {self.vlen}, compiler {shlex.join(self.compiler.argv)}"
+        what = (f"compiler {shlex.join(self.compiler.argv)}" if self.compiler is not None
+                else self.kernels_from)
+        return f"VLEN {self.vlen}, {what}"
 
     def timeout_message(self, timeout: float, command) -> str:
         return (f"QEMU run timed out after {timeout:g} s and was killed (VLEN {self.vlen}; "

@@ -53,6 +53,8 @@ def latency_summary(seconds: Sequence[float]) -> Dict:
 
 class Session:
     executor = "abstract"
+    # "jit", or the label of the precompiled kernels the session runs (rvvkit/precompiled.py)
+    kernels_from = "jit"
     # Whether measure()'s latency is QEMU's emulation speed rather than a machine's.
     emulated = False
 
@@ -156,10 +158,13 @@ class Session:
         progress messages), compiler, vlen (None where unknown), emulated (latency is QEMU
         speed), counts_instructions (measure() can add instruction counts)."""
         return {"executor": self.executor, "path": self.executor, "label": self.executor,
-                "compiler": self.compiler_text(), "vlen": None, "emulated": self.emulated,
+                "compiler": self.compiler_text(), "kernels": self.kernels_from,
+                "vlen": None, "emulated": self.emulated,
                 "counts_instructions": False}
 
     def compiler_text(self) -> str:
+        if self.kernels_from != "jit":  # no compiler ran: say whose objects run
+            return self.kernels_from
         compiler: Optional[object] = getattr(self, "compiler", None)
         return " ".join(compiler.argv) if compiler is not None else ""
 

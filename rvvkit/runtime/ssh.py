@@ -18,7 +18,8 @@ import shlex
 from typing import Dict, List, Optional, Sequence, Union
 
 from ..artifact import Artifact
-from ..errors import ExecutionError
+from .. import precompiled
+from ..errors import CompilerNotFound, ExecutionError
 from .boards import board_config
 from .remote import Board
 from .remote_jit import board_flags, build_on_board, resolve_board_compiler
@@ -37,7 +38,8 @@ class SshSession(RunnerSession):
                  connect_timeout: Optional[float] = None,
                  command_timeout: Optional[float] = None,
                  compile_timeout: Optional[float] = None,
-                 trust_new_host: Optional[bool] = None):
+                 trust_new_host: Optional[bool] = None,
+                 prefer_precompiled: Optional[bool] = None):
         # Settings first: a bad address fails before any network traffic.
         self.config = board_config(target, connect_timeout=connect_timeout,
                                    command_timeout=command_timeout,
@@ -53,19 +55,33 @@ class SshSession(RunnerSession):
         self.tmpdir = ""
         self.board = Board(self.config)
         try:
-            self._prepare(compiler, True if use_cache is None else bool(use_cache))
+            self._prepare(compiler, True if use_cache is None else bool(use_cache),
+                          precompiled.prefer_from_env(prefer_precompiled))
         except BaseException:
             self.close()
             raise
 
-    def _prepare(self, compiler: Optional[str], use_cache: bool) -> None:
+    def _prepare(self, compiler: Optional[str], use_cache: bool, prefer: bool) -> None:
         board = self.board
-        self.compiler = resolve_board_compiler(board, compiler)
-        self.flags = board_flags(board, self.compiler)
+        self.compiler = None
+        if not prefer:
+            try:
+                self.compiler = resolve_board_compiler(board, compiler)
+            except CompilerNotFound as exc:
+                arch = precompiled.arch_of(board.arch)
+                if arch not in precompiled.available(self.artifact):
+                    raise CompilerNotFound(f"{exc}; or run precompiled kernels: `rvvkit pack "
+                                           f"ARTIFACT --precompile {arch}`") from None
+                log.warning("%s: no compiler (%s); running the artifact's precompiled %s "
+                            "kernels", board.label, str(exc).splitlines()[0][:120], arch)
         self.tmpdir = board.mktemp("session-")
         self.transport = BoardShell(board, self.tmpdir)
         self.artifact_path = f"{self.tmpdir}/model.rvv"
         board.put(self.artifact.to_bytes(), self.artifact_path)
+        if self.compiler is None:
+            self._upload_precompiled()
+            return
+        self.flags = board_flags(board, self.compiler)
         self.runner_path, self.runner_cached = build_on_board(
             board, runner_source(), self.compiler, board_flags(board, self.compiler,
                                                                shared=False),
@@ -74,6 +90,25 @@ class SshSession(RunnerSession):
         self.kernels_path, self.kernels_cached = build_on_board(
             board, self.artifact.c_source, self.compiler, self.flags, name="model", kind="so",
             use_cache=use_cache, scratch=self.tmpdir)
+
+    def _upload_precompiled(self) -> None:
+        """The artifact's kernels and runner for the board's machine, into the session's dir
+        (not the board's build cache: they are the artifact's, not built there)."""
+        arch = precompiled.arch_of(self.board.arch)
+        so, runner, self.kernels_from = precompiled.bytes_for(self.artifact, arch)
+        if runner is None:
+            raise precompiled.missing(self.artifact, arch, "no precompiled runner")
+        self.kernels_path = f"{self.tmpdir}/model.so"
+        self.runner_path = f"{self.tmpdir}/{RUNNER_NAME}"
+        self.board.put(so, self.kernels_path)
+        self.board.put(runner, self.runner_path)
+        res = self.board.sh(f"chmod 700 {shlex.quote(self.runner_path)}", timeout=60,
+                            what="making the runner executable")
+        if res.rc != 0:
+            raise ExecutionError(f"{self.target}: cannot make the runner executable: "
+                                 f"{res.err.strip()}")
+        self.runner_cached = self.kernels_cached = False
+        log.info("%s: running the artifact's %s", self.target, self.kernels_from)
 
     # -- what RunnerSession asks of an executor ---------------------------------------------
 
@@ -85,6 +120,8 @@ class SshSession(RunnerSession):
         return f"{wrapper} {argv}" if wrapper else argv
 
     def failure_context(self) -> str:
+        if self.compiler is None:
+            return self.kernels_from
         return f"compiler {shlex.join(self.compiler.argv)}"
 
     def check_open(self) -> None:
@@ -92,7 +129,8 @@ class SshSession(RunnerSession):
             raise ExecutionError(f"{self.target}: session is closed")
 
     def describe(self) -> Dict:
-        cached = "cached" if self.kernels_cached else "compiled on the board"
+        cached = ("cached" if self.kernels_cached else "compiled on the board"
+                  if self.compiler is not None else "precompiled")
         return dict(super().describe(), path=self.target, target=self.target,
                     label=f"{self.target} ({self.compiler_text()}, {cached})",
                     wrapper=self.config.wrapper, machine=self.board.arch if self.board else "")

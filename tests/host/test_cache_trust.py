@@ -152,3 +152,22 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
     except OSError:
         return False
+
+
+def test_compiler_writing_a_garbage_object_is_one_line_error(root, tmp_path):
+    """A compiler that exits 0 having written an ELF-looking but unloadable object: rebuilt
+    once (a bad cache entry), then reported as one line naming the object and the compiler."""
+    bad = tmp_path / "badcc"
+    bad.write_text('#!/bin/sh\ncase "$*" in *model.c*)\n  prev=""; for a in "$@"; do '
+                   '[ "$prev" = "-o" ] && out="$a"; prev="$a"; done\n'
+                   '  printf "\\177ELFgarbage" > "$out"; exit 0;;\nesac\nexec gcc "$@"\n')
+    bad.chmod(0o755)
+    from conftest import make_model
+    from onnx import helper
+    import rvvkit
+    from rvvkit.errors import ExecutionError
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", (1, 4))],
+                       [("y", (1, 4))], {})
+    with pytest.raises(ExecutionError, match="cannot be loaded") as e:
+        rvvkit.load(rvvkit.build(model, cuda=False), on="host", compiler=str(bad))
+    assert str(bad) in str(e.value) and "\n" not in str(e.value)
