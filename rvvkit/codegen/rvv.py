@@ -6,15 +6,20 @@ branch is VLEN-agnostic: loops are strip-mined with `__riscv_vsetvl_e32m<L>` and
 register element past `vl` (tail/mask-agnostic elements may be anything, QEMU's
 `rvv_ta_all_1s` makes them all ones).
 
-Only intrinsics that exist with the same name and operands in both the 0.11 API (clang 16,
-`__riscv_v_intrinsic == 11000`) and the 1.0 API (clang 19+ / zig cc, GCC 14: >= 1000000) are
+Only intrinsics that exist with the same name and operands in both the 0.11/0.12 APIs (clang 16
+and GCC 13: __riscv_v_intrinsic 11000; GCC 14: 12000) and the 1.0 API (clang 19+, zig: 1000000) are
 used, each checked with both compilers: the `__riscv_`-prefixed, non-policy, unmasked forms of
 vsetvl/vsetvlmax, vle32/vse32/vlse32/vsse32, vfmv_v_f, vfmv_f_s, vfmul_vf, vfmacc_vf/vv,
 vfmadd_vf, vfadd/vfsub/vfmul/vfdiv/vfmax/vfmin (vv, vf), vfrsub_vf, vfrdiv_vf, vfsqrt_v and
 vfredusum/vfredmax into an m1 result. Where the APIs differ we stay away: segment loads/stores
-(0.11 writes through pointer arguments, 1.0 returns tuple types such as vfloat32m1x2_t) and the
-rounding-mode `_rm` variants (1.0 only). No masks are needed at all (activations' vector
-forms are in rvvkit/ops/activations.py: a leaky ReLU is max(v, a*v) for a <= 1, min otherwise).
+(0.11 writes through pointer arguments, 1.0 returns tuple types such as vfloat32m1x2_t), the
+rounding-mode `_rm` variants (1.0 only) and vmerge/vfmerge (their mask operand moved).
+
+Masks serve NaN: vfmax/vfmin (and vfredmax/vfredmin) return the other operand for a NaN one
+(IEEE maxNum), where onnxruntime's Relu, Clip, Max, ReduceMax... return the NaN. The shared
+mask forms: compares into a mask (vmfeq/vmfne/vmflt .vv/.vf, _b<32/LMUL>), vmset_m, vcpop_m,
+vfirst_m and the masked, mask-undisturbed `_mu` operations (mask, masked-off source, operands,
+vl), compares included; the helpers below spell them.
 
 Compiler quirk (clang 16): the vsetvl intrinsic yields a "ta, mu" vtype while unmasked
 operations want "ta, ma", and its vsetvli insertion then re-issues a vsetvli inside loops that
@@ -98,6 +103,47 @@ def vsse(lmul: int, ptr: str, stride_floats, val: str, vl: str = "vl") -> str:
 
 def vsplat(lmul: int, scalar: str, vl: str = "vl") -> str:
     return f"__riscv_vfmv_v_f_f32m{lmul}({scalar}, {vl})"
+
+
+def vbool(lmul: int) -> str:
+    """The mask type that goes with f32 vectors at LMUL."""
+    return f"vbool{32 // lmul}_t"
+
+
+def not_nan(lmul: int, v: str, vl: str = "vl") -> str:
+    """Mask of the lanes of `v` that are numbers (v == v)."""
+    return f"__riscv_vmfeq_vv_f32m{lmul}_b{32 // lmul}({v}, {v}, {vl})"
+
+
+def is_nan(lmul: int, v: str, vl: str = "vl") -> str:
+    """Mask of the NaN lanes of `v` (v != v)."""
+    return f"__riscv_vmfne_vv_f32m{lmul}_b{32 // lmul}({v}, {v}, {vl})"
+
+
+def vclamp(lmul: int, v: str, lo: str, hi: str, vl: str = "vl") -> str:
+    """min(max(v, lo), hi) with NaN lanes left NaN (vfmin/vfmax alone turn a NaN into a
+    bound): the masked operations take masked-off lanes from `v`, and the vfmax result is NaN
+    exactly where `v` is, so one compare serves both. `v` is repeated: pass a variable."""
+    m = not_nan(lmul, v, vl)
+    mx = f"{vop('vfmax_vf', lmul)}_mu({m}, {v}, {v}, {lo}, {vl})"
+    return f"{vop('vfmin_vf', lmul)}_mu({m}, {v}, {mx}, {hi}, {vl})"
+
+
+def all_lanes(lmul: int, vl: str = "vl") -> str:
+    """An all-set mask for f32 vectors at LMUL."""
+    return f"__riscv_vmset_m_b{32 // lmul}({vl})"
+
+
+def keep_numbers(lmul: int, mask: str, v: str, vl: str = "vl") -> str:
+    """Statement: `mask` &= the lanes where `v` is a number, in one masked compare (cleared
+    lanes are masked off and stay 0). With `nan_unless`, makes a vfmax fold propagate NaN."""
+    b = 32 // lmul
+    return f"{mask} = __riscv_vmfeq_vv_f32m{lmul}_b{b}_mu({mask}, {mask}, {v}, {v}, {vl});"
+
+
+def nan_unless(lmul: int, mask: str, v: str, vl: str = "vl") -> str:
+    """`v` on the lanes of `mask` (times 1: -0.0 stays), NaN on the others."""
+    return f"{vop('vfmul_vf', lmul)}_mu({mask}, {vsplat(lmul, 'NAN', vl)}, {v}, 1.0f, {vl})"
 
 
 def guarded(rvv: str, portable: str) -> str:

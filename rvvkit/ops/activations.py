@@ -23,6 +23,8 @@ import numpy as np
 from ..ir import Graph, Node
 from .registry import const_input, register, same_as_input
 
+_FLT_MAX = float(np.finfo(np.float32).max)
+
 
 def lit(x: float) -> str:
     """`x` as a C float literal, formatted by the code generator (imported late: ops never
@@ -34,6 +36,19 @@ def lit(x: float) -> str:
 def _v(op: str, lmul: int) -> str:
     """RVV intrinsic name of f32 operation `op` at LMUL (rvvkit.codegen.rvv.vop's naming)."""
     return f"__riscv_{op}_f32m{lmul}"
+
+
+def _rvv():
+    """rvvkit.codegen.rvv (its intrinsic spellings), imported when a form is written."""
+    from ..codegen import rvv
+    return rvv
+
+
+def relu_rvv(v: str, lmul: int, vl: str) -> str:
+    """max(v, 0) with NaN lanes left NaN, as the C form and onnxruntime: vfmax alone returns
+    0 for a NaN (IEEE maxNum). One compare, then the masked (`_mu`) max; masked-off lanes
+    come from `v`."""
+    return f"{_v('vfmax_vf', lmul)}_mu({_rvv().not_nan(lmul, v, vl)}, {v}, {v}, 0.0f, {vl})"
 
 
 @dataclass(frozen=True)
@@ -123,13 +138,17 @@ def _clip_bounds(node: Node, g: Graph) -> None:
     """Clip's bounds are attributes before opset 11 and optional inputs after; they are
     settled into attrs["bounds"] = (lo, hi)."""
     if "min" in node.attrs or "max" in node.attrs or len(node.inputs) == 1:
-        lo = node.attrs.get("min", float("-inf"))
-        hi = node.attrs.get("max", float("inf"))
+        lo, hi = node.attrs.get("min"), node.attrs.get("max")
     else:
         lo_v = const_input(node, g, 1, "min")
         hi_v = const_input(node, g, 2, "max")
-        lo = float(lo_v) if lo_v is not None else float("-inf")
-        hi = float(hi_v) if hi_v is not None else float("inf")
+        lo = float(lo_v) if lo_v is not None else None
+        hi = float(hi_v) if hi_v is not None else None
+    # An absent bound is not infinite in onnxruntime: its Clip (attribute and input forms, and
+    # the Conv+Clip fusion) defaults to numeric_limits<float>::lowest()/max(), so +-inf come
+    # out as +-FLT_MAX (measured, onnxruntime 1.32); explicit +-inf bounds keep them.
+    lo = -_FLT_MAX if lo is None else lo
+    hi = _FLT_MAX if hi is None else hi
     # y = min(max(x, lo), hi): when lo > hi every value becomes hi, which is what (hi, hi) does
     # in every lowering (the fused epilogue tests `< lo` first).
     node.attrs["bounds"] = (min(float(lo), float(hi)), float(hi))
@@ -141,25 +160,27 @@ def _clip_act(node: Node) -> Act:
 
 
 def _leaky_rvv(v, lmul, vl, alpha):
-    # x >= 0 ? x : a*x  ==  max(x, a*x) for a <= 1, min(x, a*x) for a > 1 (no masks needed)
-    pick = "vfmax_vv" if alpha <= 1.0 else "vfmin_vv"
-    return f"{_v(pick, lmul)}({v}, {_v('vfmul_vf', lmul)}({v}, {lit(alpha)}, {vl}), {vl})"
+    # x < 0 ? a*x : x as a masked multiply (one compare, one multiply: what max(x, a*x) cost),
+    # exact for every alpha: NaN fails the compare and stays, and a == 0 gives 0 * -inf = NaN
+    # as onnxruntime does
+    lt0 = f"__riscv_vmflt_vf_f32m{lmul}_b{32 // lmul}({v}, 0.0f, {vl})"   # false for NaN
+    return f"{_v('vfmul_vf', lmul)}_mu({lt0}, {v}, {v}, {lit(alpha)}, {vl})"
 
 
 _ROWS = (
     ActivationDef(
         "relu", ("Relu",),
         numpy=lambda x: np.maximum(x, 0),
-        c=lambda v: f"({v} > 0.0f ? {v} : 0.0f)",
-        rvv=lambda v, lmul, vl: f"{_v('vfmax_vf', lmul)}({v}, 0.0f, {vl})"),
+        # NaN fails `< 0` and stays NaN, as in onnxruntime (still one maxps on x86)
+        c=lambda v: f"({v} < 0.0f ? 0.0f : {v})",
+        rvv=relu_rvv),
     ActivationDef(
         "clip", ("Clip",),
         numpy=lambda x, lo, hi: np.clip(x, lo, hi),
+        # NaN fails both comparisons and stays NaN, as in onnxruntime
         c=lambda v, lo, hi: (f"({v} < {lit(lo)} ? {lit(lo)} : "
                              f"({v} > {lit(hi)} ? {lit(hi)} : {v}))"),
-        rvv=lambda v, lmul, vl, lo, hi: (
-            f"{_v('vfmin_vf', lmul)}({_v('vfmax_vf', lmul)}({v}, {lit(lo)}, {vl}), "
-            f"{lit(hi)}, {vl})"),
+        rvv=lambda v, lmul, vl, lo, hi: _rvv().vclamp(lmul, v, lit(lo), lit(hi), vl),
         of_node=_clip_act, canonical=_clip_bounds),
     ActivationDef(
         "leaky_relu", ("LeakyRelu",),

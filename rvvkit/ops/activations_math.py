@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .activations import Act, ActivationDef, _v, _vmath, define, lit
+from .activations import Act, ActivationDef, _v, _vmath, define, lit, relu_rvv
 from .registry import REGISTRY
 
 
@@ -37,11 +37,12 @@ def _exp_call(arg, lmul, vl):
 
 
 def _elu_rvv(v, lmul, vl, alpha, scale=1.0, inner=1.0):
-    """scale * (max(v, 0) + alpha * expm1(min(v, 0) * inner)): no masks needed."""
+    """scale * (max(v, 0) + alpha * expm1(min(v, 0) * inner)); the max keeps NaN (relu_rvv),
+    so a NaN v gives NaN as in C and onnxruntime."""
     neg = f"{_v('vfmin_vf', lmul)}({v}, 0.0f, {vl})"
     if inner != 1.0:
         neg = f"{_v('vfmul_vf', lmul)}({neg}, {lit(inner)}, {vl})"
-    out = (f"{_v('vfmacc_vf', lmul)}({_v('vfmax_vf', lmul)}({v}, 0.0f, {vl}), {lit(alpha)}, "
+    out = (f"{_v('vfmacc_vf', lmul)}({relu_rvv(v, lmul, vl)}, {lit(alpha)}, "
            f"rvk_vexpm1_f32m{lmul}({neg}, {vl}), {vl})")
     return out if scale == 1.0 else f"{_v('vfmul_vf', lmul)}({out}, {lit(scale)}, {vl})"
 

@@ -25,9 +25,12 @@ def _hard_sigmoid_c(v, alpha, beta):
 
 
 def _hard_sigmoid_rvv(v, lmul, vl, alpha, beta):
+    # a NaN stays NaN (onnxruntime's HardSigmoid, and the C form's comparisons): the masked
+    # clamp of rvvkit.codegen.rvv (the linear term is spelled thrice; compilers compute it once)
+    from ..codegen.rvv import vclamp
     scaled = f"{_v('vfmul_vf', lmul)}({v}, {lit(alpha)}, {vl})"
     lin = f"{_v('vfadd_vf', lmul)}({scaled}, {lit(beta)}, {vl})"
-    return f"{_v('vfmin_vf', lmul)}({_v('vfmax_vf', lmul)}({lin}, 0.0f, {vl}), 1.0f, {vl})"
+    return vclamp(lmul, lin, "0.0f", "1.0f", vl)
 
 
 def _hard_sigmoid_np(x, alpha, beta):

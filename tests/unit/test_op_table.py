@@ -58,17 +58,21 @@ def test_activation_row_is_a_whole_operator(kind):
 
 
 def test_forms_of_the_existing_activations():
-    """The exact text the kernels have always contained (generated C must not move)."""
-    assert Act("relu").c_expr("v") == "(v > 0.0f ? v : 0.0f)"
+    """The exact text the kernels contain (generated C must not move by accident). The forms
+    keep NaN as onnxruntime does (issue 12): `v < 0 ? 0 : v`, and on RVV a compare into a
+    mask plus the masked (`_mu`) max/min, since vfmax/vfmin drop a NaN operand."""
+    assert Act("relu").c_expr("v") == "(v < 0.0f ? 0.0f : v)"
     # sigmoid and tanh call rvvkit's call-free e^x in C (so loops vectorise), libm on CUDA
     assert Act("sigmoid").c_expr("v") == "rvk_sigmoidf(v)"
     assert Act("sigmoid").cuda_expr("v") == "(1.0f / (1.0f + expf(-(v))))"
     assert Act("tanh").cuda_expr("o") == "tanhf(o)"
-    assert Act("relu").rvv_expr("acc", 4) == "__riscv_vfmax_vf_f32m4(acc, 0.0f, vl)"
-    assert Act("leaky_relu", (0.5,)).rvv_expr("v", 8).startswith("__riscv_vfmax_vv_f32m8(v, ")
-    assert Act("leaky_relu", (2.0,)).rvv_expr("v", 8).startswith("__riscv_vfmin_vv_f32m8(v, ")
+    assert Act("relu").rvv_expr("acc", 4) == ("__riscv_vfmax_vf_f32m4_mu(__riscv_vmfeq_vv_"
+                                              "f32m4_b8(acc, acc, vl), acc, acc, 0.0f, vl)")
+    assert Act("leaky_relu", (0.5,)).rvv_expr("v", 8) == (
+        "__riscv_vfmul_vf_f32m8_mu(__riscv_vmflt_vf_f32m8_b4(v, 0.0f, vl), v, v, 0.5f, vl)")
     assert Act("clip", (0.0, 6.0)).rvv_expr("v", 8, "n").startswith(
-        "__riscv_vfmin_vf_f32m8(__riscv_vfmax_vf_f32m8(v, ")
+        "__riscv_vfmin_vf_f32m8_mu(__riscv_vmfeq_vv_f32m8_b4(v, v, n), v, "
+        "__riscv_vfmax_vf_f32m8_mu(")
     # sigmoid and tanh call the vector exp helpers (codegen/kernels/vmath.py), carried as support
     assert Act("tanh").rvv_expr("v", 8) == "rvk_vtanh_f32m8(v, vl)"
     assert any("rvk_vexp_f32m4(" in t for t in Act("sigmoid").rvv_support(4).values())

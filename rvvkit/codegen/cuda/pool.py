@@ -8,7 +8,7 @@ import math
 
 from ..cfmt import flt
 from ..kernel import Kernel
-from ..kernels.pool import pool_terms
+from ..kernels.pool import MAX_INIT, max_step, pool_terms
 from .registry import CudaKernel, generator
 from .elementwise import NAME, gparams, index_type, launch, named, per_element, unused
 
@@ -40,7 +40,8 @@ const float {out} = red[0];
 __syncthreads();"""
 
 
-MAX = "b > a ? b : a"   # the C kernels' `v > acc ? v : acc`
+MAX = "b > a ? b : a"   # softmax's max: NaN may drop here, e^(NaN - m) brings it back
+MAX_NAN = "(b > a || b != b) ? b : a"   # max pooling's: a NaN on either side wins (pool.py)
 SUM = "a + b"
 
 
@@ -109,7 +110,7 @@ def global_pool(spec: dict, kernel: Kernel) -> CudaKernel:
     rows, inner = shape[0] * shape[1], math.prod(shape[2:])
     threads = _block_threads(inner)
     if kind == "max":
-        init, upd, combine, fin = "-INFINITY", "acc = v > acc ? v : acc;", MAX, "m"
+        init, upd, combine, fin = MAX_INIT, max_step("v"), MAX_NAN, "m"
     else:
         init, upd, combine, fin = "0.0f", "acc += v;", SUM, f"m * {flt(1.0 / inner)}"
     body = f"""const float *__restrict__ xp = {x.name} + r * {inner};

@@ -32,7 +32,9 @@ def _row_reduce(spec: dict, kernel: Kernel, f: rk.Form, outer: int, r: int, unus
     if fn == "ReduceLogSumExp":   # a max tree first (the C kernel's first pass)
         pre = f"""float acc = -INFINITY;
 for (I k = (I)threadIdx.x; k < {r}; k += {threads}) acc = xp[k] > acc ? xp[k] : acc;
-{_tree(threads, MAX, "m")}
+{_tree(threads, MAX, "mx")}
+float m = mx;
+{rk.LSE_FINITE}
 acc = 0.0f;"""
     else:
         pre = f"float acc = {f.init};"
@@ -44,7 +46,7 @@ for (I k = (I)threadIdx.x; k < {r}; k += {threads}) {{
     acc = {step};
 }}
 {_tree(threads, COMBINE.get(fn, SUM), "a")}
-if (threadIdx.x == 0) {y.name}[r] = {f.post};"""
+if (threadIdx.x == 0) {y.name}[r] = {f.out("xp[0]")};"""
     return _rows(fn.lower(), kernel, outer, threads, outer * r, body)
 
 
@@ -80,6 +82,7 @@ def reduce(spec: dict, kernel: Kernel) -> CudaKernel:
     loops = "".join(f"for (I r{j} = 0; r{j} < {s}; ++r{j})\n" for j, (s, _) in enumerate(red))
     off = " + ".join(f"r{j} * {st}" for j, (_, st) in enumerate(red)) or "0"
     pre = f"float m = -INFINITY;\n{loops}    m = xb[{off}] > m ? xb[{off}] : m;\n" \
+        f"{rk.LSE_FINITE}\n" \
         if fn == "ReduceLogSumExp" else ""
     stmts = f"""{unused}const {ty} *__restrict__ xb = {x.name} + {base};
 {pre}{ty} a = {f.init};
@@ -87,7 +90,7 @@ def reduce(spec: dict, kernel: Kernel) -> CudaKernel:
     const {ty} v = xb[{off}];
     a = {f.step};
 }}
-{y.name}[i] = {f.post};"""
+{y.name}[i] = {f.out("xb[0]")};"""
     return per_element(fn.lower(), kernel, max(1, math.prod(s for s, _ in kept)), stmts,
                        [math.prod(shape)])
 

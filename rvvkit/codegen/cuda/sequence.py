@@ -24,7 +24,7 @@ from ..kernel import Kernel
 from ..loops import strides_of
 # imported for their declare_spec calls (the kinds' spec keys)
 from ..kernels import attention, conv3d, conv_transpose, einsum, rnn  # noqa: F401
-from ..kernels import rnn_gates, rnn_rows
+from ..kernels import pool, rnn_gates, rnn_rows
 from .elementwise import gparams, named, per_element
 from .registry import CudaKernel, generator
 from .serial import serial
@@ -241,7 +241,7 @@ def _pool_nd(spec: dict, kernel: Kernel) -> CudaKernel:
     xv, yv = math.prod(xs[2:]), math.prod(ys[2:])
     count = spec["kind"] != "max" and not spec["count_include_pad"]
     if spec["kind"] == "max":
-        init, upd, fin = "-INFINITY", "acc = v > acc ? v : acc;", "acc"
+        init, upd, fin = pool.MAX_INIT, pool.max_step("v"), "acc"   # NaN rule: pool.py
     else:
         init, upd, fin = "0.0f", "acc += v;" + ("\n++cnt;" if count else ""), "acc / (float)cnt"
         if spec["count_include_pad"]:   # the window clipped to the padded input (pool_nd)

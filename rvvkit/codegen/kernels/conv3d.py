@@ -19,6 +19,7 @@ from ..loops import cdiv, strides_of
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels
+from .pool import MAX_INIT, max_step
 
 # w_panel: panel width of the packed weight (GEMM form, as conv's), None: ONNX layout
 declare_spec("conv_nd", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
@@ -110,7 +111,7 @@ def pool_nd(kind: str, x_shape, y_shape, kernel: Sequence[int], strides, pads, d
     nd = len(xs) - 2
     nc, xv, yv = xs[0] * xs[1], math.prod(xs[2:]), math.prod(ys[2:])
     if kind == "max":
-        init, upd, fin = "-INFINITY", "acc = xc[xo] > acc ? xc[xo] : acc;", "acc"
+        init, upd, fin = MAX_INIT, max_step("xc[xo]"), "acc"   # NaN and -inf: see pool.py
     else:
         init, upd = "0.0f", "acc += xc[xo];\n++cnt;"
         fin = "acc / (float)cnt"

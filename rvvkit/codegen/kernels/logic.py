@@ -79,10 +79,12 @@ def helper(name: str, ctype: str, text: str) -> Dict[str, str]:
 
 
 def min_max(which: str, ctype: str) -> Dict[str, str]:
-    """rvk_min_T / rvk_max_T: a < b ? a : b (b when a is NaN, as numpy's fmin would not:
-    ONNX leaves NaN open)."""
+    """rvk_min_T / rvk_max_T: a < b ? a : b. Floats: a NaN in either operand is the result, as
+    onnxruntime's Min/Max (and numpy's minimum/maximum) give; the comparison alone returns b
+    for a NaN a. Still a compare and a blend per element where compilers vectorise."""
     cmp = "<" if which == "min" else ">"
-    return helper(f"rvk_{which}", ctype, f"return a {cmp} b ? a : b;")
+    nan = " || a != a" if ctype == "float" else ""
+    return helper(f"rvk_{which}", ctype, f"return (a {cmp} b{nan}) ? a : b;")
 
 
 def floor_mod(ctype: str) -> Dict[str, str]:

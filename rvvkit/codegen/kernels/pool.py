@@ -8,13 +8,32 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, make_spec
 from ..loops import loop
-from ..rvv import guarded, header, vle, vlse, vop, vse, vsetvl, vsplat, vt
+from ..rvv import (all_lanes, guarded, header, keep_numbers, nan_unless, vbool, vle, vlse, vop,
+                   vse, vsetvl, vsplat, vt)
 from .norm import XY, lrn, reduce_rvv, softmax
 
-__all__ = ["pool_terms", "pool2d", "global_pool", "lrn", "softmax"]
+__all__ = ["pool_terms", "pool2d", "global_pool", "lrn", "softmax", "MAX_INIT", "max_step"]
+
+# Max pooling, NaN and -inf: a window holding a NaN gives NaN, and the fold starts from
+# -FLT_MAX, so a window of -inf gives -FLT_MAX. onnxruntime (1.32, x86) is not consistent here
+# (measured): its MLAS kernels start from numeric_limits<float>::lowest() (hence -FLT_MAX,
+# which we match), but whether a NaN survives depends on the kernel MLAS picks (generic, 2-D
+# vector, global) and on where the NaN sits in the window (std::max and _mm_max_ps each drop
+# a NaN on one side). We take the one rule that does not depend on either: any NaN -> NaN,
+# which is what onnxruntime gives for an all-NaN window in its vector and global kernels, and
+# what numpy and the ONNX reference give everywhere.
+MAX_INIT = flt(-float(np.finfo(np.float32).max))
+
+
+def max_step(v: str) -> str:
+    """The max fold's C step over tap value `v`: a NaN v enters acc, and a NaN acc then stays
+    (no comparison with it is true)."""
+    return f"acc = ({v} > acc || {v} != {v}) ? {v} : acc;"
 
 
 def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_pad: bool):
@@ -23,7 +42,7 @@ def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_
     output, reading the window origin (h0, w0). Average divisors follow ONNX: the window
     clipped to the padded input when padding counts, else the number of real input elements."""
     if kind == "max":
-        return "-INFINITY", "acc = v > acc ? v : acc;", "acc"
+        return MAX_INIT, max_step("v"), "acc"
     _, _, pb, pr = pads
     if count_include_pad:
         finish = (f"acc / (float)(((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
@@ -110,16 +129,20 @@ def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip, i
     load = (vle(L, "r + j * " + str(dw)) if sw == 1 else
             vlse(L, "r + j * " + str(dw), sw))
     if kind == "max":
-        fin = ""
+        fin = f"acc = {nan_unless(L, 'ok', 'acc')};\n"
     elif cip:   # interior: the window's width inside the padded input is kw
         fin = (f"acc = {vop('vfdiv_vf', L)}(acc, (float)(((h0 + {kh} < {h + pb} ? h0 + {kh} : "
                f"{h + pb}) - h0) * {kw}), vl);\n")
     else:
         fin = f"acc = {vop('vfdiv_vf', L)}(acc, (float)(rows * {kw}), vl);\n"
     count_rows = "" if kind == "max" or cip else "++rows;\n"
-    rows_decl = "" if kind == "max" or cip else "long rows = 0;\n"
+    rows_decl = f"{vbool(L)} ok = {all_lanes(L)};\n" if kind == "max" else \
+        "" if cip else "long rows = 0;\n"
+    # max: lanes that load a NaN leave `ok`, and are made NaN at the end (vfmax drops NaN)
+    tap = f"acc = {vred}(acc, {load}, vl);" if kind != "max" else \
+        f"const {vt(L)} t = {load};\n{keep_numbers(L, 'ok', 't')}\nacc = {vred}(acc, t, vl);"
     rowsum = f"const float *__restrict r = xp + hh * {w} + (long)o * {sw} - {pl};\n" \
-        + count_rows + loop("j", 0, kw, f"acc = {vred}(acc, {load}, vl);", "long")
+        + count_rows + loop("j", 0, kw, tap, "long")
     taps = _skip_loop("i", kh, f"const long hh = h0 + i * {dh};", f"hh < 0 || hh >= {h}",
                       rowsum)
     strip = f"""const size_t vl = {vsetvl(L, f'{ohi} - o')};
@@ -139,7 +162,7 @@ def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip, i
 def global_pool(kind: str, x_shape) -> Lowered:
     nc, inner = x_shape[0] * x_shape[1], math.prod(x_shape[2:])
     if kind == "max":
-        init, upd, fin = "-INFINITY", "acc = xp[i] > acc ? xp[i] : acc;", "acc"
+        init, upd, fin = MAX_INIT, max_step("xp[i]"), "acc"
     else:
         init, upd, fin = "0.0f", "acc += xp[i];", f"acc * {flt(1.0 / inner)}"
     code = indent(loop("nc", 0, nc, f"""const float *__restrict xp = x + nc * {inner};
@@ -147,7 +170,8 @@ float acc = {init};
 {loop("i", 0, inner, upd, "long")}
 y[nc] = {fin};""", "long", flat=True))
     vfin = "red" if kind == "max" else f"red * {flt(1.0 / inner)}"
-    red = reduce_rvv(kind, "xp", str(inner), "-INFINITY" if kind == "max" else "0.0f")
+    red = reduce_rvv(kind, "xp", str(inner), MAX_INIT if kind == "max" else "0.0f",
+                     nan=kind == "max")
     rvv = indent(loop("nc", 0, nc, f"""const float *__restrict xp = x + nc * {inner};
 {red}
 y[nc] = {vfin};""", "long", flat=True))

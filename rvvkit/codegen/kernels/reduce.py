@@ -37,6 +37,10 @@ class Form:
     vacc: str = ""
     vred: str = ""
 
+    def out(self, first: str) -> str:
+        """post, reading `first` (the C expression of the set's first element) for X0."""
+        return self.post.replace("X0", first)
+
 
 _ADD = "__riscv_vfadd_vv_f32m8(a, v, vl)"
 FORMS = {
@@ -60,6 +64,11 @@ FORMS = {
 _LIMITS = {"float32": ("INFINITY", "(-INFINITY)"), "int64": ("INT64_MAX", "INT64_MIN"),
            "int32": ("INT32_MAX", "INT32_MIN"), "int8": ("INT8_MAX", "INT8_MIN"),
            "uint8": ("UINT8_MAX", "0"), "bool": ("1", "0")}
+
+
+# LogSumExp shifts by the max m only when m is finite, as onnxruntime does: a +inf element
+# then gives +inf and a line of -inf gives -inf instead of e^(inf - inf) = NaN
+LSE_FINITE = "m = (m == INFINITY || m == -INFINITY) ? 0.0f : m;"
 
 
 def _sub(expr: str, **names: str) -> str:
@@ -111,19 +120,26 @@ def _terms(fn: str, dtype: str, n: int) -> Form:
     init = {"MIN": lo, "MAX": hi}.get(f.init, f.init + (".0f" if dtype == "float32" else ""))
     # the mean of an empty set is 0/0 (NaN, as onnxruntime gives)
     ninv = flt(1.0 / n) if n else "NAN"
-    return Form(init, f.step, f.post.replace("NINV", ninv), f.vacc, f.vred)
+    post = f.post.replace("NINV", ninv)
+    if fn in ("ReduceMax", "ReduceMin") and dtype == "float32" and n:
+        # onnxruntime's NaN rule (1.32, measured on rows, planes and split axes), not IEEE's:
+        # its folds start from the first element and step on `v > a`, so a NaN first element
+        # is the result and a later NaN is skipped. Our folds skip every NaN (comparison,
+        # vfmax/vfredmax), so the first element decides afterwards.
+        post = "X0 != X0 ? X0 : a"
+    return Form(init, f.step, post, f.vacc, f.vred)
 
 
 def _rows(fn, ty, f, outer, r) -> str:
     """Portable: one accumulator per row of r contiguous elements."""
     lse = fn == "ReduceLogSumExp"
     pre = loop("k", 0, r, "m = xp[k] > m ? xp[k] : m;", "long") if lse else ""
-    pre = f"float m = -INFINITY;\n{pre}\n" if lse else ""
+    pre = f"float m = -INFINITY;\n{pre}\n{LSE_FINITE}\n" if lse else ""
     step = loop("k", 0, r, f"const {ty} v = xp[k];\na = {f.step};", "long")
     return loop("o", 0, outer, f"""const {ty} *__restrict xp = x + o * {r};
 {pre}{ty} a = {f.init};
 {step}
-y[o] = {f.post};""", "long")
+y[o] = {f.out("xp[0]")};""", "long")
 
 
 def _rows_rvv(f, outer, r) -> str:
@@ -148,7 +164,7 @@ def _rows_rvv(f, outer, r) -> str:
         r1 = __riscv_{f.vred}_vs_f32m8_f32m1({tail}, r1, vl);
     }}
     const float a = __riscv_vfmv_f_s_f32m1_f32(r1);
-    y[o] = {f.post};
+    y[o] = {f.out("xp[0]")};
 }}"""
 
 
@@ -190,6 +206,7 @@ def _lse_rvv(outer: int, r: int) -> str:
 {indent(reduce_rvv("max", "xp", str(r), "-INFINITY"), 2)}
         m = red;
     }}
+    {LSE_FINITE}
 {indent(vexp_sum("s", "xp", r, "m"))}
     y[o] = m + logf(s);
 }}"""
@@ -208,11 +225,17 @@ for (long i = 0; i < {inner}; ++i) yp[i] = {"-INFINITY" if lse else f.init};
         head += f"""for (long k = 0; k < {r}; ++k)
     for (long i = 0; i < {inner}; ++i)
         yp[i] = xp[k * {inner} + i] > yp[i] ? xp[k * {inner} + i] : yp[i];
-for (long i = 0; i < {inner}; ++i) ws[i] = 0.0f;
+for (long i = 0; i < {inner}; ++i) {{
+    float m = yp[i];
+    {LSE_FINITE}
+    yp[i] = m;
+    ws[i] = 0.0f;
+}}
 """
     step = _sub(f.step, a=acc, v=f"xp[k * {inner} + i]", m="yp[i]")
     post = "" if f.post == "a" else \
-        f"\nfor (long i = 0; i < {inner}; ++i) yp[i] = {_sub(f.post, a=acc, m='yp[i]')};"
+        f"\nfor (long i = 0; i < {inner}; ++i) yp[i] = " \
+        f"{_sub(f.out('xp[i]'), a=acc, m='yp[i]')};"
     body = f"""{head}for (long k = 0; k < {r}; ++k)
     for (long i = 0; i < {inner}; ++i) {acc} = {step};{post}"""
     return loop("o", 0, outer, body, "long")
@@ -228,7 +251,8 @@ def _planes_rvv(f, outer, r, inner) -> str:
     else:
         vpost = None
     scalar_post = "" if vpost is not None else \
-        f"\nfor (long i = 0; i < {inner}; ++i) {{ const float a = yp[i]; yp[i] = {f.post}; }}"
+        f"\nfor (long i = 0; i < {inner}; ++i) {{ const float a = yp[i]; " \
+        f"yp[i] = {f.out('xp[i]')}; }}"
     return f"""{_outer_head(outer)}
     const float *__restrict xp = x + o * {r * inner};
     float *__restrict yp = y + o * {inner};
@@ -261,11 +285,11 @@ def _general(fn, ty, f, groups) -> str:
     pre = ""
     if fn == "ReduceLogSumExp":
         pre = "float m = -INFINITY;\n" + \
-            over_reduced(red, f"m = xb[{off}] > m ? xb[{off}] : m;") + "\n"
+            over_reduced(red, f"m = xb[{off}] > m ? xb[{off}] : m;") + f"\n{LSE_FINITE}\n"
     body = f"""const {ty} *__restrict xb = x + {base};
 {pre}{ty} a = {f.init};
 {over_reduced(red, f"const {ty} v = xb[{off}];{chr(10)}a = {f.step};")}
-y[oi++] = {f.post};"""
+y[oi++] = {f.out("xb[0]")};"""
     for j, (s, _) in reversed(list(enumerate(kept))):
         body = f"for (long k{j} = 0; k{j} < {s}; ++k{j}) {{\n{indent(body)}\n}}"
     return f"long oi = 0;\n{body}"

@@ -10,8 +10,10 @@ range; Horner steps multiply, then add a scalar, so no constant takes a register
 has only four); 2^n is built in the exponent field through an int32 reinterpretation. Only
 intrinsics the 0.11 and 1.0 APIs share are used (integer vadd/vsub/vsra/vsll .vx/.vv, vfcvt
 between i32 and f32 with the dynamic rounding mode (QEMU 7.2 aborts on the .rtz forms),
-vreinterpret i32 -> f32, vfnmsac/vfmacc), and no masks: out-of-range inputs are clamped first
-(a NaN input comes out as the value of a clamp bound, not NaN).
+vreinterpret i32 -> f32, vfnmsac/vfmacc). Out-of-range inputs are clamped first with the masked
+clamp of rvv.py, which leaves a NaN lane NaN (vfmin/vfmax alone would make it a bound, and
+e^NaN a number): the NaN then flows through the polynomial, so sigmoid, tanh, softmax... of NaN
+are NaN as in onnxruntime.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Dict
 
 import numpy as np
 
-from ..rvv import GUARD
+from ..rvv import GUARD, vclamp
 
 
 def flt(c: float) -> str:
@@ -41,7 +43,7 @@ def _reduce(m: int, lo: str, hi: str) -> str:
     horner = "\n".join(
         f"    p = __riscv_vfadd_vf_{f}(__riscv_vfmul_vv_{f}(p, r, vl), {c}, vl);"
         for c in POLY[1:])
-    return f"""    x = __riscv_vfmin_vf_{f}(__riscv_vfmax_vf_{f}(x, {lo}, vl), {hi}, vl);
+    return f"""    x = {vclamp(m, "x", lo, hi)};
     const vint32m{m}_t n = __riscv_vfcvt_x_f_v_{i}(__riscv_vfmul_vf_{f}(x, 1.44269504f, vl), vl);
     const vfloat32m{m}_t nf = __riscv_vfcvt_f_x_v_{f}(n, vl);
     vfloat32m{m}_t r = __riscv_vfnmsac_vf_{f}(x, {LN2_HI}, nf, vl);
@@ -115,7 +117,7 @@ __attribute__((unused)) static inline vfloat32m{m}_t {name}(vfloat32m{m}_t x, si
 def tanh_support(m: int) -> Dict[str, str]:
     f = f"f32m{m}"
     body = f"""    /* e / (e + 2) with e = e^(2x) - 1; |x| > 9 gives +-1 in float */
-    x = __riscv_vfmin_vf_{f}(__riscv_vfmax_vf_{f}(x, -9.0f, vl), 9.0f, vl);
+    x = {vclamp(m, "x", "-9.0f", "9.0f")};
     const vfloat32m{m}_t e = {expm1_name(m)}(__riscv_vfadd_vv_{f}(x, x, vl), vl);
     return __riscv_vfdiv_vv_{f}(e, __riscv_vfadd_vf_{f}(e, 2.0f, vl), vl);"""
     return _helper(f"rvk_vtanh_f32m{m}", m, "tanh on a vector", body, expm1_support(m))
