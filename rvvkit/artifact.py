@@ -147,6 +147,9 @@ class _Reader:
             obj = json.loads(bytes(raw).decode("utf-8"), object_pairs_hook=_unique_keys)
         except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
             raise ArtifactError(f"section {name} is corrupt: invalid JSON ({e})", name) from None
+        except RecursionError:  # json recurses per nesting level; the C reader stops at 64
+            raise ArtifactError(f"section {name} is corrupt: JSON nested too deeply",
+                                name) from None
         if not isinstance(obj, dict):
             raise ArtifactError(f"section {name} is corrupt: JSON is not an object", name)
         return obj

@@ -119,9 +119,12 @@ class RunnerSession(Session):
                 raise self.step_error(int(m.group(1)))
         if check and run.returncode != 0:
             tail = run.stderr.strip()[-STDERR_TAIL:] or "<empty>"
+            # The runner's own one-line reason, when it gave one, leads the message.
+            said = re.match(r"rvvkit-runner: (.+)", run.stderr.strip())
             raise ExecutionError(
-                f"{self.runner_where} {describe_exit_code(run.returncode)} "
-                f"({self.failure_context()})\ncommand: {run.command_text}\nstderr:\n{tail}")
+                f"{self.runner_where} {describe_exit_code(run.returncode)}"
+                + (f": {said.group(1)}" if said else "")
+                + f" ({self.failure_context()})\ncommand: {run.command_text}\nstderr:\n{tail}")
         return run
 
     def read_outputs(self, rundir) -> Dict[str, np.ndarray]:

@@ -275,6 +275,16 @@ def test_missing_required_section(missing):
     assert e.value.section == missing
 
 
+def test_deeply_nested_meta_is_one_error():
+    """json recurses per level: 10^5 nested arrays must be an ArtifactError, not a
+    RecursionError traceback."""
+    payloads = {".rvvkit.c": b"", ".rvvkit.weights": b""}
+    text = A._dump_json(good_meta(payloads))[:-1] + b', "x": ' + b"[" * 100000 + b"]" * 100000 \
+        + b"}"
+    with pytest.raises(ArtifactError, match="nested too deeply"):
+        Artifact.from_bytes(craft(text, payloads))
+
+
 def test_missing_meta():
     with pytest.raises(ArtifactError, match=r"missing required section \.rvvkit\.meta"):
         Artifact.from_bytes(craft(None, {".rvvkit.c": b"", ".rvvkit.weights": b""}))
