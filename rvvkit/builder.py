@@ -6,12 +6,21 @@ from typing import Callable, Dict, Optional, Sequence
 
 from . import __version__
 from .artifact import FORMAT_VERSION, Artifact
-from .errors import ModelError
+from .errors import ModelError, RvvkitError
 from .codegen.c import ABI_VERSION, render
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
 from .frontend.onnx import from_onnx
 from .passes import optimize
+
+
+def _need_onnx() -> None:
+    """onnx is the `build` extra (the runtime installs without it): say how to get it."""
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise RvvkitError("building a model needs the onnx package: "
+                          "pip install 'rvvkit[build]'") from None
 
 
 def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
@@ -23,6 +32,7 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     are emitted for that VLEN only (smaller source; still correct, only slower, at another
     VLEN); by default the source runs well at every VLEN."""
     say = progress or (lambda _msg: None)
+    _need_onnx()
     t0 = time.perf_counter()
     g = from_onnx(model, input_shapes=input_shapes, name=name)
     say(f"parsed {len(g.nodes)} nodes ({time.perf_counter() - t0:.1f}s)")

@@ -165,7 +165,6 @@ def _selected(target: str) -> str:
 def local_report() -> List[Section]:
     from . import __version__
     from .jit import cache_dir
-    from .runtime import qemu as q
     shell = _Local()
     try:
         sections = [("this machine", [("rvvkit", __version__),
@@ -175,17 +174,7 @@ def local_report() -> List[Section]:
         rows = _local_compilers(CROSS_COMPILERS, "rvv", shell)
         sections.append(("riscv64 cross compilers",
                          rows + [("selected (--on qemu)", _selected("rvv"))]))
-        qrows: Rows = []
-        try:
-            qemu = q.resolve_qemu()
-            qrows += [("qemu-riscv64", f"{qemu}: {_tool_version([qemu, '--version'])}"),
-                      ("sysroot", q.resolve_sysroot()), ("VLEN", f"{q.resolve_vlen()} bits "
-                       f"(--vlen / RVVKIT_VLEN: {', '.join(map(str, q.VLENS))})")]
-            from .runtime.icount import plugin_path
-            qrows.append(("counting plugin", f"built: {plugin_path()}"))
-        except RvvkitError as exc:
-            qrows.append(("problem", _first_line(str(exc))))
-        sections.append(("QEMU", qrows))
+        sections.append(("QEMU", _qemu_rows()))
         sections.append(("CUDA", _cuda_rows()))
         env = [(k, v) for k, v in sorted(os.environ.items())
                if k.startswith("RVVKIT_") or k == "TVM_RVV_COMPILER"]
@@ -195,6 +184,27 @@ def local_report() -> List[Section]:
         return sections
     finally:
         shell.close()
+
+
+def _qemu_rows() -> Rows:
+    """qemu-riscv64, sysroot, VLEN and the counting plugin: what `--on qemu` would use."""
+    from .runtime import qemu as q
+    qrows: Rows = []
+    try:
+        qemu = q.resolve_qemu()
+        qrows += [("qemu-riscv64", f"{qemu}: {_tool_version([qemu, '--version'])}"),
+                  ("sysroot", q.resolve_sysroot()), ("VLEN", f"{q.resolve_vlen()} bits "
+                   f"(--vlen / RVVKIT_VLEN: {', '.join(map(str, q.VLENS))})")]
+        from .runtime.icount import plugin_path
+        qrows.append(("counting plugin", f"built: {plugin_path()}"))
+    except RvvkitError as exc:
+        if platform.machine() == targets.riscv().arch:
+            # A riscv64 machine runs RVV code itself (--on host): no QEMU is no problem.
+            qrows.append(("not needed", "this machine is riscv64 (--on host runs RVV code "
+                          f"natively); --on qemu: {_first_line(str(exc))}"))
+        else:
+            qrows.append(("problem", _first_line(str(exc))))
+    return qrows
 
 
 def _cuda_rows() -> Rows:

@@ -2,8 +2,17 @@
 # Set up a fresh Debian 12 (or Ubuntu) machine for rvvkit: compilers, QEMU, the riscv64 sysroot,
 # and the Python package with its test/bench extras. Idempotent: re-running only checks.
 #   bash scripts/setup.sh            # everything
+#   bash scripts/setup.sh --board    # and the emulated Debian riscv64 board the tests use
+#                                    # (scripts/debian_board.sh build: root, network, ~0.9 GB)
 #   RVVKIT_SKIP_APT=1 bash ...       # Python part only (no root needed)
 set -euo pipefail
+BOARD=0
+for arg in "$@"; do
+    case "$arg" in
+        --board) BOARD=1 ;;
+        *) printf 'setup: unknown option %s (use --board or nothing)\n' "$arg" >&2; exit 2 ;;
+    esac
+done
 cd "$(dirname "$0")/.."
 
 # What the facts of toolchain/targets/*.toml need on Debian: the compilers they list, QEMU, the
@@ -48,5 +57,9 @@ $PY -m pip install -q --disable-pip-version-check -e ".[dev]"
 
 if [ -x scripts/build_plugin.sh ]; then
     bash scripts/build_plugin.sh
+fi
+if [ "$BOARD" = 1 ]; then
+    # cached under /var/cache/rvvkit-board: a no-op once built
+    bash scripts/debian_board.sh build
 fi
 log "done: try 'rvvkit --help' or 'bash examples/quickstart.sh'"

@@ -28,11 +28,12 @@ hints) are what rvvkit assumes of that chip, shown by `rvvkit doctor`, never a m
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ..errors import RvvkitError
 from ..jit.targets import board_preset, board_presets
@@ -96,6 +97,10 @@ def boards_path() -> Path:
     return Path(os.environ.get("RVVKIT_BOARDS") or "~/.config/rvvkit/boards.toml").expanduser()
 
 
+def _unquote_query(text: str) -> str:
+    return unquote(re.sub(r"(?<!\+)\+(?!\+)", " ", text))
+
+
 def parse_url(url: str) -> Tuple[str, str, Optional[int], Dict[str, str]]:
     """(user, host, port or None, query options) of ssh://[user@]host[:port][?k=v&...]."""
     parts = urlsplit(url)
@@ -113,7 +118,10 @@ def parse_url(url: str) -> Tuple[str, str, Optional[int], Dict[str, str]]:
     hostport = parts.netloc.rpartition("@")[2]
     host = hostport[1:hostport.index("]")] if hostport.startswith("[") else \
         hostport.split(":", 1)[0]
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    # A lone "+" is a space (?cflags=-O2+-DX), but parse_qsl also turned ?compiler=g++ into
+    # "g  ": a run of "+" (g++, clang++, g++-13) stays literal; %2B is always a "+".
+    query = {_unquote_query(k): _unquote_query(v) for k, _, v in
+             (item.partition("=") for item in parts.query.split("&") if item)}
     return unquote(parts.username or ""), unquote(host), port, query
 
 
@@ -220,7 +228,8 @@ def _apply_ssh_config(cfg: BoardConfig) -> None:
     if not path.is_file():
         cfg.known_hosts = [os.path.expanduser("~/.ssh/known_hosts")]
         return
-    import paramiko
+    from .ssh_connect import paramiko_module  # here: ssh_connect imports this module
+    paramiko = paramiko_module()
     try:
         entry = paramiko.SSHConfig.from_path(str(path)).lookup(cfg.alias)
     except Exception as exc:  # paramiko raises several types for a malformed file

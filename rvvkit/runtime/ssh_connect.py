@@ -17,8 +17,9 @@ GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 def paramiko_module():
     try:
         import paramiko
-    except ImportError:  # a runtime dependency, but say what to do if it is missing
-        raise BoardConnectionError("remote boards need paramiko: pip install paramiko") from None
+    except ImportError:  # the `ssh` extra: the runtime installs without it
+        raise BoardConnectionError("boards over SSH (--on ssh://) need paramiko: "
+                                   "pip install 'rvvkit[ssh]'") from None
     return paramiko
 
 
