@@ -59,7 +59,10 @@ if [ -x scripts/build_plugin.sh ]; then
     bash scripts/build_plugin.sh
 fi
 if [ "$BOARD" = 1 ]; then
-    # cached under /var/cache/rvvkit-board: a no-op once built
-    bash scripts/debian_board.sh build
+    # Cached under /var/cache/rvvkit-board: a no-op once built. A machine that cannot build it
+    # (no root, no binfmt_misc, no network) still gets the rest: the board's tests then fail
+    # under CI=true with the build's own message, and skip with it elsewhere.
+    bash scripts/debian_board.sh build ||
+        log "WARNING: the emulated Debian board could not be built (see above)"
 fi
 log "done: try 'rvvkit --help' or 'bash examples/quickstart.sh'"
