@@ -108,7 +108,8 @@ def test_generated_cu_compiles_warning_free_and_caches(conv_cu, private_jit_cach
     so = compile_cu(conv_cu)
     assert so.is_relative_to(private_jit_cache) and so.stat().st_size > 0
     entry = sorted(p.name for p in so.parent.iterdir())
-    assert entry == ["cmd.txt", "model.cu", "model.so"], entry  # no stderr.txt: no warnings
+    # no stderr.txt: no warnings; the digest checked before dlopen (jit/cache_trust.py)
+    assert entry == ["cmd.txt", "model.cu", "model.so", "model.so.sha256"], entry
     assert (so.parent / "model.cu").read_text() == conv_cu
     assert compile_cu(conv_cu) == so and len(compile_counter) == 1  # second build: a cache hit
     compile_cu(conv_cu, flags=nv.nvcc_flags(extra=["-DRVK_OTHER=1"]))
@@ -161,5 +162,6 @@ def test_emulator_build_names_the_header_and_is_cached(conv_cu, compile_counter,
     so = compile_cu_emulated(conv_cu)
     cmd = (so.parent / "cmd.txt").read_text()
     assert f"-include {nv.emulator_header()}" in cmd and "-DRVK_CUDA_EMU" in cmd
-    assert sorted(p.name for p in so.parent.iterdir()) == ["cmd.txt", "model.cu", "model.so"]
+    assert sorted(p.name for p in so.parent.iterdir()) == ["cmd.txt", "model.cu", "model.so",
+                                                           "model.so.sha256"]
     assert compile_cu_emulated(conv_cu) == so and len(compile_counter) == 1

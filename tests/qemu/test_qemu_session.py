@@ -142,16 +142,20 @@ def test_runner_failure_and_crash_are_execution_errors(art_path, tmp_path):
         assert "command: " in msg and "gone.rvv" in msg
         # Kernels that crash: the signal is reported, with the runner's command.
         sess.artifact_path = art_path
+        # It declares what the meta says (else the runner refuses it before loading a step).
+        meta = sess.artifact.meta
         nweights = sess.artifact.weights.nbytes // 4
+        outs = [int(np.prod(o["shape"])) for o in meta["outputs"]]
         crash = ('#ifdef __cplusplus\nextern "C" {\n#endif\n'
                  f"int rvvkit_abi_version(void) {{ return {ABI_VERSION}; }}\n"
-                 "int rvvkit_num_steps(void) { return 1; }\n"
+                 f"int rvvkit_num_steps(void) {{ return {len(meta['plan'])}; }}\n"
                  "int rvvkit_num_inputs(void) { return 1; }\n"
-                 "int rvvkit_num_outputs(void) { return 3; }\n"
+                 f"int rvvkit_num_outputs(void) {{ return {len(outs)}; }}\n"
                  f"long rvvkit_weights_floats(void) {{ return {nweights}; }}\n"
-                 "long rvvkit_arena_floats(void) { return 16; }\n"
+                 f"long rvvkit_arena_floats(void) {{ return {meta['memory']['arena_floats']}; }}\n"
                  "long rvvkit_input_elems(int i) { (void)i; return 507; }\n"
-                 "long rvvkit_output_elems(int i) { (void)i; return 13; }\n"
+                 "long rvvkit_output_elems(int i) { static const long n[] = {"
+                 + ", ".join(map(str, outs)) + "}; return n[i]; }\n"
                  "int rvvkit_input_dtype(int i) { (void)i; return 1; }\n"
                  "int rvvkit_output_dtype(int i) { (void)i; return 1; }\n"
                  "int rvvkit_run_timed(const float *w, float *a, const void *const *in,\n"
