@@ -50,15 +50,18 @@ def test_small_model_over_the_exec_channel(ssh_world, sftpless, small, board, ca
     assert ssh_world.leftovers(ssh_world.workdir(board)) == []
 
 
-def test_squeezenet_on_dropbear(ssh_world, sftpless):
-    sftpless.need_dropbear()
+@pytest.mark.parametrize("board", ["dropbear-board", "nosftp-board"])
+def test_squeezenet_without_sftp(ssh_world, sftpless, board):
+    """Dropbear, and OpenSSH with no Subsystem sftp: SqueezeNet over the exec channel."""
+    if board == "dropbear-board":
+        sftpless.need_dropbear()
     model = light_model("squeezenet")
     feeds = sample_inputs(model)
-    with rvvkit.load(rvvkit.build(model), on="ssh://dropbear-board") as sess:
+    with rvvkit.load(rvvkit.build(model), on=f"ssh://{board}") as sess:
         assert sess.board.files.kind == "exec" and sess.board.files.hasher == "sha256sum"
         got = sess.run(feeds)
-    assert_close(got, run_ort(model, feeds), "squeezenet on dropbear-board")
-    assert ssh_world.leftovers(ssh_world.workdir("dropbear-board")) == []
+    assert_close(got, run_ort(model, feeds), f"squeezenet on {board}")
+    assert ssh_world.leftovers(ssh_world.workdir(board)) == []
 
 
 def test_file_operations_forced_over_exec(ssh_world, tmp_path):
