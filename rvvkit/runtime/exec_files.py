@@ -14,6 +14,7 @@ import hashlib
 import logging
 import re
 import shlex
+import time
 import uuid
 
 from ..errors import ExecutionError
@@ -39,11 +40,26 @@ class ExecFiles:
 
     def __init__(self, board):
         self.board = board
-        res = board.sh(_PROBE, timeout=board.housekeeping_timeout, what="finding sha256 tool")
+        res = self._probe()
         self.hasher = res.out.strip() if res.out.strip() in HASHERS else "none"
         if self.hasher == "none":
             log.warning("%s: no sha256sum, openssl or busybox on the board: exec transfers "
                         "are checked by size only", board.label)
+
+    def _probe(self):
+        """The first command after a refused SFTP subsystem. Dropbear, busy, has been seen to
+        refuse that one channel ("Channel closed") on a connection that stays up; the probe
+        changes nothing on the board, so it is simply asked again (three tries)."""
+        for attempt in range(3):
+            try:
+                return self.board.sh(_PROBE, timeout=self.board.housekeeping_timeout,
+                                     what="finding sha256 tool")
+            except ExecutionError as exc:
+                if attempt == 2 or not self.board.alive() or "Channel closed" not in str(exc):
+                    raise
+                log.info("%s: %s; asking again", self.board.label, exc)
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _sum(self, var: str) -> str:
         """Shell text printing `<size> <sha256 or ->` of the file named by $var."""
