@@ -230,12 +230,23 @@ def _add_inputs(g: Graph, proto, overrides: Dict, found: Findings) -> None:
             f"are {g.inputs}"))
 
 
+# Operator domains besides ONNX's whose ops rvvkit has, registered under "<domain>.<op>":
+# onnxruntime's contrib ops that onnxruntime.quantization writes.
+EXTRA_DOMAINS = ("com.microsoft",)
+
+
+def _op_name(pn) -> str:
+    """The operator table's name of node proto `pn`'s op."""
+    return pn.op_type if pn.domain in ("", "ai.onnx") else f"{pn.domain}.{pn.op_type}"
+
+
 def _op_problem(pn) -> str:
     """Why node proto `pn` names no operator rvvkit has ('' when it does)."""
-    if pn.domain in ("", "ai.onnx") and pn.op_type in REGISTRY \
-            and not REGISTRY[pn.op_type].internal:
+    name = _op_name(pn)
+    if name in REGISTRY and not REGISTRY[name].internal and \
+            pn.domain in ("", "ai.onnx") + EXTRA_DOMAINS:
         return ""
-    return pn.op_type if not pn.domain else f"{pn.domain}.{pn.op_type}"
+    return name
 
 
 def _add_node(g: Graph, pn, i: int, found: Findings) -> None:
@@ -263,7 +274,7 @@ def _add_node(g: Graph, pn, i: int, found: Findings) -> None:
         found.lost.update(o for o in outputs if o)
         return
     try:
-        node = Node(pn.op_type, where, list(pn.input), outputs, _attrs(pn))
+        node = Node(_op_name(pn), where, list(pn.input), outputs, _attrs(pn))
     except (UnicodeDecodeError, ValueError, TypeError) as exc:
         why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
             f"is malformed ({exc})"

@@ -16,6 +16,9 @@ class Tensor:
     shape: Shape
     dtype: np.dtype = np.dtype(np.float32)
     data: Optional[np.ndarray] = None  # set when the tensor is a build-time constant
+    # A constant folded from DequantizeLinear keeps its integer source, (values, scale,
+    # zero point, axis), so that passes/quant.py can run the integer kernel on it.
+    qsource: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, int]] = None
 
     @property
     def is_const(self) -> bool:

@@ -6,11 +6,13 @@ from .dce import remove_dead
 from .fold import fold_constants
 from .fuse import fuse_activations, fuse_residual
 from .patterns import fuse_patterns
+from .quant import lower_quantized
 from .simplify import canonical_gemm, merge_affines, remove_identities, to_affine
 
 
 def optimize(g: Graph, level: int = 2) -> Graph:
     """level 0: only what lowering needs; 1: + affine folding; 2: + fusion."""
+    lower_quantized(g)   # first: it reads DequantizeLinear groups before anything fuses them
     fold_constants(g)
     remove_identities(g)
     canonical_gemm(g)

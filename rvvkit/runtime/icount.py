@@ -4,7 +4,23 @@ The counting is done by a QEMU TCG plugin (toolchain/qemu_plugin/qemu_icount.c) 
 with the host's C compiler on first use and cached like any JIT object (keyed by its source hash
 and the compiler; how it is built: [qemu.plugin] of toolchain/targets/riscv64-linux-gnu.toml).
 It counts every executed guest instruction, the RVV ones among them, and the
-vsetvl family among those, and writes {"insns", "vector_insns", "vsetvl"} as JSON at exit.
+vsetvl family among those, and writes COUNT_KEYS as JSON at exit:
+
+    insns                      every executed instruction
+    vector_insns               the RVV ones among them
+    vsetvl                     the vsetvli/vsetivli/vsetvl among those
+    lmul_weighted_vector_ops   the RVV ones, each weighted by the register-group size of the
+                               vtype in force (LMUL 2/4/8 count 2/4/8; LMUL 1 and mf2/mf4/mf8
+                               count 1; vset* count 1; whole-register loads/stores/moves count
+                               their register count, vlm/vsm 1; widening and narrowing ones the
+                               vtype's LMUL, i.e. the source group). Compare RVV code that picks
+                               different LMULs by this, not by vector_insns.
+    vector_insns_unknown_lmul  vector instructions run while vtype came from a vsetvl (register
+                               form, unreadable to the plugin) or was never set, counted at LMUL 1
+                               in the weighted figure, which is then a lower bound. 0 for
+                               rvvkit's generated code (it uses vsetvli only).
+
+The exact definition is in the plugin's header comment.
 
     rv = rvvkit.jit.targets.riscv()
     qemu = [rv.qemu_binary, "-L", rv.sysroot, "-cpu", rv.cpu_string(256)]
@@ -32,7 +48,8 @@ from ..resources import toolchain_file
 
 _PLUGIN = targets.riscv().get("qemu", "plugin")
 PLUGIN_SOURCE = _PLUGIN["source"]  # under toolchain/
-COUNT_KEYS = ("insns", "vector_insns", "vsetvl")
+COUNT_KEYS = ("insns", "vector_insns", "vsetvl", "lmul_weighted_vector_ops",
+              "vector_insns_unknown_lmul")
 MODES = ("tb", "insn")
 PLUGIN_CFLAGS = tuple(_PLUGIN["cflags"])
 # The plugin is loaded by the host's qemu, so it is built for the host whatever
@@ -98,7 +115,8 @@ def qemu_plugin_args(out_path: PathLike, *, mode: str = "tb",
 
 
 def read_counts(path: PathLike) -> Dict[str, int]:
-    """The counts the plugin wrote: {"insns": N, "vector_insns": V, "vsetvl": S}.
+    """The counts the plugin wrote: one int per COUNT_KEYS key ({"insns": N, "vector_insns": V,
+    "vsetvl": S, "lmul_weighted_vector_ops": W, "vector_insns_unknown_lmul": U}).
 
     The plugin writes only when the guest exits normally (exit/exit_group); a guest killed by a
     signal (crash, abort, timeout) leaves no file, which is reported as such."""

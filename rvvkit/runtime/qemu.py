@@ -157,7 +157,8 @@ class QemuSession(RunnerSession):
 
     def instruction_counts(self, feeds: Mapping[str, np.ndarray],
                            inferences: int = 1) -> Dict[str, int]:
-        """Per-inference dynamic instruction counts {insns, vector_insns, vsetvl}: a run doing
+        """Per-inference dynamic instruction counts (icount.COUNT_KEYS: insns, vector_insns,
+        vsetvl, lmul_weighted_vector_ops, vector_insns_unknown_lmul): a run doing
         `inferences` inferences minus a run that loads everything and does none. Both warm up
         once first, so lazy symbol binding and first-touch work are in both and cancel; the
         argv strings have equal lengths."""
@@ -185,7 +186,9 @@ class QemuSession(RunnerSession):
         if count:
             c = self.instruction_counts(feeds)
             out.update(dynamic_instructions=c["insns"], vector_instructions=c["vector_insns"],
-                       vsetvl_instructions=c["vsetvl"])
+                       vsetvl_instructions=c["vsetvl"],
+                       lmul_weighted_vector_ops=c["lmul_weighted_vector_ops"],
+                       vector_instructions_unknown_lmul=c["vector_insns_unknown_lmul"])
         return out
 
     def describe(self) -> Dict:

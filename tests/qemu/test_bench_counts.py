@@ -1,5 +1,6 @@
 """`rvvkit bench --on qemu`: exact per-inference instruction counts that prove the vector build
-runs vector instructions and the scalar GCC 12 build none, and that fall as VLEN grows."""
+runs vector instructions and the scalar GCC 12 build none, and that fall as VLEN grows; the
+LMUL-weighted vector count of generated code is exact (no vtype the plugin cannot read)."""
 import json
 import subprocess
 import sys
@@ -32,6 +33,7 @@ def test_vector_build_executes_vector_instructions_and_gcc12_none(artifact_path)
     scalar, _ = _counts(artifact_path, GCC_CXX, 256)
     assert rvv["vector_insns"] > 0 and rvv["vsetvl"] > 0
     assert scalar["vector_insns"] == 0
+    assert scalar["lmul_weighted_vector_ops"] == scalar["vector_insns_unknown_lmul"] == 0
     assert rvv["insns"] < scalar["insns"]
 
 
@@ -43,6 +45,10 @@ def test_counts_are_exact_and_fall_as_vlen_grows(artifact_path):
     wide, _ = _counts(artifact_path, CLANG, 512)
     assert wide["insns"] < first["insns"]
     assert 0 < first["insns"] < 50 * macs + 10**6  # the inference alone, not start-up
+    for c in (first, wide):
+        # generated code sets vtype with vsetvli only: every weight is known, none below 1
+        assert c["vector_insns_unknown_lmul"] == 0, c
+        assert c["lmul_weighted_vector_ops"] >= c["vector_insns"] > 0, c
 
 
 @needs_qemu
@@ -56,6 +62,8 @@ def test_cli_bench_json(artifact_path):
         [("host", None), ("qemu", 128), ("qemu", 256)]
     for r in rows[1:]:
         assert r["dynamic_instructions"] > r["vector_instructions"] > 0
+        assert r["lmul_weighted_vector_ops"] >= r["vector_instructions"]
+        assert r["vector_instructions_unknown_lmul"] == 0
         assert r["macs_per_instruction"] == pytest.approx(r["macs"] / r["dynamic_instructions"])
     assert rows[2]["dynamic_instructions"] < rows[1]["dynamic_instructions"]
     assert rows[0]["latency_ms"] > 0

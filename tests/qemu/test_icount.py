@@ -114,6 +114,72 @@ int main(int argc, char **argv) {
 }
 """
 
+# The LMUL weighting (lmul_weighted_vector_ops, vector_insns_unknown_lmul): one pass runs each
+# (instruction, weight) below once, so the expected figures are sums of this table. It covers
+# every LMUL (m1, m2, m4, m8, mf2, mf8), vsetivli, a widening instruction (counts the source
+# LMUL), a load of another element width (counts vtype's LMUL, not its EMUL), whole-register
+# loads/stores/moves (their register count whatever vtype says), mask loads/stores (1), a
+# vsetvl (register form: what follows counts 1 and as unknown), and vector instructions at the
+# start of a translation block after a branch whose vtype was set before it: the first line
+# runs under the m4 that the previous pass (or, first time, the set-up below) left, and the
+# inner loop's body under a vsetvli outside that loop.
+# (asm line, weight of one execution or None if scalar, executions per pass, counts as unknown)
+LMUL_PASS = [
+    ("vadd.vv v4, v4, v4", 4, 1, False),               # vtype from the previous pass: e32, m4
+    ("vsetvli t0, zero, e32, m1, ta, ma", 1, 1, False),
+    ("vadd.vv v1, v1, v1", 1, 1, False),
+    ("vle32.v v2, (%0)", 1, 1, False),
+    ("vsetvli t0, zero, e32, m2, ta, ma", 1, 1, False),
+    ("vadd.vv v2, v2, v2", 2, 1, False),
+    ("vse32.v v2, (%0)", 2, 1, False),
+    ("vwadd.vv v4, v2, v2", 2, 1, False),              # widening e32 m2 -> e64 m4: the source's 2
+    ("vsetivli t0, 4, e32, m4, ta, ma", 1, 1, False),
+    ("vadd.vv v4, v4, v4", 4, 1, False),
+    ("vle8.v v4, (%0)", 4, 1, False),                  # EMUL 1, but vtype says m4
+    ("vsetvli t0, zero, e8, m8, ta, ma", 1, 1, False),
+    ("vadd.vv v8, v8, v8", 8, 1, False),
+    ("vmv.v.i v8, 0", 8, 1, False),
+    ("vsetvli t0, zero, e32, mf2, ta, ma", 1, 1, False),
+    ("vadd.vv v1, v1, v1", 1, 1, False),               # fractional LMUL: 1
+    ("vwadd.vv v2, v1, v1", 1, 1, False),              # widening e32 mf2 -> e64 m1
+    ("vsetvli t0, zero, e8, mf8, ta, ma", 1, 1, False),
+    ("vadd.vv v1, v1, v1", 1, 1, False),
+    ("vl2re32.v v2, (%0)", 2, 1, False),               # whole-register: NFIELDS, not vtype
+    ("vs4r.v v4, (%0)", 4, 1, False),
+    ("vmv8r.v v8, v16", 8, 1, False),
+    ("vmv1r.v v1, v2", 1, 1, False),
+    ("vlm.v v0, (%0)", 1, 1, False),                   # mask load/store: 1
+    ("vsm.v v0, (%0)", 1, 1, False),
+    ("csrr t2, vtype", None, 1, False),                # scalar
+    ("vsetvl t1, zero, t2", 1, 1, False),              # register form: vtype unknown here,
+    ("vadd.vv v1, v1, v1", 1, 1, True),                # so this counts 1, as unknown
+    ("vsetvli t0, zero, e32, m4, ta, ma", 1, 1, False),# outside the inner loop
+    ("li t1, 5", None, 1, False),
+    ("1:", None, 1, False),                            # 5 passes, each a block after a branch
+    ("vadd.vv v4, v4, v4", 4, 5, False),
+    ("vfadd.vv v8, v8, v8", 4, 5, False),
+    ("addi t1, t1, -1", None, 5, False),
+    ("bnez t1, 1b", None, 5, False),
+]
+LMUL_PASS_VECTOR = sum(k for _, w, k, _ in LMUL_PASS if w is not None)
+LMUL_PASS_VSETVL = sum(k for a, _, k, _ in LMUL_PASS if a.startswith("vset"))
+LMUL_PASS_WEIGHTED = sum(w * k for _, w, k, _ in LMUL_PASS if w is not None)
+LMUL_PASS_UNKNOWN = sum(k for _, _, k, unknown in LMUL_PASS if unknown)
+_VREGS = ", ".join(f'"v{i}"' for i in range(24))
+LMUL_C = r"""
+#include <stdlib.h>
+static unsigned char buf[8192] __attribute__((aligned(64)));
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    __asm__ volatile("vsetvli t0, zero, e32, m4, ta, ma" : : : "t0"); /* weight 1, once */
+    for (long i = 0; i < n; i++)
+        __asm__ volatile(
+%s
+            : : "r"(buf) : "t0", "t1", "t2", %s, "memory");
+    return 0;
+}
+""" % ("\n".join(f'            "{a}\\n\\t"' for a, *_ in LMUL_PASS), _VREGS)
+
 _CLANG = RV.family_flags("clang")
 CLANG_FLAGS = [f"--target={RV.triple}", *_CLANG.arch, *_CLANG.cross_link, "-O2"]
 GCC_FLAGS = [*RV.family_flags("gcc").arch, "-O2"]
@@ -188,6 +254,9 @@ def test_encoding_classification_is_exact(build):
     lo, hi = counts(prog, 1000), counts(prog, 2000)
     assert hi["vector_insns"] - lo["vector_insns"] == 9 * 1000
     assert hi["vsetvl"] - lo["vsetvl"] == 3 * 1000
+    # all at m1 (the vsetvl re-sets the vtype it read; the vsetivli follows before any use)
+    assert hi["lmul_weighted_vector_ops"] - lo["lmul_weighted_vector_ops"] == 9 * 1000
+    assert hi["vector_insns_unknown_lmul"] == lo["vector_insns_unknown_lmul"] == 0
     # 14 asm instructions plus the loop's own scalar ones per pass
     assert (hi["insns"] - lo["insns"]) % 1000 == 0 and hi["insns"] - lo["insns"] > 14 * 1000
 
@@ -204,6 +273,9 @@ def test_rvv_intrinsics_counted_and_falling_with_vlen(build):
         strips = 4096 // (v // 4)
         assert c["vector_insns"] == 5 * strips, (v, c)
         assert c["vsetvl"] == strips, (v, c)
+        # at e32m8: 4 instructions of weight 8 and the vsetvli's 1 per strip
+        assert c["lmul_weighted_vector_ops"] == (4 * 8 + 1) * strips, (v, c)
+        assert c["vector_insns_unknown_lmul"] == 0, (v, c)
     assert by_vlen[128]["insns"] > by_vlen[256]["insns"] > by_vlen[512]["insns"]
     assert counts(prog, 4096, vlen=256) == by_vlen[256]  # repeatable
 
@@ -223,8 +295,31 @@ def test_autovectorised_build_falls_with_vlen(build):
 def test_per_insn_mode_agrees_with_per_block_mode(build):
     # mode=tb adds a block's totals at block entry; mode=insn counts each instruction. On a
     # run that exits normally they must agree exactly.
+    # The LMUL weighting too: mode=tb weighs a block's instructions by what its translation
+    # knew plus one callback per block; mode=insn tracks vtype per instruction.
     prog = build("axpy_clang", AXPY_C, [CLANG, *CLANG_FLAGS])
-    assert counts(prog, 4096, vlen=256, mode="insn") == counts(prog, 4096, vlen=256)
+    tb = counts(prog, 4096, vlen=256)
+    assert counts(prog, 4096, vlen=256, mode="insn") == tb
+    assert tb["lmul_weighted_vector_ops"] > tb["vector_insns"] > 0  # clang picks LMUL > 1
+
+
+@needs_qemu
+@needs_clang
+@pytest.mark.parametrize("vlen", [128, 512])
+def test_lmul_weighted_counts_are_exact(build, vlen):
+    # LMUL_PASS: every LMUL, widening, whole-register and mask instructions, a vsetvl, and
+    # blocks that start with a vector instruction after a branch. libc and ld.so execute no
+    # vector instruction (see the GCC 12 test), so the totals are exact, not just differences:
+    # the one vsetvli before the loop plus n passes.
+    prog = build("lmul_clang", LMUL_C, [CLANG, *CLANG_FLAGS])
+    for n in (0, 1, 700):
+        by_mode = {mode: counts(prog, n, vlen=vlen, mode=mode) for mode in icount.MODES}
+        assert by_mode["insn"] == by_mode["tb"], (n, by_mode)
+        c = by_mode["tb"]
+        assert c["vector_insns"] == 1 + n * LMUL_PASS_VECTOR, (n, c)
+        assert c["vsetvl"] == 1 + n * LMUL_PASS_VSETVL, (n, c)
+        assert c["lmul_weighted_vector_ops"] == 1 + n * LMUL_PASS_WEIGHTED, (n, c)
+        assert c["vector_insns_unknown_lmul"] == n * LMUL_PASS_UNKNOWN, (n, c)
 
 
 @needs_qemu
@@ -271,18 +366,28 @@ def test_plugin_args_escape_commas():
 
 def test_read_counts(tmp_path):
     p = tmp_path / "c.json"
-    p.write_text('{"insns": 10, "vector_insns": 4, "vsetvl": 1}\n')
-    assert icount.read_counts(p) == {"insns": 10, "vector_insns": 4, "vsetvl": 1}
+    line = {"insns": 10, "vector_insns": 4, "vsetvl": 1, "lmul_weighted_vector_ops": 13,
+            "vector_insns_unknown_lmul": 0}
+    p.write_text(json.dumps(line) + "\n")
+    assert icount.read_counts(p) == line
+    assert set(icount.COUNT_KEYS) == set(line)
     with pytest.raises(ExecutionError, match="did not exit normally"):
         icount.read_counts(tmp_path / "missing.json")
     p.write_text('{"insns": 10}')
     with pytest.raises(ExecutionError, match="malformed"):
         icount.read_counts(p)
+    p.write_text('{"insns": 10, "vector_insns": 4, "vsetvl": 1}')  # an older plugin's line
+    with pytest.raises(ExecutionError, match="malformed"):
+        icount.read_counts(p)
 
 
 def test_per_run():
-    lo = {"insns": 1000, "vector_insns": 10, "vsetvl": 2}
-    hi = {"insns": 1600, "vector_insns": 70, "vsetvl": 14}
-    assert icount.per_run(hi, lo, 3) == {"insns": 200, "vector_insns": 20, "vsetvl": 4}
+    lo = {"insns": 1000, "vector_insns": 10, "vsetvl": 2, "lmul_weighted_vector_ops": 40,
+          "vector_insns_unknown_lmul": 0}
+    hi = {"insns": 1600, "vector_insns": 70, "vsetvl": 14, "lmul_weighted_vector_ops": 280,
+          "vector_insns_unknown_lmul": 3}
+    assert icount.per_run(hi, lo, 3) == {"insns": 200, "vector_insns": 20, "vsetvl": 4,
+                                         "lmul_weighted_vector_ops": 80,
+                                         "vector_insns_unknown_lmul": 1}
     with pytest.raises(ValueError):
         icount.per_run(lo, hi, 3)

@@ -1,0 +1,142 @@
+"""rvvkit.QConv (ops/quant_internal.py): quantized 1-D/2-D convolution, NCHW.
+
+Per image and group: the input patches are gathered into an int8 matrix col[K][P] (K = input
+channels x taps, P = output pixels), uint8 inputs flipped to int8 on the way and padding filled
+with the input zero point (a real 0); then col's column sums when the weights have non-zero
+zero points; the int8 GEMM core (qgemm.py) with the weights as A; and the epilogue adding the
+folded bias and requantising per output channel. A 1 x 1, stride-1, unpadded convolution of
+int8 input reads the input in place (it already is col)."""
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..rvv import header
+from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support
+
+declare_spec("qconv", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
+                       "dilations", "x_dtype", "out", "x_zp", "x_flip", "y_zp", "lo", "hi",
+                       "paired", "w_zp"))
+
+
+def _words(nbytes: int) -> int:
+    return -(-nbytes // 4)
+
+
+def _im2col(cg: int, h: int, w: int, kh: int, kw: int, oh: int, ow: int, st, pads, dil,
+            flip: bool, x_zp: int) -> str:
+    """col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][iy][ix] (or the zero point)."""
+    conv = "(int8_t)(xc[iy * {w} + ix] ^ 0x80)" if flip else "(int8_t)xc[iy * {w} + ix]"
+    conv = conv.format(w=w)
+    return f"""        for (long c = 0; c < {cg}; ++c) {{
+            const {'uint8_t' if flip else 'int8_t'} *__restrict xc = xg + c * {h * w};
+            for (long i = 0; i < {kh}; ++i)
+                for (long j = 0; j < {kw}; ++j) {{
+                    int8_t *__restrict row = col + ((c * {kh} + i) * {kw} + j) * {oh * ow};
+                    for (long oy = 0; oy < {oh}; ++oy) {{
+                        const long iy = oy * {st[0]} - {pads[0]} + i * {dil[0]};
+                        int8_t *__restrict r = row + oy * {ow};
+                        if (iy < 0 || iy >= {h}) {{
+                            for (long ox = 0; ox < {ow}; ++ox) r[ox] = (int8_t){x_zp};
+                            continue;
+                        }}
+                        for (long ox = 0; ox < {ow}; ++ox) {{
+                            const long ix = ox * {st[1]} - {pads[1]} + j * {dil[1]};
+                            r[ox] = (ix < 0 || ix >= {w}) ? (int8_t){x_zp} : {conv};
+                        }}
+                    }}
+                }}
+        }}
+"""
+
+
+def _epilogue(out: str, yt: str, mg: int, p: int, has_wzp: bool) -> str:
+    wzp = " - w_zp[co] * colsum[q]" if has_wzp else ""
+    if out == "int32":
+        store = "yo[q] = v;"
+    elif out == "float32":
+        store = "yo[q] = (float)v * scale[co];"
+    else:
+        store = f"yo[q] = ({out}_t)rvk_requant(v, scale[co], flo, fhi, {{yzp}});"
+    return f"""        for (long mo = 0; mo < {mg}; ++mo) {{
+            const long co = gi * {mg} + mo;
+            const int32_t *__restrict a = acc + mo * {p};
+            {yt} *__restrict yo = yn + co * {p};
+            for (long q = 0; q < {p}; ++q) {{
+                const int32_t v = a[q] + bias[co]{wzp};
+                {store}
+            }}
+        }}
+"""
+
+
+def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_dtype: str,
+          out: str, x_zp: int, x_flip: bool, y_zp: int, lo: int, hi: int, paired: bool,
+          has_scale: bool, w_zp: bool) -> Lowered:
+    """Params: x, w (int8 [M][C/g][kh][kw]), bias (int32 [M]), [scale (float [M])],
+    [w_zp (int32 [M])], y."""
+    n, c, h, w = x_shape
+    m, cg, kh, kw = w_shape
+    oh, ow = y_shape[2], y_shape[3]
+    mg, p, k = m // group, oh * ow, cg * kh * kw
+    direct = (kh == kw == 1 and tuple(strides) == (1, 1) and not any(pads) and not x_flip)
+    col_words = 0 if direct else _words(k * p)
+    sum_words = p if w_zp else 0
+    acc_words = mg * p
+    xt = "uint8_t" if x_flip else "int8_t"
+    yt = "float" if out == "float32" else f"{out}_t"
+    col = ("        const int8_t *__restrict col = (const int8_t *)xg;\n" if direct else
+           _im2col(cg, h, w, kh, kw, oh, ow, strides, pads, dilations, x_flip, x_zp))
+    colsum = ""
+    if w_zp:
+        colsum = f"""        for (long q = 0; q < {p}; ++q) colsum[q] = 0;
+        for (long kk = 0; kk < {k}; ++kk)
+            for (long q = 0; q < {p}; ++q) colsum[q] += col[kk * {p} + q];
+"""
+    epi = _epilogue(out, yt, mg, p, w_zp).replace("{yzp}", str(y_zp))
+    qlo, qhi = float(lo - y_zp), float(hi - y_zp)
+    decl_col = "" if direct else \
+        f"    int8_t *__restrict col = (int8_t *)(ws + {acc_words + sum_words});\n"
+    body = f"""    int32_t *__restrict acc = (int32_t *)ws;
+{'    int32_t *__restrict colsum = (int32_t *)(ws + ' + str(acc_words) + ');' if w_zp else ''}
+{decl_col}    const float flo = {qlo!r}f, fhi = {qhi!r}f;
+    (void)flo; (void)fhi;
+    for (long b = 0; b < {n}; ++b) {{
+    {yt} *__restrict yn = y + b * {m * p};
+    for (long gi = 0; gi < {group}; ++gi) {{
+        const {xt} *__restrict xg = x + (b * {c} + gi * {cg}) * {h * w};
+{col}{colsum}        {QGEMM_NAME}({mg}, {p}, {k}, w + gi * {mg * k}, {k}, col, {p}, acc, {p}, {int(paired)});
+{epi}    }}
+    }}
+"""
+    params = [Param("x", dtype=x_dtype), Param("w", dtype="int8"), Param("bias", dtype="int32")]
+    if has_scale:
+        params.append(Param("scale"))
+    if w_zp:
+        params.append(Param("w_zp", dtype="int32"))
+    params.append(Param("y", False, out))
+    support: Dict[str, str] = {**header(), **qgemm_support()}
+    if out in ("int8", "uint8"):
+        support.update(epilogue_support())
+    spec = make_spec("qconv", x_shape=x_shape, w_shape=w_shape, y_shape=y_shape, group=group,
+                     strides=strides, pads=pads, dilations=dilations, x_dtype=x_dtype, out=out,
+                     x_zp=x_zp, x_flip=int(x_flip), y_zp=y_zp, lo=lo, hi=hi,
+                     paired=int(paired), w_zp=int(w_zp))
+    kernel = Kernel("qconv", tuple(params), body, workspace=acc_words + sum_words + col_words,
+                    support=support, macs=n * m * p * k, spec=spec)
+    return Lowered(kernel)
+
+
+def conv_1d_as_2d(x_shape, w_shape, y_shape, strides, pads, dilations):
+    """A 1-D convolution as 2-D with H = 1 (same buffers, same weight order)."""
+    x2 = (x_shape[0], x_shape[1], 1, x_shape[2])
+    w2 = (w_shape[0], w_shape[1], 1, w_shape[2])
+    y2 = (y_shape[0], y_shape[1], 1, y_shape[2])
+    return x2, w2, y2, (1, strides[0]), (0, pads[0], 0, pads[1]), (1, dilations[0])
+
+
+def macs_of(x_shape, w_shape, y_shape) -> int:
+    return int(math.prod(y_shape) * math.prod(w_shape[1:]))
+
+
