@@ -187,5 +187,7 @@ def lower(n: Node, g: Graph) -> Optional[Lowered]:
 from . import lower_logic, lower_movement, lower_reduce, lower_sequence  # noqa: E402,F401
 from . import lower_extra  # noqa: E402,F401
 from . import lower_grid  # noqa: E402,F401
+from . import lower_quant  # noqa: E402,F401
+from . import lower_quant_ew  # noqa: E402,F401
 
 __all__ = ["lower", "is_alias", "kernel_inputs", "check_lowerable", "unlowerable"]

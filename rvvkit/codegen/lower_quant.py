@@ -28,7 +28,8 @@ def _qconv(n: Node, g: Graph) -> Lowered:
     return qconv(xs, ws, ys, group=a["group"], strides=tuple(st), pads=tuple(pads),
                  dilations=tuple(dil), x_dtype=g.t(n.inputs[0]).dtype.name, out=a["out"],
                  x_zp=a["x_zp"], x_flip=bool(a["x_flip"]), y_zp=a["y_zp"], lo=a["lo"],
-                 hi=a["hi"], paired=bool(a["paired"]), has_scale=_has(n, 3), w_zp=_has(n, 4))
+                 hi=a["hi"], paired=bool(a["paired"]), has_scale=_has(n, 3), w_zp=_has(n, 4),
+                 rt_zp=_has(n, 5), zp_shift=a["zp_shift"])
 
 
 @lowering(QMATMUL)
@@ -38,4 +39,5 @@ def _qmatmul(n: Node, g: Graph) -> Lowered:
     return qmatmul(at.shape, bt.shape, g.t(n.outputs[0]).shape, a_dtype=at.dtype.name,
                    b_dtype=bt.dtype.name, out=a["out"], a_zp=a["a_zp"], y_zp=a["y_zp"],
                    lo=a["lo"], hi=a["hi"], paired=bool(a["paired"]), has_scale=_has(n, 3),
-                   b_zp=_has(n, 4), b_const=bool(a["b_const"]))
+                   b_zp=_has(n, 4), b_const=bool(a["b_const"]), rt_zp=_has(n, 5),
+                   zp_shift=a["zp_shift"])

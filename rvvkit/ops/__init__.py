@@ -5,6 +5,8 @@ from . import (activations, activations_math, arith, elementwise, logic,  # noqa
 from . import activations_modern  # noqa: F401,E402  (HardSwish, Gelu, SiLU... rows)
 from . import grid  # noqa: F401,E402  (GridSample)
 from . import pool_extra, transformer_extra  # noqa: F401,E402  (LpPool, Det, SwiGLU, RoPE)
+from . import quant, quant_internal  # noqa: F401,E402  (integer conv/matmul)
+from . import quant_linear  # noqa: F401,E402  (Q/DQ and the QLinear element-wise family)
 from .registry import REGISTRY, OpDef
 
 __all__ = ["REGISTRY", "OpDef"]

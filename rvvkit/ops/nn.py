@@ -106,10 +106,12 @@ def _pool(node, g):
     if len([o for o in node.outputs if o]) > 1:
         raise bad(node, "the Indices output of MaxPool is not supported")
     out = _spatial(node, x, tuple(node.attrs["kernel_shape"]))
-    return [((x[0], x[1]) + out, F32)]
+    # max pooling compares, so it runs on the quantized integers as well (QOperator models)
+    dtype = g.t(node.inputs[0]).dtype if node.op == "MaxPool" else F32
+    return [((x[0], x[1]) + out, dtype)]
 
 
-register("MaxPool")(_pool)
+register("MaxPool", dtypes=("float32", "int8", "uint8"))(_pool)
 register("AveragePool")(_pool)
 
 

@@ -92,6 +92,14 @@ def _per_channel(node, v, n: int, what: str) -> np.ndarray:
     return v
 
 
+def _runtime_zp_ok(node, g, i: int, what: str) -> None:
+    """The activation zero point of ConvInteger/MatMulInteger may be computed at run time
+    (DynamicQuantizeLinear's output): one value either way."""
+    name = opt_input(node, i)
+    if name and g.t(name).size != 1:
+        raise bad(node, f"{what} must be per-tensor (one value), got {g.t(name).size}")
+
+
 # -- convolution ------------------------------------------------------------------------------
 
 def _qconv_sum(node, x, xz, w, wz, bias=None) -> np.ndarray:
@@ -176,9 +184,7 @@ def _convinteger(node, g):
     _qtype(node, g, 0)
     _qtype(node, g, 1)
     shape = _conv_like(node, g, 1)
-    zp = _const(node, g, 2, "x_zero_point")
-    if zp is not None and zp.size != 1:
-        raise bad(node, "x_zero_point must be per-tensor")
+    _runtime_zp_ok(node, g, 2, "x_zero_point")
     wz = _const(node, g, 3, "w_zero_point")
     if wz is not None:
         _per_channel(node, wz, shape[1], "w_zero_point")
@@ -244,8 +250,8 @@ def _matmulinteger(node, g):
     _qtype(node, g, 0)
     _qtype(node, g, 1)
     shape = _matmul_like(node, g, 1)
-    _check_ab_params(node, g, in_shape(node, g, 1)[-1], ((2, "a_zero_point"),),
-                     ((3, "b_zero_point"),))
+    _runtime_zp_ok(node, g, 2, "a_zero_point")
+    _check_ab_params(node, g, in_shape(node, g, 1)[-1], (), ((3, "b_zero_point"),))
     return [(shape, I32)]
 
 

@@ -93,8 +93,8 @@ def _relu_then_q(c: _Ctx, name: str) -> Tuple[Optional[Node], Optional[Node]]:
 
 
 def _replace(c: _Ctx, n: Node, op: str, inputs: List[str], outputs: List[str],
-             dead: List[Node]) -> Node:
-    new = Node(op, n.name, inputs, outputs, dict(n.attrs))
+             dead: List[Node], attrs=None) -> Node:
+    new = Node(op, n.name, inputs, outputs, dict(n.attrs if attrs is None else attrs))
     new.fused = [(n.op, n.name)] + [(d.op, d.name) for d in dead]
     i = c.g.nodes.index(n)
     c.g.nodes[i] = new
@@ -153,8 +153,16 @@ def _unary(c: _Ctx, n: Node) -> bool:
     q = c.q_output(n.outputs[0])
     if op not in REGISTRY or x is None or q is None or c.g.is_const(x[0]):
         return False
-    _replace(c, n, op, [*x, q.inputs[1], q.inputs[2]], [q.outputs[0]], [q])
-    return True
+    new = _replace(c, n, op, [*x, q.inputs[1], q.inputs[2]], [q.outputs[0]], [q],
+                   _unary_attrs(c.g, n))
+    return new is not None
+
+
+def _unary_attrs(g: Graph, n: Node):
+    """The contrib op's attributes: QLinearSoftmax names the opset whose Softmax it follows."""
+    if n.op == "Softmax":
+        return {"axis": n.attrs["axis"], "opset": g.opset or 13}
+    return None
 
 
 def _binary(c: _Ctx, n: Node) -> bool:

@@ -50,7 +50,9 @@ def make_qconv(g: Graph, node: Node, x: str, xz, w_q, wz, bias, scale, out: str,
     k = int(np.prod(w_q.shape[1:]))
     w8, wshift = _shifted(w_q)
     xdt = g.t(x).dtype
-    xzs = _scalar(xz) - (128 if xdt == np.uint8 else 0)
+    shift = 128 if xdt == np.uint8 else 0
+    rt_zp = isinstance(xz, str)     # a run-time zero point (DynamicQuantizeLinear's)
+    xzs = 0 if rt_zp else _scalar(xz) - shift
     wzs = _per(wz, m, np.int64) - wshift
     rows = w8.reshape(m, -1).astype(np.int64).sum(axis=1)
     b = _per(bias, m, np.int64) - xzs * rows + k * xzs * wzs
@@ -58,11 +60,13 @@ def make_qconv(g: Graph, node: Node, x: str, xz, w_q, wz, bias, scale, out: str,
     inputs.append(_add(g, node, "scale", _per(scale, m, np.float32)) if scale is not None
                   else "")
     inputs.append(_add(g, node, "w_zp", wzs.astype(np.int32)) if np.any(wzs) else "")
+    if rt_zp:   # the zero-point terms then need rowsum(w') and sum(w_zp') * K at run time
+        inputs += [xz, _add(g, node, "w_rows", (rows - k * wzs).astype(np.int32))]
     out_shape = g.t(node.outputs[0]).shape
     lo, hi = qrange(out) if out in ("int8", "uint8") else (0, 0)
     node.attrs.update(out=out, y_zp=int(yz), lo=lo, hi=hi, x_zp=xzs,
                       x_flip=int(xdt == np.uint8), out_spatial=tuple(out_shape[2:]),
-                      paired=int(np.all(w8 != -128)))
+                      paired=int(np.all(w8 != -128)), zp_shift=shift)
     node.op, node.inputs = QCONV, inputs
     g.t(node.outputs[0]).dtype = np.dtype(out)
 
@@ -72,7 +76,9 @@ def make_qmatmul(g: Graph, node: Node, a: str, az, b: str, bz, bias, scale, out:
     """Turn `node` into rvvkit.QMatMul of run-time `a` and `b` (a constant when b_q given,
     [K, N] already transposed as needed)."""
     adt = g.t(a).dtype
-    azs = _scalar(az) - (128 if adt == np.uint8 else 0)
+    shift = 128 if adt == np.uint8 else 0
+    rt_zp = isinstance(az, str)     # a run-time zero point (DynamicQuantizeLinear's)
+    azs = 0 if rt_zp else _scalar(az) - shift
     if b_q is not None and b_q.ndim > 2:   # batched constant: read like a run-time operand
         b_q = None
     if b_q is not None:
@@ -94,8 +100,12 @@ def make_qmatmul(g: Graph, node: Node, a: str, az, b: str, bz, bias, scale, out:
     inputs.append(_add(g, node, "scale", _per(scale, n, np.float32)) if scale is not None
                   else "")
     inputs.append(_add(g, node, "b_zp", bzs.astype(np.int32)) if np.any(bzs) else "")
+    if rt_zp:
+        if b_q is None:
+            raise ValueError("internal: a run-time zero point with a run-time B")
+        inputs += [az, _add(g, node, "b_cols", (cols - kdim * bzs).astype(np.int32))]
     lo, hi = qrange(out) if out in ("int8", "uint8") else (0, 0)
-    node.attrs = dict(out=out, y_zp=int(yz), lo=lo, hi=hi, a_zp=azs,
+    node.attrs = dict(zp_shift=shift, out=out, y_zp=int(yz), lo=lo, hi=hi, a_zp=azs,
                       a_flip=int(adt == np.uint8), b_flip=flip_b, b_const=int(b_q is not None),
                       paired=paired, k=int(kdim))
     node.op, node.inputs = QMATMUL, inputs
@@ -110,9 +120,15 @@ def _qlinearconv(g: Graph, n: Node) -> None:
                scale, out, _scalar(c(7)))
 
 
+def _zp(g: Graph, n: Node, i: int):
+    """A zero point: its value when constant, its name when computed at run time."""
+    name = n.inputs[i] if len(n.inputs) > i else ""
+    return name if name and not g.is_const(name) else _const(g, n, i)
+
+
 def _convinteger(g: Graph, n: Node) -> None:
     c = lambda i: _const(g, n, i)   # noqa: E731
-    make_qconv(g, n, n.inputs[0], c(2), c(1), c(3), None, None, "int32")
+    make_qconv(g, n, n.inputs[0], _zp(g, n, 2), c(1), c(3), None, None, "int32")
 
 
 def _const_b(g: Graph, name: str) -> Optional[np.ndarray]:
@@ -128,7 +144,7 @@ def _qlinearmatmul(g: Graph, n: Node) -> None:
 
 def _matmulinteger(g: Graph, n: Node) -> None:
     c = lambda i: _const(g, n, i)   # noqa: E731
-    make_qmatmul(g, n, n.inputs[0], c(2), n.inputs[1], c(3), None, None, "int32",
+    make_qmatmul(g, n, n.inputs[0], _zp(g, n, 2), n.inputs[1], c(3), None, None, "int32",
                  b_q=_const_b(g, n.inputs[1]))
 
 

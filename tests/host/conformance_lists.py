@@ -140,12 +140,8 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | DeformConv node '#0': unsupported operator",
     'test_deform_conv_with_multiple_offset_groups':
         "ModelProblems: 1 problem in the model: | DeformConv node '#0': unsupported operator",
-    'test_dequantizelinear':
-        "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
-    'test_dequantizelinear_axis':
-        "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
     'test_dequantizelinear_blocked':
-        "ModelProblems: 1 problem in the model: | DequantizeLinear node '#0': unsupported ope",
+        "ModelError: DequantizeLinear node 'DequantizeLinear_0': blocked quantization (block_",
     'test_dft':
         "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
     'test_dft_axis':
@@ -166,18 +162,12 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
     'test_dft_rfft_opset19':
         "ModelProblems: 1 problem in the model: | DFT node '#0': unsupported operator",
-    'test_dynamicquantizelinear':
-        "ModelProblems: 1 problem in the model: | DynamicQuantizeLinear node '#0': unsupporte",
     'test_dynamicquantizelinear_expanded':
-        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#15': unsupported oper",
-    'test_dynamicquantizelinear_max_adjusted':
-        "ModelProblems: 1 problem in the model: | DynamicQuantizeLinear node '#0': unsupporte",
+        "ModelError: QuantizeLinear node 'QuantizeLinear_15': y_scale (input 1, 'DynamicQuant",
     'test_dynamicquantizelinear_max_adjusted_expanded':
-        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#15': unsupported oper",
-    'test_dynamicquantizelinear_min_adjusted':
-        "ModelProblems: 1 problem in the model: | DynamicQuantizeLinear node '#0': unsupporte",
+        "ModelError: QuantizeLinear node 'QuantizeLinear_15': y_scale (input 1, 'DynamicQuant",
     'test_dynamicquantizelinear_min_adjusted_expanded':
-        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#15': unsupported oper",
+        "ModelError: QuantizeLinear node 'QuantizeLinear_15': y_scale (input 1, 'DynamicQuant",
     'test_eyelike_populate_off_main_diagonal':
         "ModelProblems: 1 problem in the model: | EyeLike node '#0': unsupported operator",
     'test_eyelike_without_dtype':
@@ -278,12 +268,8 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
     'test_qlinearmatmul_3D_uint8_float32':
         "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
-    'test_quantizelinear':
-        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#0': unsupported opera",
-    'test_quantizelinear_axis':
-        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#0': unsupported opera",
     'test_quantizelinear_blocked_asymmetric':
-        "ModelProblems: 1 problem in the model: | QuantizeLinear node '#0': unsupported opera",
+        "ModelError: QuantizeLinear node 'QuantizeLinear_0': blocked quantization (block_size",
     'test_resize_downsample_scales_cubic_align_corners':
         'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
     'test_resize_downsample_scales_cubic_antialias':
@@ -385,9 +371,11 @@ QEMU_SAMPLE = [
     'test_cosh_example',
     'test_cumsum_1d_int32_exclusive',
     'test_depthtospace_crd_mode_example',
+    'test_dequantizelinear',
     'test_det_2d',
     'test_div_example',
     'test_dropout_default_old',
+    'test_dynamicquantizelinear',
     'test_edge_pad',
     'test_elu_example',
     'test_equal_bcast',
@@ -440,6 +428,7 @@ QEMU_SAMPLE = [
     'test_or2d',
     'test_pow_bcast_scalar',
     'test_prelu_broadcast',
+    'test_quantizelinear',
     'test_range_float_type_positive_delta',
     'test_reciprocal_example',
     'test_reduce_l1_empty_set',

@@ -280,6 +280,42 @@ def _grid_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
 
 
+def _quant_model() -> onnx.ModelProto:
+    """The quantized element-wise family (tests/ops/test_ops_quant_ew.py): Q/DQ per tensor and
+    per axis, DynamicQuantizeLinear, uint8 MaxPool, and com.microsoft QLinear* ops."""
+    node = helper.make_node
+
+    def ms(op, ins, out, **kw):
+        return node(op, ins, [out], domain="com.microsoft", **kw)
+
+    f, u8 = np.float32, np.uint8
+    inits = {"s": f(0.05), "z": u8(128), "s2": f(0.04), "z2": u8(120), "s3": f(0.02),
+             "z3": u8(0), "sm": f(1 / 256), "cs": np.linspace(0.01, 0.08, 8).astype(f),
+             "cz": np.arange(8).astype(u8)}
+    nodes = [node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             node("MaxPool", ["q"], ["m"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             ms("QLinearAdd", ["q", "s", "z", "m", "s", "z", "s2", "z2"], "a"),
+             ms("QLinearSigmoid", ["a", "s2", "z2", "s3", "z3"], "sg"),
+             ms("QLinearLeakyRelu", ["a", "s2", "z2", "s2", "z2"], "lr", alpha=0.1),
+             ms("QLinearConcat", ["s2", "z2", "sg", "s3", "z3", "lr", "s2", "z2"], "c", axis=1),
+             ms("QLinearAveragePool", ["c", "s2", "z2", "s2", "z2"], "ap", kernel_shape=[2, 2]),
+             ms("QLinearGlobalAveragePool", ["c", "s2", "z2", "s3", "z3"], "gp"),
+             ms("QLinearMul", ["gp", "s3", "z3", "gp", "s3", "z3", "s3", "z3"], "ml"),
+             ms("QLinearSoftmax", ["ml", "s3", "z3", "sm", "z3"], "sx", axis=1, opset=13),
+             node("DequantizeLinear", ["sx", "s3", "z3"], ["y1"]),
+             node("DequantizeLinear", ["ap", "cs", "cz"], ["y2"], axis=1),
+             node("DynamicQuantizeLinear", ["x"], ["y3", "y4", "y5"])]
+    outs = [("y1", TensorProto.FLOAT), ("y2", TensorProto.FLOAT), ("y3", TensorProto.UINT8),
+            ("y4", TensorProto.FLOAT), ("y5", TensorProto.UINT8)]
+    graph = helper.make_graph(
+        nodes, "quant", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info(o, t, None) for o, t in outs],
+        [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                   helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=10)
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("src")
@@ -287,7 +323,8 @@ def sources(tmp_path_factory):
     for name, model in (("mixed", _mixed_model()), ("shufflenet", light_model("shufflenet")),
                         ("sequence", _sequence_model()), ("math", _math_model()),
                         ("reduce", _reduce_model()), ("movement", _movement_model()),
-                        ("extra", _extra_model()), ("grid", _grid_model())):
+                        ("extra", _extra_model()), ("grid", _grid_model()),
+                        ("quant", _quant_model())):
         path = d / f"{name}.c"
         path.write_text(rvvkit.build(model).c_source)
         out[name] = path
@@ -295,7 +332,7 @@ def sources(tmp_path_factory):
 
 
 @pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
-                                   "movement", "extra", "grid"])
+                                   "movement", "extra", "grid", "quant"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]
@@ -372,7 +409,7 @@ def test_weights_are_named_after_their_initializers(residual_artifact):
     assert "conv1.bias" in names
 
 
-@pytest.mark.parametrize("model", ["residual", "mixed", "shufflenet"])
+@pytest.mark.parametrize("model", ["residual", "mixed", "shufflenet", "quant"])
 def test_generated_source_is_tidy(residual_artifact, sources, model):
     src = residual_artifact.c_source if model == "residual" else sources[model].read_text()
     assert not re.search(r"for \([^;]*;[^;]*< 1;", src), "single-trip loop"

@@ -97,6 +97,19 @@ def qlinearmatmul(adt=U8, bdt=I8, a_shape=(5, 12), b_shape=(12, 7), const_b=True
     return mod, feeds
 
 
+def runtime_zp(op):
+    """ConvInteger / MatMulInteger reading their activation zero point at run time (as
+    DynamicQuantizeLinear feeds it in dynamically quantized models)."""
+    mod, feeds = (convinteger(pads=[1, 1, 1, 1]) if op == "conv" else
+                  matmulinteger(U8, I8, True))
+    g = mod.graph
+    zp = [i for i in g.initializer if i.name in ("xz", "az")][0]
+    g.initializer.remove(zp)
+    g.input.append(helper.make_tensor_value_info(zp.name, TensorProto.UINT8, []))
+    feeds[zp.name] = np.array(77, U8)
+    return mod, feeds
+
+
 def matmulinteger(adt=U8, bdt=U8, const_b=False, a_shape=(2, 4, 9), b_shape=(9, 6)):
     a, b = q(a_shape, adt, 8), q(b_shape, bdt, 9, *_weight_range(adt, bdt))
     inits = {"az": np.array(11, adt), "bz": np.array(200 if bdt == U8 else 4, bdt)}
@@ -150,6 +163,8 @@ CASES = {
     "matmulinteger_runtime": lambda: matmulinteger(),
     "matmulinteger_const_s8": lambda: matmulinteger(U8, I8, True),
     "qgemm_transb_requant": lambda: qgemm(),
+    "convinteger_runtime_zp": lambda: runtime_zp("conv"),
+    "matmulinteger_runtime_zp": lambda: runtime_zp("matmul"),
     "qgemm_float_out": lambda: qgemm(y_scale=False, trans_b=0, adt=I8, per_col=False),
 }
 

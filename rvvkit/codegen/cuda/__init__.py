@@ -26,6 +26,8 @@ from . import (elementwise, gemm, logic, movement, pool, reduce,  # noqa: F401
                sequence)  # (they fill GENERATORS)
 from . import grid  # noqa: F401,E402  (GridSample)
 from . import pool_extra  # noqa: F401,E402  (LpPool, Det)
+from . import quant_gemm  # noqa: F401,E402  (QConv, QMatMul)
+from . import quant  # noqa: F401,E402  (Q/DQ, QLinear element-wise and pooling)
 from .registry import GENERATORS, CudaKernel, Generator, generator
 from .serial import SERIAL_KINDS, serial_generator
 

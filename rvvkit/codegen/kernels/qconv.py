@@ -17,7 +17,7 @@ from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support
 
 declare_spec("qconv", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
                        "dilations", "x_dtype", "out", "x_zp", "x_flip", "y_zp", "lo", "hi",
-                       "paired", "w_zp"))
+                       "paired", "w_zp", "rt_zp"))
 
 
 def _words(nbytes: int) -> int:
@@ -51,8 +51,8 @@ def _im2col(cg: int, h: int, w: int, kh: int, kw: int, oh: int, ow: int, st, pad
 """
 
 
-def _epilogue(out: str, yt: str, mg: int, p: int, has_wzp: bool) -> str:
-    wzp = " - w_zp[co] * colsum[q]" if has_wzp else ""
+def _epilogue(out: str, yt: str, mg: int, p: int, has_wzp: bool, rt_zp: bool) -> str:
+    wzp = (" - w_zp[co] * colsum[q]" if has_wzp else "") + (" - xz * w_rows[co]" if rt_zp else "")
     if out == "int32":
         store = "yo[q] = v;"
     elif out == "float32":
@@ -73,9 +73,10 @@ def _epilogue(out: str, yt: str, mg: int, p: int, has_wzp: bool) -> str:
 
 def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_dtype: str,
           out: str, x_zp: int, x_flip: bool, y_zp: int, lo: int, hi: int, paired: bool,
-          has_scale: bool, w_zp: bool) -> Lowered:
+          has_scale: bool, w_zp: bool, rt_zp: bool = False, zp_shift: int = 0) -> Lowered:
     """Params: x, w (int8 [M][C/g][kh][kw]), bias (int32 [M]), [scale (float [M])],
-    [w_zp (int32 [M])], y."""
+    [w_zp (int32 [M])], [x_zp (x's type, 1), w_rows (int32 [M]): a run-time zero point], y.
+    With a run-time zero point, padding takes it too (read once per call)."""
     n, c, h, w = x_shape
     m, cg, kh, kw = w_shape
     oh, ow = y_shape[2], y_shape[3]
@@ -87,14 +88,15 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     xt = "uint8_t" if x_flip else "int8_t"
     yt = "float" if out == "float32" else f"{out}_t"
     col = ("        const int8_t *__restrict col = (const int8_t *)xg;\n" if direct else
-           _im2col(cg, h, w, kh, kw, oh, ow, strides, pads, dilations, x_flip, x_zp))
+           _im2col(cg, h, w, kh, kw, oh, ow, strides, pads, dilations, x_flip,
+                   "xz" if rt_zp else x_zp))
     colsum = ""
     if w_zp:
         colsum = f"""        for (long q = 0; q < {p}; ++q) colsum[q] = 0;
         for (long kk = 0; kk < {k}; ++kk)
             for (long q = 0; q < {p}; ++q) colsum[q] += col[kk * {p} + q];
 """
-    epi = _epilogue(out, yt, mg, p, w_zp).replace("{yzp}", str(y_zp))
+    epi = _epilogue(out, yt, mg, p, w_zp, rt_zp).replace("{yzp}", str(y_zp))
     qlo, qhi = float(lo - y_zp), float(hi - y_zp)
     decl_col = "" if direct else \
         f"    int8_t *__restrict col = (int8_t *)(ws + {acc_words + sum_words});\n"
@@ -102,6 +104,7 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
 {'    int32_t *__restrict colsum = (int32_t *)(ws + ' + str(acc_words) + ');' if w_zp else ''}
 {decl_col}    const float flo = {qlo!r}f, fhi = {qhi!r}f;
     (void)flo; (void)fhi;
+{'    const int32_t xz = (int32_t)x_zp[0] - ' + str(zp_shift) + ';' if rt_zp else ''}
     for (long b = 0; b < {n}; ++b) {{
     {yt} *__restrict yn = y + b * {m * p};
     for (long gi = 0; gi < {group}; ++gi) {{
@@ -115,6 +118,8 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
         params.append(Param("scale"))
     if w_zp:
         params.append(Param("w_zp", dtype="int32"))
+    if rt_zp:
+        params += [Param("x_zp", dtype=x_dtype), Param("w_rows", dtype="int32")]
     params.append(Param("y", False, out))
     support: Dict[str, str] = {**header(), **qgemm_support()}
     if out in ("int8", "uint8"):
@@ -122,7 +127,7 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     spec = make_spec("qconv", x_shape=x_shape, w_shape=w_shape, y_shape=y_shape, group=group,
                      strides=strides, pads=pads, dilations=dilations, x_dtype=x_dtype, out=out,
                      x_zp=x_zp, x_flip=int(x_flip), y_zp=y_zp, lo=lo, hi=hi,
-                     paired=int(paired), w_zp=int(w_zp))
+                     paired=int(paired), w_zp=int(w_zp), rt_zp=int(rt_zp))
     kernel = Kernel("qconv", tuple(params), body, workspace=acc_words + sum_words + col_words,
                     support=support, macs=n * m * p * k, spec=spec)
     return Lowered(kernel)

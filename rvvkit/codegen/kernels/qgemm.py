@@ -127,13 +127,18 @@ static RVK_HD inline void {QGEMM_NAME}(long M, long N, long K, const int8_t *__r
 EPILOGUE_KEY = "hd_rvk_requant"
 EPILOGUE = """\
 /* int32 sum -> quantized value as onnxruntime rounds it: one float multiply, saturation to
- * [lo - zp, hi - zp], round half to even (adding and subtracting 1.5 * 2^23 rounds a float of
- * magnitude below 2^22 to an integer in the current, round-to-nearest-even mode), + zp. */
+ * [lo - zp, hi - zp], round half to even (adding 1.5 * 2^23 leaves the rounded integer in the
+ * low mantissa bits of a float of magnitude below 2^22, in the default round-to-nearest-even
+ * mode), + zp. The integer is read from the bits rather than converted, because QEMU 7.2
+ * aborts translating the narrowing vfncvt.rtz that clang makes of a conversion here. */
 static RVK_HD inline int32_t rvk_requant(int32_t v, float scale, float lo, float hi, int32_t zp) {
     float f = (float)v * scale;
     f = f < lo ? lo : f;
     f = f > hi ? hi : f;
-    return (int32_t)((f + 12582912.0f) - 12582912.0f) + zp;
+    f += 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits - 0x4B400000 + zp;
 }
 """
 

@@ -15,7 +15,7 @@ from ..rvv import header
 from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support
 
 declare_spec("qmatmul", ("a_shape", "b_shape", "y_shape", "a_dtype", "b_dtype", "out", "a_zp",
-                         "y_zp", "lo", "hi", "paired", "b_zp", "b_const"))
+                         "y_zp", "lo", "hi", "paired", "b_zp", "b_const", "rt_zp"))
 
 
 def _words(nbytes: int) -> int:
@@ -28,7 +28,7 @@ def _flip(dst: str, src: str, n: int) -> str:
 
 def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, a_zp: int,
             y_zp: int, lo: int, hi: int, paired: bool, has_scale: bool, b_zp: bool,
-            b_const: bool) -> Lowered:
+            b_const: bool, rt_zp: bool = False, zp_shift: int = 0) -> Lowered:
     """Params: a, b, bias (int32 [N]), [scale (float [N])], [b_zp (int32 [N])], y."""
     m, k = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
@@ -97,7 +97,10 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
     body.append(f"        {QGEMM_NAME}({rows}, {n}, {k}, av, {k}, bv, {n}, acc, {n}, "
                 f"{int(paired)});\n")
     terms = (" - b_zp[j] * rowsum[i]" if need_rowsum else "") + \
-        (f" - {a_zp} * colsum[j]" if need_colsum else "")
+        (f" - {a_zp} * colsum[j]" if need_colsum else "") + \
+        (" - az * b_cols[j]" if rt_zp else "")
+    if rt_zp:
+        body.insert(0, f"    const int32_t az = (int32_t)a_zp[0] - {zp_shift};\n")
     if out == "int32":
         store = "ys[i * {n} + j] = v;"
     elif out == "float32":
@@ -117,12 +120,15 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
         params.append(Param("scale"))
     if b_zp:
         params.append(Param("b_zp", dtype="int32"))
+    if rt_zp:
+        params += [Param("a_zp", dtype=a_dtype), Param("b_cols", dtype="int32")]
     params.append(Param("y", False, out))
     support: Dict[str, str] = {**header(), **qgemm_support()}
     if out in ("int8", "uint8"):
         support.update(epilogue_support())
     spec = make_spec("qmatmul", a_shape=a_shape, b_shape=b_shape, y_shape=y_shape,
                      a_dtype=a_dtype, b_dtype=b_dtype, out=out, a_zp=a_zp, y_zp=y_zp, lo=lo,
-                     hi=hi, paired=int(paired), b_zp=int(b_zp), b_const=int(b_const))
+                     hi=hi, paired=int(paired), b_zp=int(b_zp), b_const=int(b_const),
+                     rt_zp=int(rt_zp))
     return Lowered(Kernel("qmatmul", tuple(params), "".join(body), workspace=off,
                           support=support, macs=batch * m * n * k, spec=spec))
