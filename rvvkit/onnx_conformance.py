@@ -32,6 +32,12 @@ PARAM_OPERANDS: Dict[str, Set[int]] = {
     "BlackmanWindow": {0}, "MelWeightMatrix": {0, 1, 2, 3, 4},
     "Conv": {1, 2}, "ConvTranspose": {1, 2}, "LSTM": {1, 2, 3, 4}, "GRU": {1, 2, 3, 4},
     "RNN": {1, 2, 3, 4}, "QuantizeLinear": {1, 2}, "DequantizeLinear": {1, 2},
+    # quantized products as onnxruntime.quantization writes them: QOperator form (quantize_static)
+    # with every scale, zero point and the weight as initializers; dynamic form
+    # (quantize_dynamic) with the weight and its zero point as initializers and the activation's
+    # zero point computed at run time by DynamicQuantizeLinear (so it stays a graph input here)
+    "QLinearConv": {1, 2, 3, 4, 5, 6, 7, 8}, "QLinearMatMul": {1, 2, 3, 4, 5, 6, 7},
+    "ConvInteger": {1, 3}, "MatMulInteger": {1, 3},
     **{op: {1} for op in _REDUCE},
 }
 

@@ -157,6 +157,7 @@ def _qlinearconv(node, g):
     _qtype(node, g, 0)
     _qtype(node, g, 3)
     shape = _conv_like(node, g, 3)
+    _const(node, g, 3, "w")     # the weights are packed at build time
     m = shape[1]
     for i, what in ((1, "x_scale"), (2, "x_zero_point"), (6, "y_scale"), (7, "y_zero_point")):
         v = _const(node, g, i, what)
@@ -184,6 +185,7 @@ def _convinteger(node, g):
     _qtype(node, g, 0)
     _qtype(node, g, 1)
     shape = _conv_like(node, g, 1)
+    _const(node, g, 1, "w")     # the weights are packed at build time
     _runtime_zp_ok(node, g, 2, "x_zero_point")
     wz = _const(node, g, 3, "w_zero_point")
     if wz is not None:
@@ -251,6 +253,10 @@ def _matmulinteger(node, g):
     _qtype(node, g, 1)
     shape = _matmul_like(node, g, 1)
     _runtime_zp_ok(node, g, 2, "a_zero_point")
+    if opt_input(node, 2) and not g.is_const(node.inputs[2]) and not g.is_const(node.inputs[1]):
+        raise bad(node, "a run-time a_zero_point needs a constant B (as quantize_dynamic writes "
+                        "it: the weight as an initializer); both computed at run time is not "
+                        "supported")
     _check_ab_params(node, g, in_shape(node, g, 1)[-1], (), ((3, "b_zero_point"),))
     return [(shape, I32)]
 

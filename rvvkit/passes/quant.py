@@ -92,10 +92,10 @@ def make_qmatmul(g: Graph, node: Node, a: str, az, b: str, bz, bias, scale, out:
     else:
         t = g.t(b)
         kdim, n = t.shape[-2], t.shape[-1]
-        shift = 128 if t.dtype == np.uint8 else 0
-        bzs = _per(bz, n, np.int64) - shift
+        bshift = 128 if t.dtype == np.uint8 else 0   # b's own shift; zp_shift stays a's
+        bzs = _per(bz, n, np.int64) - bshift
         bsum = _per(bias, n, np.int64) + kdim * azs * bzs
-        b_name, flip_b, paired = b, int(shift != 0), 0
+        b_name, flip_b, paired = b, int(bshift != 0), 0
     inputs = [a, b_name, _add(g, node, "bias_int32", bsum.astype(np.int32))]
     inputs.append(_add(g, node, "scale", _per(scale, n, np.float32)) if scale is not None
                   else "")

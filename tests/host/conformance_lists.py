@@ -128,10 +128,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | Compress node '#0': unsupported operator",
     'test_compress_negative_axis':
         "ModelProblems: 1 problem in the model: | Compress node '#0': unsupported operator",
-    'test_convinteger_with_padding':
-        "ModelProblems: 1 problem in the model: | ConvInteger node '#0': unsupported operator",
-    'test_convinteger_without_padding':
-        "ModelProblems: 1 problem in the model: | ConvInteger node '#0': unsupported operator",
     'test_cumprod_1d_int32_exclusive':
         "ModelProblems: 1 problem in the model: | CumProd node '#0': unsupported operator",
     'test_cumprod_2d_int32':
@@ -234,8 +230,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
     'test_linear_attention_prefill_with_past':
         "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
-    'test_matmulinteger':
-        "ModelProblems: 1 problem in the model: | MatMulInteger node '#0': unsupported operat",
     'test_maxpool_2d_uint8':
         'UnsupportedOperator: unsupported operator(s) in model: | MaxPool: MaxPool_0 | MaxPoo',
     'test_maxpool_with_argmax_2d_precomputed_pads':
@@ -258,16 +252,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | OptionalHasElement node '#0': unsupported o",
     'test_optional_has_element_empty_no_input_tensor_input':
         "ModelProblems: 1 problem in the model: | OptionalHasElement node '#0': unsupported o",
-    'test_qlinearconv':
-        "ModelProblems: 1 problem in the model: | QLinearConv node '#0': unsupported operator",
-    'test_qlinearmatmul_2D_int8_float32':
-        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
-    'test_qlinearmatmul_2D_uint8_float32':
-        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
-    'test_qlinearmatmul_3D_int8_float32':
-        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
-    'test_qlinearmatmul_3D_uint8_float32':
-        "ModelProblems: 1 problem in the model: | QLinearMatMul node '#0': unsupported operat",
     'test_quantizelinear_blocked_asymmetric':
         "ModelError: QuantizeLinear node 'QuantizeLinear_0': blocked quantization (block_size",
     'test_resize_downsample_scales_cubic_align_corners':
@@ -364,6 +348,8 @@ QEMU_SAMPLE = [
     'test_constantofshape_float_ones',
     'test_constantofshape_int_shape_zero',
     'test_conv_with_autopad_same',
+    'test_convinteger_with_padding',
+    'test_convinteger_without_padding',
     'test_convtranspose_1d',
     'test_convtranspose_dilations',
     'test_cos',
@@ -413,6 +399,7 @@ QEMU_SAMPLE = [
     'test_lrn',
     'test_lstm_reverse',
     'test_matmul_1d_1d',
+    'test_matmulinteger',
     'test_max_one_input',
     'test_maxpool_2d_ceil_output_size_reduce_by_one',
     'test_mean_one_input',
@@ -428,6 +415,11 @@ QEMU_SAMPLE = [
     'test_or2d',
     'test_pow_bcast_scalar',
     'test_prelu_broadcast',
+    'test_qlinearconv',
+    'test_qlinearmatmul_2D_int8_float32',
+    'test_qlinearmatmul_2D_uint8_float32',
+    'test_qlinearmatmul_3D_int8_float32',
+    'test_qlinearmatmul_3D_uint8_float32',
     'test_quantizelinear',
     'test_range_float_type_positive_delta',
     'test_reciprocal_example',

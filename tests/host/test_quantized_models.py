@@ -1,5 +1,6 @@
 """Quantized real models, as onnxruntime.quantization writes them (tests/quant_support.py),
-run by rvvkit on the host and under QEMU (VLEN 128 with tail lanes all ones, and 512) and
+run by rvvkit on the host and under QEMU (VLEN 128 with tail lanes all ones, and 512), one of
+them also through the CUDA source (the CPU emulator; a GPU where there is one), and
 compared with onnxruntime running the same quantized model: the same top-1 class, and every
 output within REL of its range (0: equal).
 
@@ -20,11 +21,14 @@ from executors import ALL, HOST
 from quant_support import quantized
 
 QEMU = [e for e in ALL if e.id in ("qemu-vlen128-tail-ones", "qemu-vlen512")]
+# the CUDA source (nvcc -Werror first, where nvcc is) on the CPU emulator, and a GPU where
+# there is one: one model, the emulator runs every thread in turn on one core
+CUDA = [e for e in ALL if e.on in ("cuda-emu", "cuda")]
 CASES = [
     # model, format, activation type, REL, executors
     ("squeezenet", "qop", "int8", 0.0, [HOST] + QEMU),
     ("squeezenet", "qdq", "uint8", 0.02, [HOST] + QEMU),
-    ("mobilenet_v2", "qop", "uint8", 0.02, [HOST] + QEMU),
+    ("mobilenet_v2", "qop", "uint8", 0.02, [HOST] + QEMU + CUDA),
     ("mobilenet_v2", "qop", "int8", 0.0, [HOST]),
     ("mobilenet_v2", "qdq", "int8", 0.02, [HOST] + QEMU),
     ("mobilenet_v2", "dynamic", "int8", 0.01, [HOST] + QEMU),
@@ -39,7 +43,7 @@ def _params():
     for name, fmt, act, rel, executors in CASES:
         for ex in executors:
             yield pytest.param(name, fmt, act, rel, ex, id=f"{name}-{fmt}-{act}-{ex.id}",
-                               marks=[pytest.mark.qemu] if ex.mark == "qemu" else [])
+                               marks=[getattr(pytest.mark, ex.mark)] if ex.mark else [])
 
 
 @pytest.mark.parametrize("name,fmt,act,rel,runner", list(_params()))
@@ -51,6 +55,7 @@ def test_quantized_model_matches_onnxruntime(name, fmt, act, rel, runner, tmp_pa
     want = run_ort(path, feeds)
     art = rvvkit.build(path)
     assert any(s["op"] in ("rvvkit.QConv", "rvvkit.QMatMul") for s in art.meta["plan"])
+    runner.check_artifact(art)
     with rvvkit.load(art, on=runner.on, **runner.options) as sess:
         got = sess.run(feeds)
     for out, w in want.items():

@@ -8,6 +8,7 @@ import hashlib
 import math
 
 from ..kernel import Kernel
+from ..kernels import index as _index  # noqa: F401  (declares the gather/scatter specs read here)
 from ..kernels.movement import literal, pad_source
 from ..kernels.resize import extrapolated, single_term, table_decls, tables, value_expr
 from ..loops import collapse, strides_of

@@ -13,7 +13,7 @@ from typing import Dict
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..rvv import header
-from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support
+from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, scratch_words
 
 declare_spec("qconv", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
                        "dilations", "x_dtype", "out", "x_zp", "x_flip", "y_zp", "lo", "hi",
@@ -25,26 +25,38 @@ def _words(nbytes: int) -> int:
 
 
 def _im2col(cg: int, h: int, w: int, kh: int, kw: int, oh: int, ow: int, st, pads, dil,
-            flip: bool, x_zp: int) -> str:
-    """col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][iy][ix] (or the zero point)."""
-    conv = "(int8_t)(xc[iy * {w} + ix] ^ 0x80)" if flip else "(int8_t)xc[iy * {w} + ix]"
-    conv = conv.format(w=w)
+            flip: bool, x_zp) -> str:
+    """col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][iy][ix] (or the zero point). Per row of
+    taps, the output columns whose input lies inside the image are a range [lo, hi) known at
+    build time: only its ends are padding, the middle is a plain (strided) copy."""
+    sh, sw = st
+    ph, pw = pads[0], pads[1]
+    dh, dw = dil
+    xt = "uint8_t" if flip else "int8_t"
+    val = "(int8_t)(s[ox * {sw} + off] ^ 0x80)" if flip else "(int8_t)s[ox * {sw} + off]"
+    val = val.format(sw=sw)
     return f"""        for (long c = 0; c < {cg}; ++c) {{
-            const {'uint8_t' if flip else 'int8_t'} *__restrict xc = xg + c * {h * w};
+            const {xt} *__restrict xc = xg + c * {h * w};
             for (long i = 0; i < {kh}; ++i)
                 for (long j = 0; j < {kw}; ++j) {{
                     int8_t *__restrict row = col + ((c * {kh} + i) * {kw} + j) * {oh * ow};
+                    /* ox with 0 <= ox * {sw} - {pw} + j * {dw} < {w} */
+                    const long off = j * {dw} - {pw};
+                    long lo = off < 0 ? (-off + {sw - 1}) / {sw} : 0;
+                    long hi = ({w} - off + {sw - 1}) / {sw};
+                    lo = lo > {ow} ? {ow} : lo;
+                    hi = hi > {ow} ? {ow} : (hi < lo ? lo : hi);
                     for (long oy = 0; oy < {oh}; ++oy) {{
-                        const long iy = oy * {st[0]} - {pads[0]} + i * {dil[0]};
+                        const long iy = oy * {sh} - {ph} + i * {dh};
                         int8_t *__restrict r = row + oy * {ow};
                         if (iy < 0 || iy >= {h}) {{
-                            for (long ox = 0; ox < {ow}; ++ox) r[ox] = (int8_t){x_zp};
+                            for (long ox = 0; ox < {ow}; ++ox) r[ox] = (int8_t)({x_zp});
                             continue;
                         }}
-                        for (long ox = 0; ox < {ow}; ++ox) {{
-                            const long ix = ox * {st[1]} - {pads[1]} + j * {dil[1]};
-                            r[ox] = (ix < 0 || ix >= {w}) ? (int8_t){x_zp} : {conv};
-                        }}
+                        const {xt} *__restrict s = xc + iy * {w};
+                        for (long ox = 0; ox < lo; ++ox) r[ox] = (int8_t)({x_zp});
+                        for (long ox = lo; ox < hi; ++ox) r[ox] = {val};
+                        for (long ox = hi; ox < {ow}; ++ox) r[ox] = (int8_t)({x_zp});
                     }}
                 }}
         }}
@@ -85,6 +97,7 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     col_words = 0 if direct else _words(k * p)
     sum_words = p if w_zp else 0
     acc_words = mg * p
+    scr_words = scratch_words(mg, p, k)
     xt = "uint8_t" if x_flip else "int8_t"
     yt = "float" if out == "float32" else f"{out}_t"
     col = ("        const int8_t *__restrict col = (const int8_t *)xg;\n" if direct else
@@ -100,6 +113,7 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     qlo, qhi = float(lo - y_zp), float(hi - y_zp)
     decl_col = "" if direct else \
         f"    int8_t *__restrict col = (int8_t *)(ws + {acc_words + sum_words});\n"
+    decl_col += f"    int32_t *__restrict scr = (int32_t *)(ws + {acc_words + sum_words + col_words});\n"
     body = f"""    int32_t *__restrict acc = (int32_t *)ws;
 {'    int32_t *__restrict colsum = (int32_t *)(ws + ' + str(acc_words) + ');' if w_zp else ''}
 {decl_col}    const float flo = {qlo!r}f, fhi = {qhi!r}f;
@@ -109,7 +123,7 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     {yt} *__restrict yn = y + b * {m * p};
     for (long gi = 0; gi < {group}; ++gi) {{
         const {xt} *__restrict xg = x + (b * {c} + gi * {cg}) * {h * w};
-{col}{colsum}        {QGEMM_NAME}({mg}, {p}, {k}, w + gi * {mg * k}, {k}, col, {p}, acc, {p}, {int(paired)});
+{col}{colsum}        {QGEMM_NAME}({mg}, {p}, {k}, w + gi * {mg * k}, {k}, col, {p}, acc, {p}, {int(paired)}, scr);
 {epi}    }}
     }}
 """
@@ -128,7 +142,7 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
                      strides=strides, pads=pads, dilations=dilations, x_dtype=x_dtype, out=out,
                      x_zp=x_zp, x_flip=int(x_flip), y_zp=y_zp, lo=lo, hi=hi,
                      paired=int(paired), w_zp=int(w_zp), rt_zp=int(rt_zp))
-    kernel = Kernel("qconv", tuple(params), body, workspace=acc_words + sum_words + col_words,
+    kernel = Kernel("qconv", tuple(params), body, workspace=acc_words + sum_words + col_words + scr_words,
                     support=support, macs=n * m * p * k, spec=spec)
     return Lowered(kernel)
 

@@ -14,8 +14,15 @@ accumulator update. That is exact because paired is only set when one operand ne
 int16. The 4 rows' int8-vtype operations are issued together, then the 4 int16-vtype adds, so
 the vtype changes twice per k step rather than per row.
 
-Portable C (x86, GCC 12 riscv64): the same loop nest over a 4 x 64 int32 tile, written so that
-gcc/clang vectorise the column loop (int16 products, widened once per pair)."""
+x86 with AVX2: B's rows are interleaved in pairs and widened to int16 once per call (in
+`scratch`), A's in pairs per block of 4 rows; then vpmaddwd multiplies 8 columns x 2 k and adds
+the pair in one instruction (exact: two int8 products fit int32 many times over), into a 4 x 16
+block of int32 accumulators (8 registers + 2 loads + 1 broadcast).
+
+Portable C (other x86, GCC 12 riscv64, the CUDA unit's one-thread form): the same loop nest over
+a 4 x 64 int32 tile, written so that compilers vectorise the column loop.
+
+`scratch` holds QGEMM_SCRATCH(N, K) int32 words; only the AVX2 path uses it."""
 from __future__ import annotations
 
 from typing import Dict
@@ -71,6 +78,93 @@ def _rvv() -> str:
     }}"""
 
 
+def _avx2() -> str:
+    """AVX2 path (see the module doc): B widened into 16-column panels of int16 pairs
+    ([N/16][K2][16] int32, so the k loop reads memory in order), A's rows widened to int16
+    once per call, 4 x 16 blocks of int32 accumulators fed by vpmaddwd."""
+    return f"""    const long K2 = (K + 1) / 2, NP = (N + 15) / 16;
+    int32_t *__restrict bp = scratch;                        /* [NP][K2][16] int16 pairs */
+    int16_t *__restrict ah = (int16_t *)(scratch + K2 * NP * 16);   /* [M4][2 K2] */
+    for (long kp = 0; kp < K2; ++kp) {{
+        const int8_t *r0 = B + 2 * kp * ldb;
+        const int8_t *r1 = 2 * kp + 1 < K ? r0 + ldb : NULL;
+        long n = 0;
+        if (r1) {{
+            for (; n + 16 <= N; n += 16) {{
+                const __m128i x0 = _mm_loadu_si128((const __m128i *)(r0 + n));
+                const __m128i x1 = _mm_loadu_si128((const __m128i *)(r1 + n));
+                __m256i *d = (__m256i *)(bp + ((n >> 4) * K2 + kp) * 16);
+                _mm256_storeu_si256(d, _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1)));
+                _mm256_storeu_si256(d + 1, _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1)));
+            }}
+        }}
+        for (long pn = n >> 4; pn < NP; ++pn) {{   /* the rest: padding and an odd K's partner are 0 */
+            int16_t *d = (int16_t *)(bp + (pn * K2 + kp) * 16);
+            for (long j = 0; j < 16; ++j) {{
+                const long c = pn * 16 + j;
+                if (c < n) continue;
+                d[2 * j] = c < N ? r0[c] : 0;
+                d[2 * j + 1] = r1 != NULL && c < N ? r1[c] : 0;
+            }}
+        }}
+    }}
+    for (long r = 0; r < (M + 3) / 4 * 4; ++r) {{   /* once per call: reused by every panel */
+        int16_t *d = ah + r * 2 * K2;
+        if (r < M) {{
+            const int8_t *a = A + r * lda;
+            for (long k = 0; k < K; ++k) d[k] = a[k];
+            if (K & 1) d[K] = 0;
+        }} else {{
+            for (long k = 0; k < 2 * K2; ++k) d[k] = 0;
+        }}
+    }}
+    /* Panels in chunks whose widened B (K2 x 16 x chunk int32) stays in L2 while every row
+     * block passes over it. */
+    long PC = (192 * 1024 / 64) / K2;
+    PC = PC < 1 ? 1 : PC;
+    for (long p0 = 0; p0 < NP; p0 += PC) {{
+    const long p1 = p0 + PC < NP ? p0 + PC : NP;
+    for (long m0 = 0; m0 < M; m0 += 4) {{
+        const long mr = M - m0 < 4 ? M - m0 : 4;
+        const int16_t *am = ah + m0 * 2 * K2;
+        for (long pn = p0; pn < p1; ++pn) {{
+            const int32_t *panel = bp + pn * K2 * 16;
+            __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
+            __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+            for (long kp = 0; kp < K2; ++kp) {{
+                const __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + kp * 16));
+                const __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + kp * 16 + 8));
+                __m256i a;
+                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 0 * K2 + 2 * kp));
+                c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(b0, a));
+                c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(b1, a));
+                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 2 * K2 + 2 * kp));
+                c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(b0, a));
+                c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(b1, a));
+                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 4 * K2 + 2 * kp));
+                c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(b0, a));
+                c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(b1, a));
+                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 6 * K2 + 2 * kp));
+                c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(b0, a));
+                c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(b1, a));
+            }}
+            int32_t t[4][16];
+            _mm256_storeu_si256((__m256i *)t[0], c00);
+            _mm256_storeu_si256((__m256i *)(t[0] + 8), c01);
+            _mm256_storeu_si256((__m256i *)t[1], c10);
+            _mm256_storeu_si256((__m256i *)(t[1] + 8), c11);
+            _mm256_storeu_si256((__m256i *)t[2], c20);
+            _mm256_storeu_si256((__m256i *)(t[2] + 8), c21);
+            _mm256_storeu_si256((__m256i *)t[3], c30);
+            _mm256_storeu_si256((__m256i *)(t[3] + 8), c31);
+            const long n0 = pn * 16, nb = N - n0 < 16 ? N - n0 : 16;
+            for (long r = 0; r < mr; ++r)
+                memcpy(C + (m0 + r) * ldc + n0, t[r], (size_t)nb * sizeof(int32_t));
+        }}
+    }}
+    }}"""
+
+
 def _portable() -> str:
     return f"""    for (long m0 = 0; m0 < M; m0 += {MR}) {{
         const long mr = M - m0 < {MR} ? M - m0 : {MR};
@@ -111,17 +205,34 @@ def qgemm_support() -> Dict[str, str]:
     """The GEMM core as a support definition (one copy per translation unit; "hd_": the CUDA
     unit's one-thread form compiles its portable branch)."""
     code = f"""/* C[m][n] = sum_k A[m][k] * B[k][n]: int8 operands, int32 sums (see qgemm.py). */
+#if defined(__AVX2__) && !defined(__CUDACC__) && !defined(RVK_CUDA_EMU)
+#include <immintrin.h>
+/* A pair of int16 read as one int32 (vpbroadcastd): may_alias makes that defined. */
+typedef int32_t rvk_i32_alias __attribute__((may_alias));
+#endif
 static RVK_HD inline void {QGEMM_NAME}(long M, long N, long K, const int8_t *__restrict A,
                                 long lda, const int8_t *__restrict B, long ldb,
-                                int32_t *__restrict C, long ldc, int paired) {{
+                                int32_t *__restrict C, long ldc, int paired,
+                                int32_t *__restrict scratch) {{
 #if defined(__riscv_v_intrinsic)
+    (void)scratch;
 {_rvv()}
+#elif defined(__AVX2__) && !defined(__CUDACC__) && !defined(RVK_CUDA_EMU)
+    (void)paired;
+{_avx2()}
 #else
+    (void)scratch;
 {_portable()}
 #endif
 }}
 """
     return {QGEMM_KEY: code}
+
+
+def scratch_words(m: int, n: int, k: int) -> int:
+    """int32 words of the GEMM core's scratch (the AVX2 path's widened operands)."""
+    k2 = (k + 1) // 2
+    return k2 * (-(-n // 16) * 16) + (-(-m // 4) * 4) * k2
 
 
 EPILOGUE_KEY = "hd_rvk_requant"

@@ -12,7 +12,7 @@ from typing import Dict
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..rvv import header
-from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support
+from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, scratch_words
 
 declare_spec("qmatmul", ("a_shape", "b_shape", "y_shape", "a_dtype", "b_dtype", "out", "a_zp",
                          "y_zp", "lo", "hi", "paired", "b_zp", "b_const", "rt_zp"))
@@ -55,13 +55,14 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
     lay = {}
     off = 0
     for name, size in (("acc", acc_w), ("rowsum", rs_w), ("colsum", cs_w), ("af", af_w),
-                       ("bf", bf_w)):
+                       ("bf", bf_w), ("scr", scratch_words(rows, n, k))):
         lay[name] = off
         off += size
     at = "uint8_t" if a_dtype == "uint8" else "int8_t"
     bt = "uint8_t" if b_dtype == "uint8" and not b_const else "int8_t"
     yt = "float" if out == "float32" else f"{out}_t"
-    body = [f"    int32_t *__restrict acc = (int32_t *)(ws + {lay['acc']});\n"]
+    body = [f"    int32_t *__restrict acc = (int32_t *)(ws + {lay['acc']});\n",
+            f"    int32_t *__restrict scr = (int32_t *)(ws + {lay['scr']});\n"]
     if need_rowsum:
         body.append(f"    int32_t *__restrict rowsum = (int32_t *)(ws + {lay['rowsum']});\n")
     if need_colsum:
@@ -95,7 +96,7 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
             for (long j = 0; j < {n}; ++j) colsum[j] += bv[kk * {n} + j];
 """)
     body.append(f"        {QGEMM_NAME}({rows}, {n}, {k}, av, {k}, bv, {n}, acc, {n}, "
-                f"{int(paired)});\n")
+                f"{int(paired)}, scr);\n")
     terms = (" - b_zp[j] * rowsum[i]" if need_rowsum else "") + \
         (f" - {a_zp} * colsum[j]" if need_colsum else "") + \
         (" - az * b_cols[j]" if rt_zp else "")

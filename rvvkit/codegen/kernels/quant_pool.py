@@ -140,20 +140,42 @@ for ({ty} ki = 0; ki < {kh}; ++ki) {{
 
 
 def maxpool_int(x_shape, y_shape, kernel, strides, pads, dilations, dtype: str) -> Lowered:
+    """Per output row, tap by tap: the outputs whose tap lies inside the input are a range
+    known from the tap alone, so each tap is one max over a (strided) run of the input row,
+    which compilers vectorise (the window-at-a-time form with bounds checks did not)."""
     spec = make_spec("maxpool_int", x_shape=x_shape, y_shape=y_shape, kernel=kernel,
                      strides=strides, pads=pads, dilations=dilations, dtype=dtype)
     n, c, h, w = x_shape
     ho, wo = y_shape[2:]
+    kh, kw = kernel
+    (sh, sw), (dh, dw) = strides, dilations
     ct = _ct(dtype)
-    window = f"const long w0 = ow * {strides[1]} - {pads[1]};\n{maxpool_window(spec)}\n" \
-             f"yp[oh * {wo} + ow] = ({ct})acc;"
-    row = f"const long h0 = oh * {strides[0]} - {pads[0]};\n" + loop("ow", 0, wo, window, "long")
-    plane = f"""const {ct} *__restrict xp = x + nc * {h * w};
-{ct} *__restrict yp = y + nc * {ho * wo};
-""" + loop("oh", 0, ho, row, "long")
+    lo, _ = qrange(dtype)
+    body = f"""for (long nc = 0; nc < {n * c}; ++nc) {{
+    const {ct} *__restrict xp = x + nc * {h * w};
+    for (long oh = 0; oh < {ho}; ++oh) {{
+        {ct} *__restrict yr = y + nc * {ho * wo} + oh * {wo};
+        for (long ow = 0; ow < {wo}; ++ow) yr[ow] = ({ct}){lo};
+        for (long ki = 0; ki < {kh}; ++ki) {{
+            const long hh = oh * {sh} - {pads[0]} + ki * {dh};
+            if (hh < 0 || hh >= {h}) continue;
+            const {ct} *__restrict xr = xp + hh * {w};
+            for (long kj = 0; kj < {kw}; ++kj) {{
+                const long off = kj * {dw} - {pads[1]};   /* input column of ow: ow * {sw} + off */
+                long a = off < 0 ? (-off + {sw - 1}) / {sw} : 0;
+                long b = ({w} - off + {sw - 1}) / {sw};
+                b = b > {wo} ? {wo} : b;
+                for (long ow = a; ow < b; ++ow) {{
+                    const {ct} v = xr[ow * {sw} + off];
+                    yr[ow] = v > yr[ow] ? v : yr[ow];
+                }}
+            }}
+        }}
+    }}
+}}
+"""
     params = (Param("x", dtype=dtype), Param("y", const=False, dtype=dtype))
-    return Lowered(Kernel(f"maxpool_{dtype}", params,
-                          indent(loop("nc", 0, n * c, plane, "long", flat=True)), spec=spec))
+    return Lowered(Kernel(f"maxpool_{dtype}", params, indent(body.rstrip("\n")), spec=spec))
 
 
 __all__ = ["qgap", "qavgpool", "qsoftmax", "maxpool_int", "avgpool_window", "softmax_row",
