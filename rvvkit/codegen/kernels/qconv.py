@@ -33,8 +33,6 @@ def _im2col(cg: int, h: int, w: int, kh: int, kw: int, oh: int, ow: int, st, pad
     ph, pw = pads[0], pads[1]
     dh, dw = dil
     xt = "uint8_t" if flip else "int8_t"
-    val = "(int8_t)(s[ox * {sw} + off] ^ 0x80)" if flip else "(int8_t)s[ox * {sw} + off]"
-    val = val.format(sw=sw)
     return f"""        for (long c = 0; c < {cg}; ++c) {{
             const {xt} *__restrict xc = xg + c * {h * w};
             for (long i = 0; i < {kh}; ++i)
@@ -50,16 +48,50 @@ def _im2col(cg: int, h: int, w: int, kh: int, kw: int, oh: int, ow: int, st, pad
                         const long iy = oy * {sh} - {ph} + i * {dh};
                         int8_t *__restrict r = row + oy * {ow};
                         if (iy < 0 || iy >= {h}) {{
-                            for (long ox = 0; ox < {ow}; ++ox) r[ox] = (int8_t)({x_zp});
+                            rvk_fill_i8(r, {ow}, (int8_t)({x_zp}));
                             continue;
                         }}
                         const {xt} *__restrict s = xc + iy * {w};
-                        for (long ox = 0; ox < lo; ++ox) r[ox] = (int8_t)({x_zp});
-                        for (long ox = lo; ox < hi; ++ox) r[ox] = {val};
-                        for (long ox = hi; ox < {ow}; ++ox) r[ox] = (int8_t)({x_zp});
+                        rvk_fill_i8(r, lo, (int8_t)({x_zp}));
+                        rvk_copy_i8(r + lo, (const int8_t *)s + lo * {sw} + off, hi - lo, {sw}, {int(flip)});
+                        rvk_fill_i8(r + hi, {ow} - hi, (int8_t)({x_zp}));
                     }}
                 }}
         }}
+"""
+
+
+ROWS_KEY = "hd_rvk_rows_i8"
+ROWS = """\
+/* Byte rows of im2col: RVV strip-mined where the compiler's own vectorisation (clang 16) leaves
+ * these short, run-time-bounded loops scalar. `flip` reads uint8 as int8 (x ^ 0x80). */
+static RVK_HD inline void rvk_fill_i8(int8_t *__restrict d, long n, int8_t v) {
+#if defined(__riscv_v_intrinsic)
+    for (long i = 0; i < n;) {
+        const size_t vl = __riscv_vsetvl_e8m4((size_t)(n - i));
+        __riscv_vse8_v_i8m4(d + i, __riscv_vmv_v_x_i8m4(v, vl), vl);
+        i += (long)vl;
+    }
+#else
+    for (long i = 0; i < n; ++i) d[i] = v;
+#endif
+}
+static RVK_HD inline void rvk_copy_i8(int8_t *__restrict d, const int8_t *__restrict s, long n,
+                                      long stride, int flip) {
+#if defined(__riscv_v_intrinsic)
+    for (long i = 0; i < n;) {
+        const size_t vl = __riscv_vsetvl_e8m4((size_t)(n - i));
+        vint8m4_t v = stride == 1 ? __riscv_vle8_v_i8m4(s + i, vl)
+                                  : __riscv_vlse8_v_i8m4(s + i * stride, (ptrdiff_t)stride, vl);
+        if (flip) v = __riscv_vxor_vx_i8m4(v, (int8_t)-128, vl);
+        __riscv_vse8_v_i8m4(d + i, v, vl);
+        i += (long)vl;
+    }
+#else
+    const int8_t x = flip ? (int8_t)-128 : 0;
+    for (long i = 0; i < n; ++i) d[i] = (int8_t)(s[i * stride] ^ x);
+#endif
+}
 """
 
 
@@ -136,6 +168,8 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
         params += [Param("x_zp", dtype=x_dtype), Param("w_rows", dtype="int32")]
     params.append(Param("y", False, out))
     support: Dict[str, str] = {**header(), **qgemm_support()}
+    if not direct:
+        support[ROWS_KEY] = ROWS
     if out in ("int8", "uint8"):
         support.update(epilogue_support())
     spec = make_spec("qconv", x_shape=x_shape, w_shape=w_shape, y_shape=y_shape, group=group,

@@ -1,8 +1,7 @@
-"""Quantized versions of the suite's models, made the way users make them: onnxruntime's
-quantize_static (QDQ and QOperator formats, calibrated on a few seeded random inputs) and
-quantize_dynamic. Each is written once per test session under the session's temporary root.
-
-Not a conftest.py: tests/conftest.py is imported by name (`from conftest import ...`)."""
+"""Quantized versions of the test suite's models, made the way users make them: onnxruntime's
+quantize_static (QDQ and QOperator formats, per-channel int8 weights, calibrated on a few seeded
+random inputs) and quantize_dynamic. Test and benchmark material like rvvkit.zoo: it needs
+onnxruntime (a measuring tool), which rvvkit itself never imports."""
 from __future__ import annotations
 
 import functools
@@ -12,7 +11,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-MODELS = Path(__file__).resolve().parent / "models"
+MODELS = Path(__file__).resolve().parents[1] / "tests" / "models"
 FORMATS = ("qdq", "qop", "dynamic")
 
 
@@ -46,7 +45,8 @@ def _calibration(model, feeds, n: int = 4):
 
 @functools.lru_cache(maxsize=None)
 def quantized(name: str, fmt: str, root: str, activation: str = "int8") -> Tuple[str, Dict]:
-    """(path of the quantized model, feeds)."""
+    """(path of the quantized model written under `root`, feeds). `fmt`: qdq, qop or
+    dynamic; `activation`: the static formats' activation type, int8 or uint8."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_dynamic, quantize_static)
