@@ -64,6 +64,8 @@ def make_qconv(g: Graph, node: Node, x: str, xz, w_q, wz, bias, scale, out: str,
         inputs += [xz, _add(g, node, "w_rows", (rows - k * wzs).astype(np.int32))]
     out_shape = g.t(node.outputs[0]).shape
     lo, hi = qrange(out) if out in ("int8", "uint8") else (0, 0)
+    if node.attrs.pop("relu", 0):   # a Relu folded in by passes/qdq.py: real 0 is y_zp
+        lo = max(lo, int(yz))
     node.attrs.update(out=out, y_zp=int(yz), lo=lo, hi=hi, x_zp=xzs,
                       x_flip=int(xdt == np.uint8), out_spatial=tuple(out_shape[2:]),
                       paired=int(np.all(w8 != -128)), zp_shift=shift)

@@ -194,3 +194,55 @@ def test_full_range_operands_sum_exactly(op_executor):
     got = run_rvvkit(mod, {"a": a}, on=op_executor)["y"]
     want = (a.astype(np.int64) - 3) @ b.astype(np.int64)
     assert np.array_equal(got, want) and np.array_equal(matmul_sum(a, 3, b, 0), want)
+
+
+def qdq_model(kind):
+    """A QDQ group as quantize_static writes it: DQ(x), DQ(w), DQ(int32 bias) -> op [-> Relu]
+    -> Q, then DQ to a float output."""
+    x = q((1, 3, 6, 5) if kind.startswith("conv") else (4, 10), U8, 30)
+    w = q((5, 3, 3, 3) if kind.startswith("conv") else (10, 6), I8, 31, -64, 64)
+    n_out = 5 if kind.startswith("conv") else 6
+    inits = {"xs": f32(0.04), "xz": np.array(120, U8), "w": w,
+             "ws": np.linspace(0.01, 0.02, n_out).astype(np.float32) if kind != "matmul"
+             else f32(0.015),
+             "wz": np.zeros(n_out, I8) if kind != "matmul" else np.array(0, I8),
+             "b": q((n_out,), np.int32, 32, -300, 300), "ys": f32(0.3), "yz": np.array(128, U8)}
+    inits["bs"] = (inits["ws"] * np.float32(0.04)).astype(np.float32)
+    inits["bz"] = np.zeros(inits["bs"].shape, np.int32)
+    axis = {"axis": 0} if kind.startswith("conv") else {"axis": 1}
+    nodes = [node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], **(axis if kind != "matmul"
+                                                                    else {})),
+             node("DequantizeLinear", ["b", "bs", "bz"], ["bf"],
+                  **({"axis": 0} if kind != "matmul" else {}))]
+    if kind.startswith("conv"):
+        nodes.append(node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1]))
+    elif kind == "gemm":
+        nodes.append(node("Gemm", ["xf", "wf", "bf"], ["c"]))
+    else:
+        nodes.append(node("MatMul", ["xf", "wf"], ["c"]))
+    last = "c"
+    if kind == "conv_relu":
+        nodes.append(node("Relu", ["c"], ["r"]))
+        last = "r"
+    nodes += [node("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
+              node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    mod = make_model(nodes, [_vi("x", x)], _out(np.float32), inits)
+    return mod, {"x": x}
+
+
+@pytest.mark.parametrize("kind", ["conv", "conv_relu", "gemm", "matmul"])
+def test_qdq_groups_run_as_integer_kernels(kind, op_executor):
+    """The group becomes one integer kernel (the plan says so) and agrees with onnxruntime
+    within one output quantum."""
+    import rvvkit
+    model, feeds = qdq_model(kind)
+    art = rvvkit.build(model)
+    ops = [s["op"] for s in art.meta["plan"]]
+    assert ("rvvkit.QConv" if kind.startswith("conv") else "rvvkit.QMatMul") in ops, ops
+    want = run_ort(model, feeds)["y"]
+    got = run_rvvkit(model, feeds, artifact=art, on=op_executor)["y"]
+    assert np.abs(got - want).max() <= 0.3 * 1.0001, np.abs(got - want).max()
+    assert np.mean(got != want) <= 0.05
+    if kind == "conv_relu":
+        assert got.min() >= 0.0
