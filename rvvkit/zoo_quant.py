@@ -43,6 +43,19 @@ def _calibration(model, feeds, n: int = 4):
     return out
 
 
+def _pre_processed(src: Path) -> Path:
+    """The model after onnxruntime's quantization pre-processing (BatchNormalization folded
+    into convolutions, shapes inferred), as its documentation asks users to do; the model as
+    it was when pre-processing cannot take it."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    dst = src.with_name(src.stem + "_pre.onnx")
+    try:
+        quant_pre_process(str(src), str(dst))
+    except Exception:   # noqa: BLE001 - pre-processing is advice, not a requirement
+        return src
+    return dst
+
+
 @functools.lru_cache(maxsize=None)
 def quantized(name: str, fmt: str, root: str, activation: str = "int8") -> Tuple[str, Dict]:
     """(path of the quantized model written under `root`, feeds). `fmt`: qdq, qop or
@@ -54,6 +67,7 @@ def quantized(name: str, fmt: str, root: str, activation: str = "int8") -> Tuple
     model, feeds = float_model(name)
     src = Path(root) / f"{name}_float.onnx"
     onnx.save(model, str(src))
+    src = _pre_processed(src)
     dst = Path(root) / f"{name}_{fmt}_{activation}.onnx"
     if fmt == "dynamic":
         quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
