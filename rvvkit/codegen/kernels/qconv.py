@@ -13,7 +13,7 @@ from typing import Dict
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..rvv import header
-from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, scratch_words
+from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, row_support, scratch_words
 
 declare_spec("qconv", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
                        "dilations", "x_dtype", "out", "x_zp", "x_flip", "y_zp", "lo", "hi",
@@ -97,6 +97,14 @@ static RVK_HD inline void rvk_copy_i8(int8_t *__restrict d, const int8_t *__rest
 
 def _epilogue(out: str, yt: str, mg: int, p: int, has_wzp: bool, rt_zp: bool) -> str:
     wzp = (" - w_zp[co] * colsum[q]" if has_wzp else "") + (" - xz * w_rows[co]" if rt_zp else "")
+    if out in ("int8", "uint8") and not rt_zp:
+        sub = ("w_zp[co], colsum" if has_wzp else "0, NULL")
+        return f"""        for (long mo = 0; mo < {mg}; ++mo) {{
+            const long co = gi * {mg} + mo;
+            rvk_requant_row(acc + mo * {p}, {p}, bias[co], {sub}, scale[co], flo, fhi, {{yzp}},
+                            (int8_t *)(yn + co * {p}));
+        }}
+"""
     if out == "int32":
         store = "yo[q] = v;"
     elif out == "float32":
@@ -171,7 +179,7 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     if not direct:
         support[ROWS_KEY] = ROWS
     if out in ("int8", "uint8"):
-        support.update(epilogue_support())
+        support.update(epilogue_support() if rt_zp else row_support())
     spec = make_spec("qconv", x_shape=x_shape, w_shape=w_shape, y_shape=y_shape, group=group,
                      strides=strides, pads=pads, dilations=dilations, x_dtype=x_dtype, out=out,
                      x_zp=x_zp, x_flip=int(x_flip), y_zp=y_zp, lo=lo, hi=hi,

@@ -254,5 +254,42 @@ static RVK_HD inline int32_t rvk_requant(int32_t v, float scale, float lo, float
 """
 
 
+ROW_KEY = "hd_rvk_requant_row"
+ROW = """\
+/* One output row: y[q] = requant(acc[q] + add - coef * sub[q]) (sub may be NULL), the same
+ * arithmetic as rvk_requant, strip-mined at e32/m4 on RVV (clang 16 vectorised the scalar form
+ * into compare-and-merge pairs and fractional-LMUL narrowing steps, about twice the work). The
+ * result's low byte is the int8 or uint8 output (it lies in range after the saturation). */
+static RVK_HD inline void rvk_requant_row(const int32_t *__restrict acc, long n, int32_t add,
+                                          int32_t coef, const int32_t *__restrict sub,
+                                          float scale, float lo, float hi, int32_t zp,
+                                          int8_t *__restrict y) {
+#if defined(__riscv_v_intrinsic)
+    for (long q = 0; q < n;) {
+        const size_t vl = __riscv_vsetvl_e32m4((size_t)(n - q));
+        vint32m4_t v = __riscv_vadd_vx_i32m4(__riscv_vle32_v_i32m4(acc + q, vl), add, vl);
+        if (sub)
+            v = __riscv_vnmsac_vx_i32m4(v, coef, __riscv_vle32_v_i32m4(sub + q, vl), vl);
+        vfloat32m4_t f = __riscv_vfmul_vf_f32m4(__riscv_vfcvt_f_x_v_f32m4(v, vl), scale, vl);
+        f = __riscv_vfmin_vf_f32m4(__riscv_vfmax_vf_f32m4(f, lo, vl), hi, vl);
+        f = __riscv_vfadd_vf_f32m4(f, 12582912.0f, vl);
+        v = __riscv_vsub_vx_i32m4(__riscv_vreinterpret_v_f32m4_i32m4(f), 0x4B400000 - zp, vl);
+        __riscv_vse8_v_i8m1(y + q, __riscv_vnsra_wx_i8m1(__riscv_vnsra_wx_i16m2(v, 0, vl), 0, vl),
+                            vl);
+        q += (long)vl;
+    }
+#else
+    for (long q = 0; q < n; ++q)
+        y[q] = (int8_t)rvk_requant(acc[q] + add - (sub ? coef * sub[q] : 0), scale, lo, hi, zp);
+#endif
+}
+"""
+
+
 def epilogue_support() -> Dict[str, str]:
     return {EPILOGUE_KEY: EPILOGUE}
+
+
+def row_support() -> Dict[str, str]:
+    """rvk_requant_row (after rvk_requant, which its portable branch calls)."""
+    return {EPILOGUE_KEY: EPILOGUE, ROW_KEY: ROW}
