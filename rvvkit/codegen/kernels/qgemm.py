@@ -31,48 +31,58 @@ MR = 4          # rows of A per register block
 NB = 64         # columns per portable tile
 
 
+RV_MR = 6      # rows of A per RVV register block: 6 int32 m4 accumulators + one int16 m2 B
+
+
 def _rvv_rows(mr: int) -> str:
+    """One register block: the first k initialises the accumulators with vwmul (so the block is
+    entered at the loop's own vtype: clang 16 then keeps vsetvli out of the k loop), every
+    other k is one vwmacc.vx per row."""
     rows = range(mr)
-    init = "\n".join(f"            vint32m4_t c{r} = __riscv_vmv_v_x_i32m4(0, vl);" for r in rows)
-    a0 = "\n".join(f"                const int8_t a{r}0 = A[(m0 + {r}) * lda + k], "
-                   f"a{r}1 = A[(m0 + {r}) * lda + k + 1];" for r in rows)
-    mul = "\n".join(f"                vint16m2_t p{r} = __riscv_vwmul_vx_i16m2(b0, a{r}0, vl);\n"
-                    f"                p{r} = __riscv_vwmacc_vx_i16m2(p{r}, a{r}1, b1, vl);"
-                    for r in rows)
-    acc = "\n".join(f"                c{r} = __riscv_vwadd_wv_i32m4(c{r}, p{r}, vl);"
-                    for r in rows)
-    one = "\n".join(f"                c{r} = __riscv_vwadd_wv_i32m4(c{r}, "
-                    f"__riscv_vwmul_vx_i16m2(b0, A[(m0 + {r}) * lda + k], vl), vl);"
-                    for r in rows)
+    first = "\n".join(f"            vint32m4_t c{r} = __riscv_vwmul_vx_i32m4(b0, "
+                      f"(int16_t)A[(m0 + {r}) * lda], vl);" for r in rows)
+    mac = "\n".join(f"                c{r} = __riscv_vwmacc_vx_i32m4(c{r}, "
+                    f"(int16_t)A[(m0 + {r}) * lda + k], b, vl);" for r in rows)
     store = "\n".join(f"            __riscv_vse32_v_i32m4(C + (m0 + {r}) * ldc + n0, c{r}, vl);"
                       for r in rows)
-    return f"""{init}
-            long k = 0;
-            if (paired) {{
-            for (; k + 1 < K; k += 2) {{
-                const vint8m1_t b0 = __riscv_vle8_v_i8m1(B + k * ldb + n0, vl);
-                const vint8m1_t b1 = __riscv_vle8_v_i8m1(B + (k + 1) * ldb + n0, vl);
-{a0}
-{mul}
-{acc}
-            }}
-            }}
-            for (; k < K; ++k) {{
-                const vint8m1_t b0 = __riscv_vle8_v_i8m1(B + k * ldb + n0, vl);
-{one}
+    return f"""            const vint16m2_t b0 = __riscv_vle16_v_i16m2(bw + n0, vl);
+{first}
+            for (long k = 1; k < K; ++k) {{
+                const vint16m2_t b = __riscv_vle16_v_i16m2(bw + k * N + n0, vl);
+{mac}
             }}
 {store}"""
 
 
 def _rvv() -> str:
-    return f"""    const size_t vmax = __riscv_vsetvlmax_e8m1();
+    return f"""    /* B widened to int16 once (scratch), then every product is one vwmacc.vx into int32:
+     * no change of vtype inside the loops (a pair-wise int8 scheme costs the same weighted
+     * work plus two vsetvli per k step). */
+    int16_t *__restrict bw = (int16_t *)scratch;
+    for (long k = 0; k < K; ++k)
+        for (long n = 0; n < N;) {{
+            const size_t vl = __riscv_vsetvl_e16m2((size_t)(N - n));
+            __riscv_vse16_v_i16m2(bw + k * N + n,
+                                  __riscv_vsext_vf2_i16m2(__riscv_vle8_v_i8m1(B + k * ldb + n, vl),
+                                                          vl), vl);
+            n += (long)vl;
+        }}
+    const size_t vmax = __riscv_vsetvlmax_e16m2();
     for (long n0 = 0; n0 < N; n0 += (long)vmax) {{
         const size_t vl = (size_t)(N - n0) < vmax ? (size_t)(N - n0) : vmax;
         long m0 = 0;
-        for (; m0 + {MR} <= M; m0 += {MR}) {{
-{_rvv_rows(MR)}
+        for (; m0 + {RV_MR} <= M; m0 += {RV_MR}) {{
+{_rvv_rows(RV_MR)}
         }}
-        for (; m0 < M; ++m0) {{
+        if (M - m0 >= 4) {{
+{_rvv_rows(4)}
+            m0 += 4;
+        }}
+        if (M - m0 >= 2) {{
+{_rvv_rows(2)}
+            m0 += 2;
+        }}
+        if (M - m0 >= 1) {{
 {_rvv_rows(1)}
         }}
     }}"""
@@ -215,7 +225,7 @@ static RVK_HD inline void {QGEMM_NAME}(long M, long N, long K, const int8_t *__r
                                 int32_t *__restrict C, long ldc, int paired,
                                 int32_t *__restrict scratch) {{
 #if defined(__riscv_v_intrinsic)
-    (void)scratch;
+    (void)paired;
 {_rvv()}
 #elif defined(__AVX2__) && !defined(__CUDACC__) && !defined(RVK_CUDA_EMU)
     (void)paired;
@@ -230,7 +240,8 @@ static RVK_HD inline void {QGEMM_NAME}(long M, long N, long K, const int8_t *__r
 
 
 def scratch_words(m: int, n: int, k: int) -> int:
-    """int32 words of the GEMM core's scratch (the AVX2 path's widened operands)."""
+    """int32 words of the GEMM core's scratch: the AVX2 path's widened operands, which also
+    hold the RVV path's (B as int16, K x N)."""
     k2 = (k + 1) // 2
     return k2 * (-(-n // 16) * 16) + (-(-m // 4) * 4) * k2
 
