@@ -34,24 +34,45 @@ NB = 64         # columns per portable tile
 RV_MR = 6      # rows of A per RVV register block: 6 int32 m4 accumulators + one int16 m2 B
 
 
-def _rvv_rows(mr: int) -> str:
-    """One register block: the first k initialises the accumulators with vwmul (so the block is
-    entered at the loop's own vtype: clang 16 then keeps vsetvli out of the k loop), every
-    other k is one vwmacc.vx per row."""
+def _rvv_rows(mr: int, lm: int = 2) -> str:
+    """One register block at int16 LMUL `lm` (int32 accumulators at 2 lm): the first k
+    initialises the accumulators with vwmul (so the block is entered at the loop's own vtype:
+    clang 16 then keeps vsetvli out of the k loop), every other k is one vwmacc.vx per row."""
     rows = range(mr)
-    first = "\n".join(f"            vint32m4_t c{r} = __riscv_vwmul_vx_i32m4(b0, "
+    a32, b16 = f"i32m{2 * lm}", f"i16m{lm}"
+    first = "\n".join(f"            v{a32[:-2]}m{2 * lm}_t c{r} = __riscv_vwmul_vx_{a32}(b0, "
                       f"(int16_t)A[(m0 + {r}) * lda], vl);" for r in rows)
-    mac = "\n".join(f"                c{r} = __riscv_vwmacc_vx_i32m4(c{r}, "
+    first = first.replace(f"v{a32[:-2]}m{2 * lm}_t", f"vint32m{2 * lm}_t")
+    mac = "\n".join(f"                c{r} = __riscv_vwmacc_vx_{a32}(c{r}, "
                     f"(int16_t)A[(m0 + {r}) * lda + k], b, vl);" for r in rows)
-    store = "\n".join(f"            __riscv_vse32_v_i32m4(C + (m0 + {r}) * ldc + n0, c{r}, vl);"
+    store = "\n".join(f"            __riscv_vse32_v_{a32}(C + (m0 + {r}) * ldc + n0, c{r}, vl);"
                       for r in rows)
-    return f"""            const vint16m2_t b0 = __riscv_vle16_v_i16m2(bw + n0, vl);
+    return f"""            const vint16m{lm}_t b0 = __riscv_vle16_v_{b16}(bw + n0, vl);
 {first}
             for (long k = 1; k < K; ++k) {{
-                const vint16m2_t b = __riscv_vle16_v_i16m2(bw + k * N + n0, vl);
+                const vint16m{lm}_t b = __riscv_vle16_v_{b16}(bw + k * N + n0, vl);
 {mac}
             }}
 {store}"""
+
+
+def _rvv_blocks(lm: int) -> str:
+    """Row blocks of 6, then 4, 2 and 1, over one strip of columns."""
+    return f"""        long m0 = 0;
+        for (; m0 + {RV_MR} <= M; m0 += {RV_MR}) {{
+{_rvv_rows(RV_MR, lm)}
+        }}
+        if (M - m0 >= 4) {{
+{_rvv_rows(4, lm)}
+            m0 += 4;
+        }}
+        if (M - m0 >= 2) {{
+{_rvv_rows(2, lm)}
+            m0 += 2;
+        }}
+        if (M - m0 >= 1) {{
+{_rvv_rows(1, lm)}
+        }}"""
 
 
 def _rvv() -> str:
@@ -67,24 +88,20 @@ def _rvv() -> str:
                                                           vl), vl);
             n += (long)vl;
         }}
-    const size_t vmax = __riscv_vsetvlmax_e16m2();
-    for (long n0 = 0; n0 < N; n0 += (long)vmax) {{
-        const size_t vl = (size_t)(N - n0) < vmax ? (size_t)(N - n0) : vmax;
-        long m0 = 0;
-        for (; m0 + {RV_MR} <= M; m0 += {RV_MR}) {{
-{_rvv_rows(RV_MR)}
+    /* Strips of VLEN/8 columns; a last strip that fits half of one runs at half the LMUL,
+     * which costs half (a strip's cost is its register groups, not its vl). */
+    const size_t vmax = __riscv_vsetvlmax_e16m2(), vhalf = __riscv_vsetvlmax_e16m1();
+    for (long n0 = 0; n0 < N;) {{
+        const size_t rest = (size_t)(N - n0);
+        if (rest <= vhalf) {{
+            const size_t vl = rest;
+{_rvv_blocks(1)}
+            n0 += (long)vl;
+            continue;
         }}
-        if (M - m0 >= 4) {{
-{_rvv_rows(4)}
-            m0 += 4;
-        }}
-        if (M - m0 >= 2) {{
-{_rvv_rows(2)}
-            m0 += 2;
-        }}
-        if (M - m0 >= 1) {{
-{_rvv_rows(1)}
-        }}
+        const size_t vl = rest < vmax ? rest : vmax;
+{_rvv_blocks(2)}
+        n0 += (long)vl;
     }}"""
 
 
