@@ -105,13 +105,25 @@ def _rvv() -> str:
     }}"""
 
 
-def _avx2() -> str:
+X86_MR = 6     # rows per AVX2 register block: 12 accumulators + 2 B + 1 broadcast
+
+
+def _avx2(mr: int = X86_MR) -> str:
     """AVX2 path (see the module doc): B widened into 16-column panels of int16 pairs
     ([N/16][K2][16] int32, so the k loop reads memory in order), A's rows widened to int16
     once per call, 4 x 16 blocks of int32 accumulators fed by vpmaddwd."""
+    rows = "\n".join(
+        f"                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + {2 * r} * K2 + 2 * kp));\n"
+        f"                c{r}0 = _mm256_add_epi32(c{r}0, _mm256_madd_epi16(b0, a));\n"
+        f"                c{r}1 = _mm256_add_epi32(c{r}1, _mm256_madd_epi16(b1, a));"
+        for r in range(mr))
+    init = ", ".join(f"c{r}0 = _mm256_setzero_si256(), c{r}1 = c{r}0" for r in range(mr))
+    stores = "\n".join(f"            _mm256_storeu_si256((__m256i *)t[{r}], c{r}0);\n"
+                       f"            _mm256_storeu_si256((__m256i *)(t[{r}] + 8), c{r}1);"
+                       for r in range(mr))
     return f"""    const long K2 = (K + 1) / 2, NP = (N + 15) / 16;
     int32_t *__restrict bp = scratch;                        /* [NP][K2][16] int16 pairs */
-    int16_t *__restrict ah = (int16_t *)(scratch + K2 * NP * 16);   /* [M4][2 K2] */
+    int16_t *__restrict ah = (int16_t *)(scratch + K2 * NP * 16);   /* [M rounded up][2 K2] */
     for (long kp = 0; kp < K2; ++kp) {{
         const int8_t *r0 = B + 2 * kp * ldb;
         const int8_t *r1 = 2 * kp + 1 < K ? r0 + ldb : NULL;
@@ -135,7 +147,7 @@ def _avx2() -> str:
             }}
         }}
     }}
-    for (long r = 0; r < (M + 3) / 4 * 4; ++r) {{   /* once per call: reused by every panel */
+    for (long r = 0; r < (M + {mr - 1}) / {mr} * {mr}; ++r) {{   /* once per call: reused by every panel */
         int16_t *d = ah + r * 2 * K2;
         if (r < M) {{
             const int8_t *a = A + r * lda;
@@ -151,39 +163,20 @@ def _avx2() -> str:
     PC = PC < 1 ? 1 : PC;
     for (long p0 = 0; p0 < NP; p0 += PC) {{
     const long p1 = p0 + PC < NP ? p0 + PC : NP;
-    for (long m0 = 0; m0 < M; m0 += 4) {{
-        const long mr = M - m0 < 4 ? M - m0 : 4;
+    for (long m0 = 0; m0 < M; m0 += {mr}) {{
+        const long mr = M - m0 < {mr} ? M - m0 : {mr};
         const int16_t *am = ah + m0 * 2 * K2;
         for (long pn = p0; pn < p1; ++pn) {{
             const int32_t *panel = bp + pn * K2 * 16;
-            __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
-            __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+            __m256i {init};
             for (long kp = 0; kp < K2; ++kp) {{
                 const __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + kp * 16));
                 const __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + kp * 16 + 8));
                 __m256i a;
-                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 0 * K2 + 2 * kp));
-                c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(b0, a));
-                c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(b1, a));
-                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 2 * K2 + 2 * kp));
-                c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(b0, a));
-                c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(b1, a));
-                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 4 * K2 + 2 * kp));
-                c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(b0, a));
-                c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(b1, a));
-                a = _mm256_set1_epi32(*(const rvk_i32_alias *)(am + 6 * K2 + 2 * kp));
-                c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(b0, a));
-                c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(b1, a));
+{rows}
             }}
-            int32_t t[4][16];
-            _mm256_storeu_si256((__m256i *)t[0], c00);
-            _mm256_storeu_si256((__m256i *)(t[0] + 8), c01);
-            _mm256_storeu_si256((__m256i *)t[1], c10);
-            _mm256_storeu_si256((__m256i *)(t[1] + 8), c11);
-            _mm256_storeu_si256((__m256i *)t[2], c20);
-            _mm256_storeu_si256((__m256i *)(t[2] + 8), c21);
-            _mm256_storeu_si256((__m256i *)t[3], c30);
-            _mm256_storeu_si256((__m256i *)(t[3] + 8), c31);
+            int32_t t[{mr}][16];
+{stores}
             const long n0 = pn * 16, nb = N - n0 < 16 ? N - n0 : 16;
             for (long r = 0; r < mr; ++r)
                 memcpy(C + (m0 + r) * ldc + n0, t[r], (size_t)nb * sizeof(int32_t));
@@ -237,7 +230,14 @@ def qgemm_support() -> Dict[str, str]:
 /* A pair of int16 read as one int32 (vpbroadcastd): may_alias makes that defined. */
 typedef int32_t rvk_i32_alias __attribute__((may_alias));
 #endif
-static RVK_HD inline void {QGEMM_NAME}(long M, long N, long K, const int8_t *__restrict A,
+/* GCC's interprocedural constant propagation clones this per call site with the shapes as
+ * constants, and the clone spills the AVX2 accumulators (half the speed): keep it generic. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(RVK_CUDA_EMU)
+#define RVK_QGEMM_DECL static __attribute__((noipa, unused))
+#else
+#define RVK_QGEMM_DECL static RVK_HD inline
+#endif
+RVK_QGEMM_DECL void {QGEMM_NAME}(long M, long N, long K, const int8_t *__restrict A,
                                 long lda, const int8_t *__restrict B, long ldb,
                                 int32_t *__restrict C, long ldc, int paired,
                                 int32_t *__restrict scratch) {{
@@ -260,7 +260,7 @@ def scratch_words(m: int, n: int, k: int) -> int:
     """int32 words of the GEMM core's scratch: the AVX2 path's widened operands, which also
     hold the RVV path's (B as int16, K x N)."""
     k2 = (k + 1) // 2
-    return k2 * (-(-n // 16) * 16) + (-(-m // 4) * 4) * k2
+    return k2 * (-(-n // 16) * 16) + (-(-m // X86_MR) * X86_MR) * k2
 
 
 EPILOGUE_KEY = "hd_rvk_requant"
@@ -270,7 +270,8 @@ EPILOGUE = """\
  * low mantissa bits of a float of magnitude below 2^22, in the default round-to-nearest-even
  * mode), + zp. The integer is read from the bits rather than converted, because QEMU 7.2
  * aborts translating the narrowing vfncvt.rtz that clang makes of a conversion here. */
-static RVK_HD inline int32_t rvk_requant(int32_t v, float scale, float lo, float hi, int32_t zp) {
+static RVK_HD inline __attribute__((unused)) int32_t rvk_requant(int32_t v, float scale, float lo,
+                                                                 float hi, int32_t zp) {
     float f = (float)v * scale;
     f = f < lo ? lo : f;
     f = f > hi ? hi : f;
