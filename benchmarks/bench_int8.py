@@ -3,6 +3,7 @@
     python3 benchmarks/bench_int8.py                         # host + QEMU, default models
     python3 benchmarks/bench_int8.py --host-only --models resnet50 --formats qop qdq
     python3 benchmarks/bench_int8.py --qemu-only --vlens 256 --json int8.json --markdown
+    python3 benchmarks/bench_int8.py --qemu-only --models resnet50 --vlens 128 512 --check
 
 Models are quantized the way users quantize them (rvvkit/zoo_quant.py: onnxruntime's
 quantize_static in QDQ and QOperator form, per-channel int8 weights, and quantize_dynamic).
@@ -92,15 +93,24 @@ def host_latency(path: str, feeds: dict, repeat: int) -> dict:
             "max_diff_of_range": worst, "same_top1": top1, "bytes": len(art.to_bytes())}
 
 
-def qemu_counts(path: str, feeds: dict, vlen: int) -> dict:
+def qemu_counts(path: str, feeds: dict, vlen: int, check: bool = False) -> dict:
+    """Counts of one inference under QEMU; with `check`, also the outputs of one run against
+    onnxruntime's (largest difference over the output's range, same top-1)."""
     from rvvkit.runtime.qemu import QemuSession
     art = rvvkit.build(path)
     with QemuSession(art, vlen=vlen) as sess:
         c = sess.instruction_counts(feeds)
         macs = int(sess.artifact.meta["macs"])
-    return {"insns": c["insns"], "vector_insns": c["vector_insns"],
-            "lmul_weighted": c["lmul_weighted_vector_ops"], "macs": macs,
-            "bytes": len(art.to_bytes())}
+        out = sess.run(feeds) if check else None
+    row = {"insns": c["insns"], "vector_insns": c["vector_insns"],
+           "lmul_weighted": c["lmul_weighted_vector_ops"], "macs": macs,
+           "bytes": len(art.to_bytes())}
+    if check:
+        sess = _ort(path)
+        names = [o.name for o in sess.get_outputs()]
+        row["max_diff_of_range"], row["same_top1"] = _agreement(
+            out, dict(zip(names, sess.run(names, feeds))))
+    return row
 
 
 def _float_path(name: str, root: str):
@@ -127,7 +137,7 @@ def run_host(models, formats, act, repeat, root) -> list:
     return rows
 
 
-def run_qemu(models, fmt, act, vlens, root) -> list:
+def run_qemu(models, fmt, act, vlens, root, check=False) -> list:
     rows = []
     for name in models:
         fpath, feeds = _float_path(name, root)
@@ -135,7 +145,7 @@ def run_qemu(models, fmt, act, vlens, root) -> list:
         for vlen in vlens:
             t0 = time.perf_counter()
             f = qemu_counts(fpath, feeds, vlen)
-            q = qemu_counts(qpath, feeds, vlen)
+            q = qemu_counts(qpath, feeds, vlen, check)
             rows.append({"model": name, "format": fmt, "vlen": vlen, "fp32": f, "int8": q,
                          "weighted_ratio": f["lmul_weighted"] / q["lmul_weighted"],
                          "insn_ratio": f["insns"] / q["insns"],
@@ -165,6 +175,8 @@ def main(argv=None) -> int:
                    help="the quantized form counted under QEMU (default qop)")
     p.add_argument("--vlens", nargs="+", type=int, default=[256])
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--check", action="store_true",
+                   help="under QEMU, also compare the int8 model's outputs with onnxruntime's")
     p.add_argument("--host-only", action="store_true")
     p.add_argument("--qemu-only", action="store_true")
     p.add_argument("--json", help="write all rows to this file")
@@ -183,13 +195,17 @@ def main(argv=None) -> int:
                     for r in rows], args.markdown)
         if not args.host_only:
             rows = out["qemu"] = run_qemu(args.models, args.qemu_format, args.activation,
-                                          args.vlens, root)
+                                          args.vlens, root, args.check)
             _print(["model", "VLEN", "fp32 insns", "int8 insns", "fp32 LMUL-weighted",
                     "int8 LMUL-weighted", "weighted fp32/int8", "size fp32/int8"],
                    [[r["model"], r["vlen"], f"{r['fp32']['insns']:,}",
                      f"{r['int8']['insns']:,}", f"{r['fp32']['lmul_weighted']:,}",
                      f"{r['int8']['lmul_weighted']:,}", f"{r['weighted_ratio']:.2f}",
                      f"{r['size_ratio']:.2f}"] for r in rows], args.markdown)
+            if args.check:
+                _print(["model", "VLEN", "int8 max diff / range", "same top-1"],
+                       [[r["model"], r["vlen"], f"{r['int8']['max_diff_of_range']:.4f}",
+                         r["int8"]["same_top1"]] for r in rows], args.markdown)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0
