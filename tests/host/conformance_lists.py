@@ -230,8 +230,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
     'test_linear_attention_prefill_with_past':
         "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
-    'test_maxpool_2d_uint8':
-        'UnsupportedOperator: unsupported operator(s) in model: | MaxPool: MaxPool_0 | MaxPoo',
     'test_maxpool_with_argmax_2d_precomputed_pads':
         "ModelError: MaxPool node 'MaxPool_0': the Indices output of MaxPool is not supported",
     'test_maxpool_with_argmax_2d_precomputed_strides':
