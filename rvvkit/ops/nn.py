@@ -55,10 +55,9 @@ def _spatial(node, x_shape, kernel):
     return tuple(out)
 
 
-def _conv_eval(node, xs):
-    """numpy Conv of any spatial rank (folding of constant inputs): per kernel tap, the strided
-    window of the padded input times that tap's weights, per group."""
-    x, w = np.asarray(xs[0], np.float64), np.asarray(xs[1], np.float64)
+def conv_f64(node, x, w) -> np.ndarray:
+    """numpy Conv of any spatial rank in float64 (canonical attrs in node.attrs): per kernel
+    tap, the strided window of the padded input times that tap's weights, per group."""
     a = node.attrs
     nd, group = x.ndim - 2, a["group"]
     pads, st, dil = a["pads"], a["strides"], a["dilations"]
@@ -74,8 +73,14 @@ def _conv_eval(node, xs):
             wt = w[(slice(gi * mg, (gi + 1) * mg), slice(None)) + tap]
             y[:, gi * mg:(gi + 1) * mg] += np.einsum("nc...,mc->nm...",
                                                      win[:, gi * cg:(gi + 1) * cg], wt)
+    return y
+
+
+def _conv_eval(node, xs):
+    """Conv of constant inputs (folding)."""
+    y = conv_f64(node, np.asarray(xs[0], np.float64), np.asarray(xs[1], np.float64))
     if len(xs) > 2 and xs[2] is not None:
-        y += np.asarray(xs[2], np.float64).reshape((1, -1) + (1,) * nd)
+        y += np.asarray(xs[2], np.float64).reshape((1, -1) + (1,) * (y.ndim - 2))
     return [y.astype(np.float32)]
 
 

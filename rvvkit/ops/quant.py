@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nn import _conv, _matmul
+from .nn import _conv, _matmul, conv_f64
 from .registry import bad, in_shape, opt_input, register
 
 QTYPES = ("int8", "uint8")
@@ -106,30 +106,10 @@ def _qconv_sum(node, x, xz, w, wz, bias=None) -> np.ndarray:
     x64 = _centred(x, xz).astype(np.float64)
     wz = np.asarray(0 if wz is None else wz, np.int64).reshape(-1)
     w64 = (np.asarray(w, np.int64) - wz.reshape((-1,) + (1,) * (np.ndim(w) - 1)))
-    y = _conv_f64(node, x64, w64.astype(np.float64))
+    y = conv_f64(node, x64, w64.astype(np.float64))
     if bias is not None:
         y = y + np.asarray(bias, np.float64).reshape((1, -1) + (1,) * (y.ndim - 2))
     return np.rint(y).astype(np.int64).astype(np.int32)
-
-
-def _conv_f64(node, x, w):
-    """_conv_eval in float64 all through (its float32 result would round large sums)."""
-    a = node.attrs
-    nd, group = x.ndim - 2, a["group"]
-    pads, st, dil = a["pads"], a["strides"], a["dilations"]
-    xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[d], pads[nd + d]) for d in range(nd)])
-    out = [(xp.shape[2 + d] - (w.shape[2 + d] - 1) * dil[d] - 1) // st[d] + 1 for d in range(nd)]
-    cg, mg = x.shape[1] // group, w.shape[0] // group
-    y = np.zeros((x.shape[0], w.shape[0], *out))
-    for tap in np.ndindex(*w.shape[2:]):
-        win = xp[(slice(None), slice(None)) + tuple(
-            slice(t * dil[d], t * dil[d] + (out[d] - 1) * st[d] + 1, st[d])
-            for d, t in enumerate(tap))]
-        for gi in range(group):
-            wt = w[(slice(gi * mg, (gi + 1) * mg), slice(None)) + tap]
-            y[:, gi * mg:(gi + 1) * mg] += np.einsum("nc...,mc->nm...",
-                                                     win[:, gi * cg:(gi + 1) * cg], wt)
-    return y
 
 
 def _qlinearconv_eval(node, xs):

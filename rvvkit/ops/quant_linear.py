@@ -111,7 +111,15 @@ def _quantize(node, g):
     return [(x, out)]
 
 
-@register("DequantizeLinear", _q_eval, dtypes=DTYPES)
+def _dq_source(node, xs):
+    """What a DequantizeLinear of constants keeps once folded (Tensor.qsource): its integer
+    values, scale, zero point (absent: 0) and axis."""
+    q, scale = xs[0], xs[1]
+    zp = xs[2] if len(xs) > 2 and xs[2] is not None else np.zeros((), q.dtype)
+    return q, scale, zp, int(node.attrs.get("axis", 1))
+
+
+@register("DequantizeLinear", _q_eval, dtypes=DTYPES, source=_dq_source)
 def _dequantize(node, g):
     x = in_shape(node, g, 0)
     dt = g.t(node.inputs[0]).dtype

@@ -44,6 +44,9 @@ class OpDef:
     # whose kernel is specialised per dtype list them all ("any": every dtype in the table)
     dtypes: Tuple[str, ...] = ("float32",)
     lower: Optional[LowerFn] = None   # set by rvvkit.codegen.lower
+    # source(node, inputs) -> what its folded output keeps as Tensor.qsource (DequantizeLinear:
+    # the integer form, which passes/quant.py runs integer kernels on)
+    source: Optional[EvalFn] = None
 
     def takes(self, dtype) -> bool:
         return "any" in self.dtypes or np.dtype(dtype).name in self.dtypes
@@ -66,10 +69,11 @@ ANY = ("any",)   # OpDef.dtypes of ops whose kernel is specialised on any dtype
 def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = False, *,
              act_epilogue: bool = False, without_kernel: str = "",
              dtypes: Tuple[str, ...] = ("float32",),
-             value_inputs: Optional[Tuple[int, ...]] = None):
+             value_inputs: Optional[Tuple[int, ...]] = None,
+             source: Optional[EvalFn] = None):
     def deco(infer: InferFn) -> InferFn:
         REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, value_inputs, act_epilogue,
-                             without_kernel, tuple(dtypes))
+                             without_kernel, tuple(dtypes), source=source)
         return infer
     return deco
 

@@ -20,7 +20,8 @@ def try_fold(g: Graph, node: Node) -> bool:
         return False
     if not node.inputs and node.op not in ("Constant",):
         return False
-    values = op.evaluate(node, [_value(g, i) for i in node.inputs])
+    inputs = [_value(g, i) for i in node.inputs]
+    values = op.evaluate(node, inputs)
     for name, value in zip(node.outputs, values):
         if not name:
             continue
@@ -30,11 +31,8 @@ def try_fold(g: Graph, node: Node) -> bool:
             raise ModelError(f"{node.op} node {node.name!r}: folded value has shape "
                              f"{list(value.shape)}, inferred {list(t.shape)}")
         t.data = value
-    if node.op == "DequantizeLinear":   # keep the integer form for passes/quant.py
-        q, scale = _value(g, node.inputs[0]), _value(g, node.inputs[1])
-        zp = _value(g, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else \
-            np.zeros((), q.dtype)
-        g.t(node.outputs[0]).qsource = (q, scale, zp, int(node.attrs.get("axis", 1)))
+    if op.source is not None:
+        g.t(node.outputs[0]).qsource = op.source(node, inputs)
     return True
 
 

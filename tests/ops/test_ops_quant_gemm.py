@@ -78,6 +78,14 @@ def convinteger(xdt=U8, wdt=U8, xz=7, wz=3, **attrs):
     return mod, {"x": x}
 
 
+def _operands(a, b, const_b, inits):
+    """(feeds, graph inputs) with `a` at run time and `b` a constant (into inits) or not."""
+    if const_b:
+        inits["b"] = b
+        return {"a": a}, [_vi("a", a)]
+    return {"a": a, "b": b}, [_vi("a", a), _vi("b", b)]
+
+
 def qlinearmatmul(adt=U8, bdt=I8, a_shape=(5, 12), b_shape=(12, 7), const_b=True,
                   per_col=False, ydt=U8):
     a, b = q(a_shape, adt, 6), q(b_shape, bdt, 7, *_weight_range(adt, bdt))
@@ -86,12 +94,7 @@ def qlinearmatmul(adt=U8, bdt=I8, a_shape=(5, 12), b_shape=(12, 7), const_b=True
     bz = np.full(n if per_col else (), 0 if bdt == I8 else 131, bdt)
     inits = {"as": f32(0.03), "az": np.array(125 if adt == U8 else -2, adt), "bs": bs,
              "bz": bz, "ys": f32(0.05), "yz": np.array(128 if ydt == U8 else 0, ydt)}
-    feeds, ins = {"a": a}, [_vi("a", a)]
-    if const_b:
-        inits["b"] = b
-    else:
-        feeds["b"] = b
-        ins.append(_vi("b", b))
+    feeds, ins = _operands(a, b, const_b, inits)
     mod = make_model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
                            ["y"])], ins, _out(ydt), inits)
     return mod, feeds
@@ -113,12 +116,7 @@ def runtime_zp(op):
 def matmulinteger(adt=U8, bdt=U8, const_b=False, a_shape=(2, 4, 9), b_shape=(9, 6)):
     a, b = q(a_shape, adt, 8), q(b_shape, bdt, 9, *_weight_range(adt, bdt))
     inits = {"az": np.array(11, adt), "bz": np.array(200 if bdt == U8 else 4, bdt)}
-    feeds, ins = {"a": a}, [_vi("a", a)]
-    if const_b:
-        inits["b"] = b
-    else:
-        feeds["b"] = b
-        ins.append(_vi("b", b))
+    feeds, ins = _operands(a, b, const_b, inits)
     mod = make_model([node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])], ins,
                      _out(np.int32), inits)
     return mod, feeds

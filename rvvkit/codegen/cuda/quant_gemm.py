@@ -26,6 +26,7 @@ from typing import Callable
 
 from ..kernel import Kernel
 from ..kernels import qconv as _qconv, qmatmul as _qmatmul  # noqa: F401  (declare the specs)
+from ..kernels.qgemm import EPILOGUE, EPILOGUE_KEY
 from .elementwise import per_element
 from .registry import CudaKernel, generator
 from .tiles import UNROLL_NAME, UNROLL_TEXT, cdiv
@@ -62,7 +63,8 @@ static __device__ __forceinline__ int rvk_cu_q8_dot(int a, int b, int acc) {
 REQUANT_KEY = "rvk_cu_q8_requant"
 REQUANT = """\
 /* int32 -> quantized as rvk_requant in the C kernels (float multiply, clamp to [lo, hi],
- * round half to even) before + zp. */
+ * round half to even, + zp): the GPU's own correctly rounded multiply and conversion; the
+ * emulator runs the C helper itself. */
 static __device__ __forceinline__ int rvk_cu_q8_requant(int v, float scale, float lo, float hi,
                                                         int zp) {
 #if defined(__CUDA_ARCH__)
@@ -71,13 +73,7 @@ static __device__ __forceinline__ int rvk_cu_q8_requant(int v, float scale, floa
     f = f > hi ? hi : f;
     return __float2int_rn(f) + zp;
 #else
-    float f = (float)v * scale;
-    f = f < lo ? lo : f;
-    f = f > hi ? hi : f;
-    f += 12582912.0f;
-    int bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits - 0x4B400000 + zp;
+    return rvk_requant(v, scale, lo, hi, zp);
 #endif
 }
 """
@@ -190,6 +186,7 @@ def _launch(pr: _Product, kernel: Kernel) -> CudaKernel:
     if pr.k % 4 == 0:
         support[WORDS_KEY] = WORDS
     if pr.requant:
+        support[EPILOGUE_KEY] = EPILOGUE
         support[REQUANT_KEY] = REQUANT
     return CudaKernel(ck.body, {**support, **ck.support})
 

@@ -13,7 +13,8 @@ from typing import Dict
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..rvv import header
-from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, row_support, scratch_words
+from .qgemm import (QGEMM_NAME, epilogue_support, qgemm_support, row_support, scratch_words,
+                    tail_params)
 
 declare_spec("qconv", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
                        "dilations", "x_dtype", "out", "x_zp", "x_flip", "y_zp", "lo", "hi",
@@ -167,14 +168,9 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
 {epi}    }}
     }}
 """
-    params = [Param("x", dtype=x_dtype), Param("w", dtype="int8"), Param("bias", dtype="int32")]
-    if has_scale:
-        params.append(Param("scale"))
-    if w_zp:
-        params.append(Param("w_zp", dtype="int32"))
-    if rt_zp:
-        params += [Param("x_zp", dtype=x_dtype), Param("w_rows", dtype="int32")]
-    params.append(Param("y", False, out))
+    params = [Param("x", dtype=x_dtype), Param("w", dtype="int8"), Param("bias", dtype="int32"),
+              *tail_params(has_scale, "w_zp" if w_zp else "",
+                           ("x_zp", "w_rows") if rt_zp else (), x_dtype, out)]
     support: Dict[str, str] = {**header(), **qgemm_support()}
     if not direct:
         support[ROWS_KEY] = ROWS
@@ -184,7 +180,8 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
                      strides=strides, pads=pads, dilations=dilations, x_dtype=x_dtype, out=out,
                      x_zp=x_zp, x_flip=int(x_flip), y_zp=y_zp, lo=lo, hi=hi,
                      paired=int(paired), w_zp=int(w_zp), rt_zp=int(rt_zp))
-    kernel = Kernel("qconv", tuple(params), body, workspace=acc_words + sum_words + col_words + scr_words,
+    kernel = Kernel("qconv", tuple(params), body,
+                    workspace=acc_words + sum_words + col_words + scr_words,
                     support=support, macs=n * m * p * k, spec=spec)
     return Lowered(kernel)
 

@@ -6,26 +6,27 @@ requantisation epilogue they share.
 A supplies scalars (a row of weights, or of activations), B vectors along n (the im2col rows of
 a convolution, or the weight rows of a matrix product), C is row-major int32.
 
-RVV: a strip of n at e8/m1 (VLEN/8 columns) times 4 rows of A. Each product is a widening
-multiply into int16 (vwmul.vx); when `paired`, the next k's product is added in int16 too
-(vwmacc.vx) before one widening add into the int32 accumulators (vwadd.wv) — two k per
-accumulator update. That is exact because paired is only set when one operand never holds
--128 (the builder checks the constant side): |a*b| <= 127*128 and two such sums stay within
-int16. The 4 rows' int8-vtype operations are issued together, then the 4 int16-vtype adds, so
-the vtype changes twice per k step rather than per row.
+RVV: B is widened to int16 once per call (in `scratch`); then, per strip of VLEN/8 columns
+(int16 at m2; a last strip that fits half of one at m1) and block of 6 rows of A, every product
+is one vwmacc.vx into int32 m4 accumulators (exact), the first k peeled into vwmul so that the
+k loop runs at its own vtype with no vsetvli inside.
 
-x86 with AVX2: B's rows are interleaved in pairs and widened to int16 once per call (in
-`scratch`), A's in pairs per block of 4 rows; then vpmaddwd multiplies 8 columns x 2 k and adds
-the pair in one instruction (exact: two int8 products fit int32 many times over), into a 4 x 16
-block of int32 accumulators (8 registers + 2 loads + 1 broadcast).
+x86 with AVX2: B's rows are interleaved in pairs and widened to int16 once per call, into
+16-column panels (in `scratch`), A's rows widened once; then vpmaddwd multiplies 8 columns x 2 k
+and adds the pair in one instruction (exact: two int8 products fit int32 many times over), into
+a 6 x 16 block of int32 accumulators (12 registers + 2 loads + 1 broadcast).
 
-Portable C (other x86, GCC 12 riscv64, the CUDA unit's one-thread form): the same loop nest over
-a 4 x 64 int32 tile, written so that compilers vectorise the column loop.
+Portable C (other x86, GCC 12 riscv64, the CUDA unit's one-thread form): a 4 x 64 int32 tile,
+written so that compilers vectorise the column loop. When `paired`, two k's products are added
+in int16 before widening: exact because the builder sets it only when the constant side never
+holds -128 (|a*b| <= 127*128, and two such products stay within int16).
 
-`scratch` holds QGEMM_SCRATCH(N, K) int32 words; only the AVX2 path uses it."""
+`scratch` holds scratch_words(M, N, K) int32 words (the RVV and AVX2 paths use it)."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, List, Tuple
+
+from ..kernel import Param
 
 MR = 4          # rows of A per register block
 NB = 64         # columns per portable tile
@@ -317,6 +318,20 @@ static RVK_HD inline void rvk_requant_row(const int32_t *__restrict acc, long n,
 
 def epilogue_support() -> Dict[str, str]:
     return {EPILOGUE_KEY: EPILOGUE}
+
+
+def tail_params(has_scale: bool, zp: str, rt_zp: Tuple[str, str], zp_dtype: str,
+                out: str) -> List[Param]:
+    """The kernel parameters after operands and bias, in the order passes/quant.py gives the
+    node's inputs: [scale (float, per channel)], [`zp` (int32 per-channel zero points; '' when
+    absent)], [`rt_zp` = (run-time zero point of `zp_dtype`, int32 weight sums); () when
+    absent], then y of type `out`."""
+    params = [Param("scale")] if has_scale else []
+    if zp:
+        params.append(Param(zp, dtype="int32"))
+    if rt_zp:
+        params += [Param(rt_zp[0], dtype=zp_dtype), Param(rt_zp[1], dtype="int32")]
+    return params + [Param("y", False, out)]
 
 
 def row_support() -> Dict[str, str]:

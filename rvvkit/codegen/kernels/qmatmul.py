@@ -12,7 +12,7 @@ from typing import Dict
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..rvv import header
-from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, scratch_words
+from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, scratch_words, tail_params
 
 declare_spec("qmatmul", ("a_shape", "b_shape", "y_shape", "a_dtype", "b_dtype", "out", "a_zp",
                          "y_zp", "lo", "hi", "paired", "b_zp", "b_const", "rt_zp"))
@@ -116,14 +116,9 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
     }}
 """)
     params = [Param("a", dtype=a_dtype), Param("b", dtype="int8" if b_const else b_dtype),
-              Param("bias", dtype="int32")]
-    if has_scale:
-        params.append(Param("scale"))
-    if b_zp:
-        params.append(Param("b_zp", dtype="int32"))
-    if rt_zp:
-        params += [Param("a_zp", dtype=a_dtype), Param("b_cols", dtype="int32")]
-    params.append(Param("y", False, out))
+              Param("bias", dtype="int32"),
+              *tail_params(has_scale, "b_zp" if b_zp else "",
+                           ("a_zp", "b_cols") if rt_zp else (), a_dtype, out)]
     support: Dict[str, str] = {**header(), **qgemm_support()}
     if out in ("int8", "uint8"):
         support.update(epilogue_support())
