@@ -16,6 +16,8 @@ from .kernel import Lowered, Param
 from .kernels import conv3d
 from .kernels import quant_ew as qk
 from .kernels import quant_pool as qp
+from .kernels.quant_island import qdq_add
+from ..ops.quant_island import QDQ_ADD
 
 MS = ql.MS
 
@@ -57,6 +59,17 @@ def _dynamic(n: Node, g: Graph) -> Lowered:
     if len([o for o in n.outputs if o]) != 3:
         raise ModelError(f"{n.op} node {n.name!r}: all three outputs must be used")
     return qk.dynamic_quantize(g.t(n.inputs[0]).size)
+
+
+@lowering(QDQ_ADD)
+def _qdq_add(n: Node, g: Graph) -> Lowered:
+    q = n.attrs["q"]
+    operands = [(g.t(n.inputs[i]).dtype.name, float(q.get(i + 1, 0.0)), int(q.get(i + 2, 0)))
+                for i in (0, 3)]
+    params = _params(n, g, ("a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale",
+                            "y_zp"))
+    return qdq_add(math.prod(g.t(n.inputs[0]).shape), operands, g.t(n.outputs[0]).dtype.name,
+                   (float(q[6]), int(q[7])), bool(n.attrs.get("relu")), params)
 
 
 @lowering(MS + "QLinearAdd", MS + "QLinearMul")

@@ -5,6 +5,9 @@ nodes, so rvvkit computes (and rounds) what onnxruntime computes:
     DQ(x), DQ(w) -> Conv [-> Relu] -> Q        QLinearConv (Relu narrows the saturation)
     DQ(a), DQ(b) -> MatMul / Gemm [-> Q]       QLinearMatMul / QGemm (no Q: float output)
     DQ(a), DQ(b) -> Add / Mul -> Q             com.microsoft.QLinearAdd / QLinearMul
+    DQ(a), DQ(b) or a float -> Sum / Add [-> Relu] -> Q
+                                               rvvkit.QDQAdd: onnxruntime keeps these in float;
+                                               the same float operations in one pass
     DQ(x) -> Sigmoid / LeakyRelu / AveragePool / GlobalAveragePool / Softmax -> Q
                                                com.microsoft.QLinear<op>
     DQ(x)... -> Concat -> Q                    com.microsoft.QLinearConcat
@@ -23,6 +26,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..ops import REGISTRY
+from ..ops.quant_island import QDQ_ADD
 
 DQ, Q = "DequantizeLinear", "QuantizeLinear"
 UNARY = {"Sigmoid": "com.microsoft.QLinearSigmoid",
@@ -75,14 +79,15 @@ class _Ctx:
     def _zero(self, like: str) -> str:
         return self._const(like + "/zp0", np.zeros((), self.g.t(like).dtype))
 
+    def is_q(self, q: Node) -> bool:
+        """A QuantizeLinear with a per-tensor scale and zero point."""
+        return (q.op == Q and len(q.inputs) >= 3 and bool(q.inputs[2])
+                and self.per_tensor(q.inputs[1]) and self.per_tensor(q.inputs[2]))
+
     def q_output(self, name: str) -> Optional[Node]:
         """The per-tensor QuantizeLinear that alone reads `name`."""
         q = self.sole(name)
-        if q is None or q.op != Q or len(q.inputs) < 3 or not q.inputs[2]:
-            return None
-        if not (self.per_tensor(q.inputs[1]) and self.per_tensor(q.inputs[2])):
-            return None
-        return q
+        return q if q is not None and self.is_q(q) else None
 
 
 def _relu_then_q(c: _Ctx, name: str) -> Tuple[Optional[Node], Optional[Node]]:
@@ -175,6 +180,44 @@ def _binary(c: _Ctx, n: Node) -> bool:
     return True
 
 
+def _join_operand(c: _Ctx, name: str) -> Optional[List[str]]:
+    """An operand of a float join: its quantized source, or the float tensor with no scale."""
+    x = c.dq_input(name)
+    if x is not None and not c.g.is_const(x[0]):
+        return list(x)
+    if c.g.is_const(name) or c.g.t(name).dtype != np.float32:
+        return None
+    return [name, "", ""]
+
+
+def _island(c: _Ctx, n: Node) -> bool:
+    """A join that stays float in onnxruntime (Sum, or Add not followed directly by its Q), of
+    two same-shaped operands, one at least quantized, [-> Relu] -> Q: one pass, which also
+    writes the float value when something else reads it (resnet50's float residual stream)."""
+    if n.op == "Add" and _binary(c, n):
+        return True
+    if len(n.inputs) != 2:
+        return False
+    a, b = _join_operand(c, n.inputs[0]), _join_operand(c, n.inputs[1])
+    if a is None or b is None or not (a[1] or b[1]):
+        return False
+    shape = c.g.t(n.outputs[0]).shape
+    if c.g.t(a[0]).shape != shape or c.g.t(b[0]).shape != shape:
+        return False
+    relu = c.sole(n.outputs[0])
+    relu = relu if relu is not None and relu.op == "Relu" else None
+    value = relu.outputs[0] if relu is not None else n.outputs[0]
+    readers = c.cons.get(value, [])
+    q = next((r for r in readers if r.inputs[0] == value and c.is_q(r)), None)
+    if q is None:
+        return False
+    keep = len(readers) > 1 or value in c.g.outputs
+    _replace(c, n, QDQ_ADD, [*a, *b, q.inputs[1], q.inputs[2]],
+             [q.outputs[0]] + ([value] if keep else []), [d for d in (relu, q) if d],
+             {"relu": int(relu is not None)})
+    return True
+
+
 def _concat(c: _Ctx, n: Node) -> bool:
     op = "com.microsoft.QLinearConcat"
     xs = [c.dq_input(i) for i in n.inputs]
@@ -211,6 +254,8 @@ def _rule(op: str):
         return _matmul
     if op in UNARY:
         return _unary
+    if op in ("Add", "Sum"):
+        return _island
     if op in BINARY:
         return _binary
     if op == "Concat":

@@ -122,6 +122,23 @@ def qlinear_binary(spec: dict, kernel: Kernel) -> CudaKernel:
                        "\n".join(s for s in stmts if s))
 
 
+@generator("qdq_add")
+def qdq_add(spec: dict, kernel: Kernel) -> CudaKernel:
+    """The C kernel's statements; on the GPU the products and the sum are the correctly
+    rounded intrinsics, which nvcc never contracts into an fma."""
+    from ..kernels import quant_island as qi
+    ops, names = spec["operands"], ("a[i]", "b[i]")
+    vals = [x if dt == "float32" else f"__fmul_rn((float)((int){x} - {zp}), {flt(sc)})"
+            for (dt, sc, zp), x in zip(ops, names)]
+    keep = bool(spec["keep_float"])
+    stmts = (f"{_voids(kernel, ('a', 'b', 'y', 'y1'))}\n#if defined(__CUDA_ARCH__)\n"
+             f"float s = __fadd_rn({vals[0]}, {vals[1]});\n#else\n"
+             f"{qi.portable_sum(ops, names)}\n#endif\n"
+             + qi.quantize_sum(spec["y_q"], bool(spec["relu"]), spec["out_dtype"], "y[i]",
+                               "y1[i]" if keep else ""))
+    return per_element("qdq_add", kernel, spec["n_elems"], stmts)
+
+
 def _voids(kernel: Kernel, keep) -> str:
     return " ".join(f"(void){p.name};" for p in kernel.params if p.name not in keep)
 

@@ -32,55 +32,53 @@ MR = 4          # rows of A per register block
 NB = 64         # columns per portable tile
 
 
-RV_MR = 6      # rows of A per RVV register block: 6 int32 m4 accumulators + one int16 m2 B
+RV_BLOCKS = (14, 8, 7, 4, 2, 1)   # rows or columns per RVV register block: 7 fits
+#                                  a 7 x 7 map (49 = 3 x 14 + 7), 8 powers of two
 
 
-def _rvv_rows(mr: int, lm: int = 2) -> str:
-    """One register block at int16 LMUL `lm` (int32 accumulators at 2 lm): the first k
-    initialises the accumulators with vwmul (so the block is entered at the loop's own vtype:
-    clang 16 then keeps vsetvli out of the k loop), every other k is one vwmacc.vx per row."""
-    rows = range(mr)
-    a32, b16 = f"i32m{2 * lm}", f"i16m{lm}"
-    first = "\n".join(f"            v{a32[:-2]}m{2 * lm}_t c{r} = __riscv_vwmul_vx_{a32}(b0, "
-                      f"(int16_t)A[(m0 + {r}) * lda], vl);" for r in rows)
-    first = first.replace(f"v{a32[:-2]}m{2 * lm}_t", f"vint32m{2 * lm}_t")
-    mac = "\n".join(f"                c{r} = __riscv_vwmacc_vx_{a32}(c{r}, "
-                    f"(int16_t)A[(m0 + {r}) * lda + k], b, vl);" for r in rows)
-    store = "\n".join(f"            __riscv_vse32_v_{a32}(C + (m0 + {r}) * ldc + n0, c{r}, vl);"
-                      for r in rows)
-    return f"""            const vint16m{lm}_t b0 = __riscv_vle16_v_{b16}(bw + n0, vl);
+def _rvv_block(r: int, scalar, vec_load: str, store) -> str:
+    """One RVV register block of `r` int32 m2 accumulators (14 of them and the int16 m1 operand
+    fill 29 of the 32 registers): every product is one vwmacc.vx at e16/m1, the first k
+    peeled into vwmul so that the block is entered at the k loop's own vtype (clang 16 then
+    keeps vsetvli out of it). `scalar(i, k)` is block row i's scalar at k, `vec_load(k)` the
+    shared int16 m1 vector, `store(i)` writes accumulator c{i}."""
+    rows = range(r)
+    first = "\n".join(f"            vint32m2_t c{i} = __riscv_vwmul_vx_i32m2(v, (int16_t){scalar(i, '0')}, vl);"
+                      for i in rows)
+    mac = "\n".join(f"                c{i} = __riscv_vwmacc_vx_i32m2(c{i}, (int16_t){scalar(i, 'k')}, v, vl);"
+                    for i in rows)
+    stores = "\n".join(f"            {store(i)};" for i in rows)
+    return f"""            vint16m1_t v = {vec_load('0')};
 {first}
             for (long k = 1; k < K; ++k) {{
-                const vint16m{lm}_t b = __riscv_vle16_v_{b16}(bw + k * N + n0, vl);
+                v = {vec_load('k')};
 {mac}
             }}
-{store}"""
+{stores}"""
 
 
-def _rvv_blocks(lm: int) -> str:
-    """Row blocks of 6, then 4, 2 and 1, over one strip of columns."""
-    return f"""        long m0 = 0;
-        for (; m0 + {RV_MR} <= M; m0 += {RV_MR}) {{
-{_rvv_rows(RV_MR, lm)}
-        }}
-        if (M - m0 >= 4) {{
-{_rvv_rows(4, lm)}
-            m0 += 4;
-        }}
-        if (M - m0 >= 2) {{
-{_rvv_rows(2, lm)}
-            m0 += 2;
-        }}
-        if (M - m0 >= 1) {{
-{_rvv_rows(1, lm)}
-        }}"""
+def _rvv_blocks(idx: str, count: str, body) -> str:
+    """Blocks of RV_BLOCKS[0] along `idx`, then one each of the smaller sizes for the rest."""
+    big = RV_BLOCKS[0]
+    parts = [f"""        long {idx} = 0;
+        for (; {idx} + {big} <= {count}; {idx} += {big}) {{
+{body(big)}
+        }}"""]
+    for r in RV_BLOCKS[1:]:
+        parts.append(f"""        if ({count} - {idx} >= {r}) {{
+{body(r)}
+            {idx} += {r};
+        }}""")
+    return "\n".join(parts)
 
 
-def _rvv() -> str:
-    return f"""    /* B widened to int16 once (scratch), then every product is one vwmacc.vx into int32:
-     * no change of vtype inside the loops (a pair-wise int8 scheme costs the same weighted
-     * work plus two vsetvli per k step). */
-    int16_t *__restrict bw = (int16_t *)scratch;
+def _rvv_n_path() -> str:
+    """Vectors along n (B's rows, widened to int16 once), scalars from A's rows."""
+    body = lambda r: _rvv_block(   # noqa: E731
+        r, lambda i, k: f"A[(m0 + {i}) * lda + {k}]",
+        lambda k: f"__riscv_vle16_v_i16m1(bw + {k} * N + n0, vl)",
+        lambda i: f"__riscv_vse32_v_i32m2(C + (m0 + {i}) * ldc + n0, c{i}, vl)")
+    return f"""    int16_t *__restrict bw = (int16_t *)scratch;
     for (long k = 0; k < K; ++k)
         for (long n = 0; n < N;) {{
             const size_t vl = __riscv_vsetvl_e16m2((size_t)(N - n));
@@ -89,21 +87,43 @@ def _rvv() -> str:
                                                           vl), vl);
             n += (long)vl;
         }}
-    /* Strips of VLEN/8 columns; a last strip that fits half of one runs at half the LMUL,
-     * which costs half (a strip's cost is its register groups, not its vl). */
-    const size_t vmax = __riscv_vsetvlmax_e16m2(), vhalf = __riscv_vsetvlmax_e16m1();
     for (long n0 = 0; n0 < N;) {{
-        const size_t rest = (size_t)(N - n0);
-        if (rest <= vhalf) {{
-            const size_t vl = rest;
-{_rvv_blocks(1)}
-            n0 += (long)vl;
-            continue;
-        }}
-        const size_t vl = rest < vmax ? rest : vmax;
-{_rvv_blocks(2)}
+        const size_t vl = __riscv_vsetvl_e16m1((size_t)(N - n0));
+{_rvv_blocks("m0", "M", body)}
         n0 += (long)vl;
     }}"""
+
+
+def _rvv_m_path() -> str:
+    """Vectors along m (A's columns, read strided and widened in the loop), scalars from B's
+    rows, C stored strided."""
+    body = lambda r: _rvv_block(   # noqa: E731
+        r, lambda i, k: f"B[{k} * ldb + n0 + {i}]",
+        lambda k: (f"__riscv_vsext_vf2_i16m1(__riscv_vlse8_v_i8mf2(A + m0 * lda + {k}, "
+                   f"(ptrdiff_t)lda, vl), vl)"),
+        lambda i: f"__riscv_vsse32_v_i32m2(C + m0 * ldc + n0 + {i}, cs, c{i}, vl)")
+    return f"""    const ptrdiff_t cs = (ptrdiff_t)(ldc * (long)sizeof(int32_t));
+    for (long m0 = 0; m0 < M;) {{
+        const size_t vl = __riscv_vsetvl_e16m1((size_t)(M - m0));
+{_rvv_blocks("n0", "N", body)}
+        m0 += (long)vl;
+    }}"""
+
+
+def _rvv() -> str:
+    return f"""    /* Exact int8 products cost one vwmacc.vx (int16 x int16 -> int32) each; the register
+     * blocks are at e16/m1 so that VLEN's 32 registers, not LMUL, give the reuse (14 rows
+     * share each vector operand). Vectors run along whichever of n and m fills more lanes:
+     * along n, B is widened once and A's weights are the scalars; along m (small N, e.g.
+     * a 7 x 7 feature map), A's columns are the vectors, which costs one more instruction
+     * per 14 products (the widening in the loop), so it is taken only when it saves more. */
+    const long v1 = (long)__riscv_vsetvlmax_e16m1();
+    const long n_lanes = (N + v1 - 1) / v1 * v1 * M, m_lanes = (M + v1 - 1) / v1 * v1 * N;
+    if (m_lanes * 16 < n_lanes * 15) {{
+{_rvv_m_path()}
+        return;
+    }}
+{_rvv_n_path()}"""
 
 
 X86_MR = 6     # rows per AVX2 register block: 12 accumulators + 2 B + 1 broadcast
@@ -288,24 +308,27 @@ ROW_KEY = "hd_rvk_requant_row"
 ROW = """\
 /* One output row: y[q] = requant(acc[q] + add - coef * sub[q]) (sub may be NULL), the same
  * arithmetic as rvk_requant, strip-mined at e32/m4 on RVV (clang 16 vectorised the scalar form
- * into compare-and-merge pairs and fractional-LMUL narrowing steps, about twice the work). The
- * result's low byte is the int8 or uint8 output (it lies in range after the saturation). */
+ * into compare-and-merge pairs and fractional-LMUL narrowing steps, about twice the work).
+ * There the product is rounded by the narrowing conversion to int16 (frm: round to nearest
+ * even, as everywhere in rvvkit), which saturates, so the clamp to [lo, hi] + zp (the same
+ * integers as rvk_requant's float clamp, rounding being monotonic) runs on half-width
+ * registers. The result's low byte is the int8 or uint8 output. */
 static RVK_HD inline void rvk_requant_row(const int32_t *__restrict acc, long n, int32_t add,
                                           int32_t coef, const int32_t *__restrict sub,
                                           float scale, float lo, float hi, int32_t zp,
                                           int8_t *__restrict y) {
 #if defined(__riscv_v_intrinsic)
+    const int16_t ilo = (int16_t)((int32_t)lo + zp), ihi = (int16_t)((int32_t)hi + zp);
     for (long q = 0; q < n;) {
         const size_t vl = __riscv_vsetvl_e32m4((size_t)(n - q));
         vint32m4_t v = __riscv_vadd_vx_i32m4(__riscv_vle32_v_i32m4(acc + q, vl), add, vl);
         if (sub)
             v = __riscv_vnmsac_vx_i32m4(v, coef, __riscv_vle32_v_i32m4(sub + q, vl), vl);
-        vfloat32m4_t f = __riscv_vfmul_vf_f32m4(__riscv_vfcvt_f_x_v_f32m4(v, vl), scale, vl);
-        f = __riscv_vfmin_vf_f32m4(__riscv_vfmax_vf_f32m4(f, lo, vl), hi, vl);
-        f = __riscv_vfadd_vf_f32m4(f, 12582912.0f, vl);
-        v = __riscv_vsub_vx_i32m4(__riscv_vreinterpret_v_f32m4_i32m4(f), 0x4B400000 - zp, vl);
-        __riscv_vse8_v_i8m1(y + q, __riscv_vnsra_wx_i8m1(__riscv_vnsra_wx_i16m2(v, 0, vl), 0, vl),
-                            vl);
+        const vfloat32m4_t f = __riscv_vfmul_vf_f32m4(__riscv_vfcvt_f_x_v_f32m4(v, vl), scale,
+                                                      vl);
+        vint16m2_t h = __riscv_vsadd_vx_i16m2(__riscv_vfncvt_x_f_w_i16m2(f, vl), (int16_t)zp, vl);
+        h = __riscv_vmin_vx_i16m2(__riscv_vmax_vx_i16m2(h, ilo, vl), ihi, vl);
+        __riscv_vse8_v_i8m1(y + q, __riscv_vnsra_wx_i8m1(h, 0, vl), vl);
         q += (long)vl;
     }
 #else

@@ -67,12 +67,16 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
         body.append(f"    int32_t *__restrict rowsum = (int32_t *)(ws + {lay['rowsum']});\n")
     if need_colsum:
         body.append(f"    int32_t *__restrict colsum = (int32_t *)(ws + {lay['colsum']});\n")
-    body.append(f"    const float flo = {float(lo - y_zp)!r}f, fhi = {float(hi - y_zp)!r}f;\n"
-                "    (void)flo; (void)fhi;\n")
-    body.append(f"    for (long s = 0; s < {steps}; ++s) {{\n")
-    body.append(f"        const {at} *__restrict as = a + s * {a_step};\n"
-                f"        const {bt} *__restrict bs = b + s * {b_step};\n"
-                f"        {yt} *__restrict ys = y + s * {rows * n};\n")
+    if out in ("int8", "uint8"):
+        body.append(f"    const float flo = {float(lo - y_zp)!r}f, fhi = {float(hi - y_zp)!r}f;\n")
+    if steps > 1:
+        body.append(f"    for (long s = 0; s < {steps}; ++s) {{\n"
+                    f"        const {at} *__restrict as = a + s * {a_step};\n"
+                    f"        const {bt} *__restrict bs = b + s * {b_step};\n"
+                    f"        {yt} *__restrict ys = y + s * {rows * n};\n")
+    else:   # one step: a block, so that the step's names read the same
+        body.append(f"    {{\n        const {at} *__restrict as = a;\n"
+                    f"        const {bt} *__restrict bs = b;\n        {yt} *__restrict ys = y;\n")
     if a_flip:
         body.append(f"        int8_t *__restrict av = (int8_t *)(ws + {lay['af']});\n"
                     + _flip("av", "as", rows * k))
