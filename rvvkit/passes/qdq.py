@@ -11,7 +11,7 @@ nodes, so rvvkit computes (and rounds) what onnxruntime computes:
     DQ(x) -> Sigmoid / LeakyRelu / AveragePool / GlobalAveragePool / Softmax -> Q
                                                com.microsoft.QLinear<op>
     DQ(x)... -> Concat -> Q                    com.microsoft.QLinearConcat
-    DQ(x) -> MaxPool / Reshape / Transpose / ... -> Q, same scale and zero point
+    DQ(x) -> MaxPool / Reshape / Transpose / nearest Resize / ... -> Q, same scale and zero point
                                                the op on the integers (exactly equal)
 
 Weights are constants by now: DequantizeLinear of a constant folds to float32 at build time but
@@ -35,7 +35,8 @@ UNARY = {"Sigmoid": "com.microsoft.QLinearSigmoid",
          "GlobalAveragePool": "com.microsoft.QLinearGlobalAveragePool",
          "Softmax": "com.microsoft.QLinearSoftmax"}
 BINARY = {"Add": "com.microsoft.QLinearAdd", "Mul": "com.microsoft.QLinearMul"}
-DROP = ("MaxPool", "GlobalMaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze")
+DROP = ("MaxPool", "GlobalMaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze",
+        "Resize", "Upsample")   # Resize/Upsample: nearest only (copies; the others interpolate)
 
 # A quantized operand: (integer tensor name, scale name, zero-point name)
 QOperand = Tuple[str, str, str]
@@ -238,6 +239,8 @@ def _same_params(c: _Ctx, x: QOperand, q: Node) -> bool:
 
 def _drop(c: _Ctx, n: Node) -> bool:
     if n.op not in REGISTRY or not REGISTRY[n.op].takes(np.int8):
+        return False
+    if n.op in ("Resize", "Upsample") and n.attrs.get("mode", "nearest") != "nearest":
         return False
     x = c.dq_input(n.inputs[0])
     q = c.q_output(n.outputs[0])
