@@ -6,10 +6,14 @@ requantisation epilogue they share.
 A supplies scalars (a row of weights, or of activations), B vectors along n (the im2col rows of
 a convolution, or the weight rows of a matrix product), C is row-major int32.
 
-RVV: B is widened to int16 once per call (in `scratch`); then, per strip of VLEN/8 columns
-(int16 at m2; a last strip that fits half of one at m1) and block of 6 rows of A, every product
-is one vwmacc.vx into int32 m4 accumulators (exact), the first k peeled into vwmul so that the
-k loop runs at its own vtype with no vsetvli inside.
+RVV: every product is one vwmacc.vx (int16 x int16 -> int32, exact) at e16/m1, in register
+blocks of up to 14 int32 m2 accumulators that share one int16 vector operand (VLEN's 32
+registers give the reuse, not LMUL); the first k is peeled into vwmul so that the k loop runs
+at its own vtype with no vsetvli inside. The vectors run along n (B widened to int16 once per
+call, in `scratch`; A's elements are the scalars) or, when that fills clearly fewer lanes
+(N small against M, e.g. a 7 x 7 feature map), along m (A's columns read strided and widened
+in the loop; B's elements are the scalars; C stored strided). The choice is made at run time
+from the VLEN.
 
 x86 with AVX2: B's rows are interleaved in pairs and widened to int16 once per call, into
 16-column panels (in `scratch`), A's rows widened once; then vpmaddwd multiplies 8 columns x 2 k
