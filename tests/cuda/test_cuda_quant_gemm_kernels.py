@@ -67,6 +67,18 @@ CASES = {
                                                    relu=True),
     "conv_depthwise": lambda: conv_case((1, 5, 8, 7), (5, 1, 3, 3), group=5,
                                         pads=(1, 1, 1, 1), x_dtype="int8"),
+    # the C kernel's direct depthwise path (qconv_dw.py): unpaired full-range weights, int8
+    # out with a Relu, a batch, 5 x 5 dilated, 1-D
+    "conv_dw_u8_stride2_unpaired": lambda: conv_case((1, 6, 9, 8), (6, 1, 3, 3), group=6,
+                                                     strides=(2, 2), pads=(0, 1, 2, 1),
+                                                     paired=False),
+    "conv_dw_s8_batch2_relu": lambda: conv_case((2, 4, 7, 6), (4, 1, 3, 3), group=4,
+                                                pads=(1, 1, 1, 1), x_dtype="int8", out="int8",
+                                                relu=True),
+    "conv_dw_5x5_dilated": lambda: conv_case((1, 3, 12, 11), (3, 1, 5, 5), group=3,
+                                             dilations=(2, 1), pads=(4, 2, 4, 2)),
+    "conv_dw_1d": lambda: conv_case((1, 5, 1, 19), (5, 1, 1, 3), group=5, pads=(0, 1, 0, 1),
+                                    strides=(1, 2)),
     "conv_pointwise_words": lambda: conv_case((2, 16, 5, 3), (19, 16, 1, 1), x_dtype="int8",
                                               out="int8", y_zp=-4),
     "conv_pointwise_u8_strided": lambda: conv_case((1, 8, 7, 7), (3, 8, 1, 1),

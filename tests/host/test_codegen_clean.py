@@ -282,7 +282,8 @@ def _grid_model() -> onnx.ModelProto:
 
 def _quant_model() -> onnx.ModelProto:
     """The quantized element-wise family (tests/ops/test_ops_quant_ew.py): Q/DQ per tensor and
-    per axis, DynamicQuantizeLinear, uint8 MaxPool, and com.microsoft QLinear* ops."""
+    per axis, DynamicQuantizeLinear, uint8 MaxPool, and com.microsoft QLinear* ops; and the
+    integer convolutions and matrix products (plain, depthwise, run-time zero points)."""
     node = helper.make_node
 
     def ms(op, ins, out, **kw):
@@ -292,6 +293,13 @@ def _quant_model() -> onnx.ModelProto:
     inits = {"s": f(0.05), "z": u8(128), "s2": f(0.04), "z2": u8(120), "s3": f(0.02),
              "z3": u8(0), "sm": f(1 / 256), "cs": np.linspace(0.01, 0.08, 8).astype(f),
              "cz": np.arange(8).astype(u8)}
+    r = np.random.default_rng(0)
+    i8 = lambda *shape: r.integers(-127, 128, shape).astype(np.int8)   # noqa: E731
+    inits.update(w=i8(6, 4, 3, 3), ws=np.linspace(0.01, 0.02, 6).astype(f),
+                 wz=np.zeros(6, np.int8), b=r.integers(-500, 500, 6).astype(np.int32),
+                 dw=i8(4, 1, 3, 3), wz0=np.int8(0), mb=i8(6, 5),
+                 mu=r.integers(0, 256, (6, 3)).astype(u8),
+                 cu=r.integers(0, 256, (2, 4, 3, 3)).astype(u8))
     nodes = [node("QuantizeLinear", ["x", "s", "z"], ["q"]),
              node("MaxPool", ["q"], ["m"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              ms("QLinearAdd", ["q", "s", "z", "m", "s", "z", "s2", "z2"], "a"),
@@ -304,9 +312,19 @@ def _quant_model() -> onnx.ModelProto:
              ms("QLinearSoftmax", ["ml", "s3", "z3", "sm", "z3"], "sx", axis=1, opset=13),
              node("DequantizeLinear", ["sx", "s3", "z3"], ["y1"]),
              node("DequantizeLinear", ["ap", "cs", "cz"], ["y2"], axis=1),
-             node("DynamicQuantizeLinear", ["x"], ["y3", "y4", "y5"])]
+             node("DynamicQuantizeLinear", ["x"], ["y3", "y4", "y5"]),
+             # the integer GEMM family: its RVV, AVX2 and portable cores and epilogues
+             node("QLinearConv", ["q", "s", "z", "w", "ws", "wz", "s2", "z2", "b"], ["qc"],
+                  pads=[1, 1, 1, 1]),
+             node("QLinearConv", ["q", "s", "z", "dw", "s3", "wz0", "s2", "z2"], ["qd"],
+                  group=4, pads=[1, 1, 1, 1], strides=[2, 2]),
+             node("QLinearMatMul", ["q", "s", "z", "mb", "s3", "wz0", "s2", "z2"], ["qm"]),
+             node("MatMulInteger", ["y3", "mu", "y5"], ["mi"]),
+             node("ConvInteger", ["y3", "cu", "y5"], ["ci"])]
     outs = [("y1", TensorProto.FLOAT), ("y2", TensorProto.FLOAT), ("y3", TensorProto.UINT8),
-            ("y4", TensorProto.FLOAT), ("y5", TensorProto.UINT8)]
+            ("y4", TensorProto.FLOAT), ("y5", TensorProto.UINT8), ("qc", TensorProto.UINT8),
+            ("qd", TensorProto.UINT8), ("qm", TensorProto.UINT8), ("mi", TensorProto.INT32),
+            ("ci", TensorProto.INT32)]
     graph = helper.make_graph(
         nodes, "quant", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
         [helper.make_tensor_value_info(o, t, None) for o, t in outs],

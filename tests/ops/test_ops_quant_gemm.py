@@ -70,6 +70,22 @@ def qlinearconv(xdt=U8, wdt=I8, x_shape=(1, 3, 7, 6), w_shape=(4, 3, 3, 3), per_
     return mod, {"x": x}
 
 
+def depthwise(xdt=U8, x_shape=(1, 6, 9, 8), k=(3, 3), per_channel=True, min_weight=False,
+              **attrs):
+    """QLinearConv with group == channels (rvvkit's direct depthwise path); `min_weight`: one
+    weight is -128 (so pairs of products may not be summed in int16)."""
+    c = x_shape[1]
+    mod, feeds = qlinearconv(xdt, x_shape=x_shape, w_shape=(c, 1) + tuple(k), group=c,
+                             per_channel=per_channel, ydt=xdt, **attrs)
+    if min_weight:
+        from onnx import numpy_helper
+        init = next(i for i in mod.graph.initializer if i.name == "w")
+        w = numpy_helper.to_array(init).copy()
+        w.reshape(-1)[4] = -128
+        init.CopyFrom(numpy_helper.from_array(w, "w"))
+    return mod, feeds
+
+
 def convinteger(xdt=U8, wdt=U8, xz=7, wz=3, **attrs):
     x, w = q((1, 2, 6, 5), xdt, 4), q((3, 2, 2, 3), wdt, 5, *_weight_range(xdt, wdt))
     inits = {"w": w, "xz": np.array(xz, xdt), "wz": np.array(wz, wdt)}
@@ -146,10 +162,32 @@ CASES = {
     "qconv_u8_weights_zp": lambda: qlinearconv(U8, U8, wz=140, pads=[0, 1, 0, 1]),
     "qconv_depthwise": lambda: qlinearconv(x_shape=(1, 4, 9, 8), w_shape=(4, 1, 3, 3),
                                            group=4, pads=[1, 1, 1, 1], per_channel=True),
+    "qconv_dw_s8_stride2_asym_pads": lambda: depthwise(I8, (1, 5, 10, 9), strides=[2, 2],
+                                                       pads=[0, 1, 2, 1]),
+    "qconv_dw_u8_dilated": lambda: depthwise(U8, (1, 4, 11, 12), dilations=[2, 2],
+                                             pads=[2, 2, 2, 2]),
+    "qconv_dw_5x5_stride_1x2": lambda: depthwise(U8, (1, 3, 9, 13), (5, 5), strides=[1, 2],
+                                                 pads=[2, 2, 2, 1]),
+    "qconv_dw_s8_unpaired_per_tensor": lambda: depthwise(I8, (1, 4, 7, 7), per_channel=False,
+                                                         min_weight=True, pads=[1, 1, 1, 1]),
+    "qconv_dw_batch2": lambda: depthwise(U8, (2, 6, 6, 5), pads=[1, 1, 1, 1]),
+    "qconv_dw_7x7_valid": lambda: depthwise(I8, (1, 3, 12, 10), (7, 7)),
+    "qconv_dw_1d": lambda: depthwise(U8, (1, 5, 17), (3,), pads=[1, 2]),
+    "qconv_dw_tiny_planes": lambda: depthwise(I8, (1, 40, 2, 2), strides=[2, 2],
+                                              pads=[1, 1, 1, 1]),
+    "qconv_channel_multiplier_2": lambda: qlinearconv(x_shape=(1, 3, 6, 6),
+                                                      w_shape=(6, 1, 3, 3), group=3,
+                                                      pads=[1, 1, 1, 1]),
     "qconv_grouped_dilated": lambda: qlinearconv(x_shape=(2, 4, 9, 9), w_shape=(6, 2, 3, 3),
                                                  group=2, dilations=[2, 2], bias=False),
     "qconv_1x1_int8_direct": lambda: qlinearconv(I8, x_shape=(1, 5, 4, 7),
                                                  w_shape=(9, 5, 1, 1), ydt=I8),
+    # more output channels than output pixels: the RVV core's vectors run along the channels
+    # (14-, 7-, 4-... wide pixel blocks) at every sampled VLEN
+    "qconv_7x7_map_many_channels": lambda: qlinearconv(I8, x_shape=(1, 8, 7, 7),
+                                                       w_shape=(64, 8, 3, 3), ydt=I8,
+                                                       pads=[1, 1, 1, 1], per_channel=True),
+    "qmatmul_tall_narrow": lambda: qlinearmatmul(U8, I8, (70, 16), (16, 5)),
     "qconv_1d": lambda: qlinearconv(x_shape=(1, 3, 11), w_shape=(5, 3, 3), pads=[1, 1]),
     "convinteger_u8": lambda: convinteger(pads=[1, 0, 1, 1]),
     "convinteger_s8_zero_zp": lambda: convinteger(I8, I8, 0, 0, strides=[1, 2]),
@@ -196,10 +234,11 @@ def test_full_range_operands_sum_exactly(op_executor):
 
 def qdq_model(kind):
     """A QDQ group as quantize_static writes it: DQ(x), DQ(w), DQ(int32 bias) -> op [-> Relu]
-    -> Q, then DQ to a float output."""
+    -> Q, then DQ to a float output ("conv_dw": a depthwise Conv)."""
     x = q((1, 3, 6, 5) if kind.startswith("conv") else (4, 10), U8, 30)
-    w = q((5, 3, 3, 3) if kind.startswith("conv") else (10, 6), I8, 31, -64, 64)
-    n_out = 5 if kind.startswith("conv") else 6
+    w_shape = {"conv_dw": (3, 1, 3, 3), "gemm": (10, 6), "matmul": (10, 6)}.get(kind, (5, 3, 3, 3))
+    w = q(w_shape, I8, 31, -64, 64)
+    n_out = w_shape[0] if kind.startswith("conv") else 6
     inits = {"xs": f32(0.04), "xz": np.array(120, U8), "w": w,
              "ws": np.linspace(0.01, 0.02, n_out).astype(np.float32) if kind != "matmul"
              else f32(0.015),
@@ -214,7 +253,8 @@ def qdq_model(kind):
              node("DequantizeLinear", ["b", "bs", "bz"], ["bf"],
                   **({"axis": 0} if kind != "matmul" else {}))]
     if kind.startswith("conv"):
-        nodes.append(node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1]))
+        nodes.append(node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1],
+                          group=3 if kind == "conv_dw" else 1))
     elif kind == "gemm":
         nodes.append(node("Gemm", ["xf", "wf", "bf"], ["c"]))
     else:
@@ -229,7 +269,7 @@ def qdq_model(kind):
     return mod, {"x": x}
 
 
-@pytest.mark.parametrize("kind", ["conv", "conv_relu", "gemm", "matmul"])
+@pytest.mark.parametrize("kind", ["conv", "conv_relu", "conv_dw", "gemm", "matmul"])
 def test_qdq_groups_run_as_integer_kernels(kind, op_executor):
     """The group becomes one integer kernel (the plan says so) and agrees with onnxruntime
     within one output quantum."""

@@ -11,6 +11,7 @@ import math
 from ..cfmt import flt
 from ..kernel import Kernel
 from ..kernels import quant_ew as qk
+from ..kernels import quant_island as qi
 from ..kernels import quant_pool as qp
 from ..loops import broadcast_strides, collapse, strides_of
 from .elementwise import NAME, gather, gparams, index_type, launch, named, per_element, unused
@@ -126,7 +127,6 @@ def qlinear_binary(spec: dict, kernel: Kernel) -> CudaKernel:
 def qdq_add(spec: dict, kernel: Kernel) -> CudaKernel:
     """The C kernel's statements; on the GPU the products and the sum are the correctly
     rounded intrinsics, which nvcc never contracts into an fma."""
-    from ..kernels import quant_island as qi
     ops, names = spec["operands"], ("a[i]", "b[i]")
     vals = [x if dt == "float32" else f"__fmul_rn((float)((int){x} - {zp}), {flt(sc)})"
             for (dt, sc, zp), x in zip(ops, names)]

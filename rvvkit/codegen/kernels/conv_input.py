@@ -130,6 +130,17 @@ class PhaseGrid:
         hi = min(lim, max(0, cdiv(n - off, s)))
         return lo, max(lo, hi)
 
+    def rects(self):
+        """Per stride phase with any input pixel: (phase index, a, b, ilo, ihi, jlo, jhi), its
+        plane cells [ilo, ihi) x [jlo, jhi) holding input rows i*sh + a - pt and columns
+        j*sw + b - pl; every other cell is padding."""
+        pt, pl = self.pads[0], self.pads[1]
+        for ph, (a, b) in enumerate(self.phases):
+            ilo, ihi = self._range(a - pt, self.h, self.sh, self.hq)
+            jlo, jhi = self._range(b - pl, self.w, self.sw, self.wq)
+            if ihi > ilo and jhi > jlo:
+                yield ph, a, b, ilo, ihi, jlo, jhi
+
     def split(self, slack: int) -> Tuple[str, str]:
         """C routine x -> phase planes (size floats, zeroed), then `slack` zeros for over-reads.
 
@@ -143,11 +154,7 @@ class PhaseGrid:
         h, w, sh, sw, wq = self.h, self.w, self.sh, self.sw, self.wq
         pt, pl = self.pads[0], self.pads[1]
         blocks = []
-        for ph, (a, b) in enumerate(self.phases):
-            ilo, ihi = self._range(a - pt, h, sh, self.hq)
-            jlo, jhi = self._range(b - pl, w, sw, wq)
-            if ihi == ilo or jhi == jlo:
-                continue
+        for ph, a, b, ilo, ihi, jlo, jhi in self.rects():
             src = f"xc + (i * {sh} + {a - pt}) * {w} + {jlo * sw + b - pl}"
             dst = f"xp + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + i * {wq} + {jlo}"
             if sw == 1:

@@ -5,14 +5,19 @@ channels x taps, P = output pixels), uint8 inputs flipped to int8 on the way and
 with the input zero point (a real 0); then col's column sums when the weights have non-zero
 zero points; the int8 GEMM core (qgemm.py) with the weights as A; and the epilogue adding the
 folded bias and requantising per output channel. A 1 x 1, stride-1, unpadded convolution of
-int8 input reads the input in place (it already is col)."""
+int8 input reads the input in place (it already is col). A depthwise convolution with int8/uint8
+output takes its own direct path (qconv_dw.py) under the same spec and parameters."""
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Dict
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..cfmt import indent
+from ..loops import loop
 from ..rvv import header
+from .qconv_dw import dw_applies, qconv_dw
 from .qgemm import (QGEMM_NAME, epilogue_support, qgemm_support, row_support, scratch_words,
                     tail_params)
 
@@ -82,8 +87,11 @@ static RVK_HD inline void rvk_copy_i8(int8_t *__restrict d, const int8_t *__rest
 #if defined(__riscv_v_intrinsic)
     for (long i = 0; i < n;) {
         const size_t vl = __riscv_vsetvl_e8m4((size_t)(n - i));
-        vint8m4_t v = stride == 1 ? __riscv_vle8_v_i8m4(s + i, vl)
-                                  : __riscv_vlse8_v_i8m4(s + i * stride, (ptrdiff_t)stride, vl);
+        vint8m4_t v;
+        if (stride == 1)
+            v = __riscv_vle8_v_i8m4(s + i, vl);
+        else
+            v = __riscv_vlse8_v_i8m4(s + i * stride, (ptrdiff_t)stride, vl);
         if (flip) v = __riscv_vxor_vx_i8m4(v, (int8_t)-128, vl);
         __riscv_vse8_v_i8m4(d + i, v, vl);
         i += (long)vl;
@@ -134,6 +142,20 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     m, cg, kh, kw = w_shape
     oh, ow = y_shape[2], y_shape[3]
     mg, p, k = m // group, oh * ow, cg * kh * kw
+    params = [Param("x", dtype=x_dtype), Param("w", dtype="int8"), Param("bias", dtype="int32"),
+              *tail_params(has_scale, "w_zp" if w_zp else "",
+                           ("x_zp", "w_rows") if rt_zp else (), x_dtype, out)]
+    spec = make_spec("qconv", x_shape=x_shape, w_shape=w_shape, y_shape=y_shape, group=group,
+                     strides=strides, pads=pads, dilations=dilations, x_dtype=x_dtype, out=out,
+                     x_zp=x_zp, x_flip=int(x_flip), y_zp=y_zp, lo=lo, hi=hi,
+                     paired=int(paired), w_zp=int(w_zp), rt_zp=int(rt_zp))
+    if has_scale and dw_applies(x_shape, w_shape, group, out, w_zp, rt_zp):
+        body, words, dw_support = qconv_dw(
+            x_shape, w_shape, y_shape, strides=strides, pads=pads, dilations=dilations,
+            x_flip=x_flip, x_zp=x_zp, out=out, y_zp=y_zp, lo=lo, hi=hi, paired=paired)
+        return Lowered(Kernel("qconv", tuple(params), body, workspace=words,
+                              support={**header(), **dw_support}, macs=n * m * p * k,
+                              spec=spec))
     direct = (kh == kw == 1 and tuple(strides) == (1, 1) and not any(pads) and not x_flip)
     col_words = 0 if direct else _words(k * p)
     sum_words = p if w_zp else 0
@@ -155,31 +177,26 @@ def qconv(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, x_
     decl_col = "" if direct else \
         f"    int8_t *__restrict col = (int8_t *)(ws + {acc_words + sum_words});\n"
     decl_col += f"    int32_t *__restrict scr = (int32_t *)(ws + {acc_words + sum_words + col_words});\n"
-    body = f"""    int32_t *__restrict acc = (int32_t *)ws;
-{'    int32_t *__restrict colsum = (int32_t *)(ws + ' + str(acc_words) + ');' if w_zp else ''}
-{decl_col}    const float flo = {qlo!r}f, fhi = {qhi!r}f;
-    (void)flo; (void)fhi;
-{'    const int32_t xz = (int32_t)x_zp[0] - ' + str(zp_shift) + ';' if rt_zp else ''}
-    for (long b = 0; b < {n}; ++b) {{
-    {yt} *__restrict yn = y + b * {m * p};
-    for (long gi = 0; gi < {group}; ++gi) {{
+    group_body = textwrap.dedent(f"""\
         const {xt} *__restrict xg = x + (b * {c} + gi * {cg}) * {h * w};
 {col}{colsum}        {QGEMM_NAME}({mg}, {p}, {k}, w + gi * {mg * k}, {k}, col, {p}, acc, {p}, {int(paired)}, scr);
-{epi}    }}
-    }}
-"""
-    params = [Param("x", dtype=x_dtype), Param("w", dtype="int8"), Param("bias", dtype="int32"),
-              *tail_params(has_scale, "w_zp" if w_zp else "",
-                           ("x_zp", "w_rows") if rt_zp else (), x_dtype, out)]
+{epi}""").rstrip()
+    image = (f"{yt} *__restrict yn = y + b * {m * p};\n"
+             + loop("gi", 0, group, group_body, ty="long"))
+    head = "    int32_t *__restrict acc = (int32_t *)ws;\n"
+    if w_zp:
+        head += f"    int32_t *__restrict colsum = (int32_t *)(ws + {acc_words});\n"
+    head += decl_col
+    if out in ("int8", "uint8"):
+        head += f"    const float flo = {qlo!r}f, fhi = {qhi!r}f;\n"
+    if rt_zp:
+        head += f"    const int32_t xz = (int32_t)x_zp[0] - {zp_shift};\n"
+    body = head + indent(loop("b", 0, n, image, ty="long")) + "\n"
     support: Dict[str, str] = {**header(), **qgemm_support()}
     if not direct:
         support[ROWS_KEY] = ROWS
     if out in ("int8", "uint8"):
         support.update(epilogue_support() if rt_zp else row_support())
-    spec = make_spec("qconv", x_shape=x_shape, w_shape=w_shape, y_shape=y_shape, group=group,
-                     strides=strides, pads=pads, dilations=dilations, x_dtype=x_dtype, out=out,
-                     x_zp=x_zp, x_flip=int(x_flip), y_zp=y_zp, lo=lo, hi=hi,
-                     paired=int(paired), w_zp=int(w_zp), rt_zp=int(rt_zp))
     kernel = Kernel("qconv", tuple(params), body,
                     workspace=acc_words + sum_words + col_words + scr_words,
                     support=support, macs=n * m * p * k, spec=spec)
