@@ -1,0 +1,111 @@
+// Runs an ncnn model for benchmarks/peer_ncnn.py (built by peer_ncnn_build.py, never by rvvkit).
+//
+//   ncnn_runner MODEL.param MODEL.bin INPUT.raw C H W REPEAT OUTDIR IN_BLOB OUT_BLOB...
+//
+// Loads the model, reads a float32 C x H x W tensor from INPUT.raw, runs one warm-up inference
+// and then REPEAT more (one thread, ncnn's default options except that fp16/bf16 storage and
+// arithmetic are off, so everything is fp32 or ncnn's int8), and writes each OUT_BLOB of the
+// last inference to OUTDIR/out<i>.raw as flat float32 in (c, d, h, w) order. Counting a run
+// with REPEAT=1 minus one with REPEAT=0 gives exactly one inference: loading, the warm-up and
+// the file writes are in both.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "net.h"
+
+static bool read_floats(const char* path, std::vector<float>& data, size_t count)
+{
+    FILE* f = fopen(path, "rb");
+    if (!f)
+        return false;
+    data.resize(count);
+    size_t got = fread(data.data(), sizeof(float), count, f);
+    fclose(f);
+    return got == count;
+}
+
+static bool write_mat(const std::string& path, const ncnn::Mat& m)
+{
+    FILE* f = fopen(path.c_str(), "wb");
+    if (!f)
+        return false;
+    bool ok = m.elempack == 1 && m.elemsize == sizeof(float);
+    // A channel's rows are contiguous; channels are cstep apart (padded), so write per channel.
+    const size_t per_channel = (size_t)m.w * m.h * m.d;
+    for (int q = 0; ok && q < m.c; q++)
+    {
+        const float* p = m.channel(q);
+        ok = fwrite(p, sizeof(float), per_channel, f) == per_channel;
+    }
+    return fclose(f) == 0 && ok;
+}
+
+int main(int argc, char** argv)
+{
+    if (argc < 11)
+    {
+        fprintf(stderr, "usage: %s MODEL.param MODEL.bin INPUT.raw C H W REPEAT OUTDIR IN_BLOB "
+                        "OUT_BLOB...\n", argv[0]);
+        return 2;
+    }
+    const int c = atoi(argv[4]), h = atoi(argv[5]), w = atoi(argv[6]);
+    const int repeat = atoi(argv[7]);
+    const std::string outdir = argv[8];
+    const char* in_blob = argv[9];
+
+    ncnn::Net net;
+    net.opt.num_threads = 1;
+    net.opt.use_fp16_packed = false;
+    net.opt.use_fp16_storage = false;
+    net.opt.use_fp16_arithmetic = false;
+    net.opt.use_bf16_packed = false;
+    net.opt.use_bf16_storage = false;
+    if (net.load_param(argv[1]) != 0 || net.load_model(argv[2]) != 0)
+    {
+        fprintf(stderr, "cannot load %s / %s\n", argv[1], argv[2]);
+        return 1;
+    }
+
+    std::vector<float> data;
+    if (!read_floats(argv[3], data, (size_t)c * h * w))
+    {
+        fprintf(stderr, "cannot read %d x %d x %d floats from %s\n", c, h, w, argv[3]);
+        return 1;
+    }
+    ncnn::Mat input(w, h, c);
+    for (int q = 0; q < c; q++)
+        memcpy(input.channel(q), &data[(size_t)q * h * w], sizeof(float) * h * w);
+
+    std::vector<ncnn::Mat> outs(argc - 10);
+    for (int r = 0; r < 1 + repeat; r++)
+    {
+        ncnn::Extractor ex = net.create_extractor();
+        if (ex.input(in_blob, input) != 0)
+        {
+            fprintf(stderr, "no input blob %s\n", in_blob);
+            return 1;
+        }
+        for (int i = 10; i < argc; i++)
+        {
+            if (ex.extract(argv[i], outs[i - 10]) != 0)
+            {
+                fprintf(stderr, "cannot extract blob %s\n", argv[i]);
+                return 1;
+            }
+        }
+    }
+    for (size_t i = 0; i < outs.size(); i++)
+    {
+        char name[32];
+        snprintf(name, sizeof(name), "/out%d.raw", (int)i);
+        if (!write_mat(outdir + name, outs[i]))
+        {
+            fprintf(stderr, "cannot write %s%s\n", outdir.c_str(), name);
+            return 1;
+        }
+    }
+    return 0;
+}

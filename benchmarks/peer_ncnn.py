@@ -1,0 +1,313 @@
+"""Peer benchmark: ncnn against rvvkit under QEMU (RVV 1.0), by exact instruction counts.
+
+    python3 benchmarks/peer_ncnn.py --markdown            # squeezenet+resnet50, VLEN 128/256/512
+    python3 benchmarks/peer_ncnn.py --models squeezenet --vlens 256
+    python3 benchmarks/peer_ncnn.py --int8 --ncnn-tools ~/src/ncnn.git --vlens 256 --json peer.json
+
+For each model (rvvkit.zoo light models: the onnx wheel's architectures with seeded random
+weights) and VLEN, one inference of ncnn and of rvvkit is counted by rvvkit's QEMU TCG plugin
+with the same qemu-riscv64, sysroot and -cpu string: a run doing one inference after a warm-up
+minus a run doing only the warm-up (rvvkit: QemuSession.instruction_counts, the same scheme).
+Columns: "raw" = every dynamic instruction; "weighted" = insns - vector_insns +
+lmul_weighted_vector_ops (each vector instruction counted as its LMUL register-group size,
+other instructions as 1); the vector-only LMUL-weighted figures; MACs per raw instruction.
+
+ncnn: the PyPI sdist (version pinned in peer_ncnn_build.py and printed), libncnn.a built for
+riscv64 + RVV with zig's clang (PyPI ziglang), benchmarks/ncnn_runner.cpp linked against it,
+one thread, default options with fp16/bf16 storage and arithmetic off. Models are converted
+with pnnx (PyPI) and checked against onnxruntime on the same seeded input before anything is
+counted (largest difference over the output's range <= --tolerance on the logits, same top-1);
+a conversion that does not match is not reported. pnnx writes an opset-9 Softmax over
+[1, C, 1, 1] with the wrong axis; the script sets the axis the ONNX model means and says so.
+
+--int8: ncnn's int8 model from its own tools (ncnn2table with KL calibration on the same four
+seeded inputs rvvkit's onnxruntime quantization uses, then ncnn2int8), built for the host from
+the same ncnn source, against rvvkit's int8 QOperator model (rvvkit.zoo_quant, as in
+bench_int8.py), both ending at the logits; each int8 output's agreement with onnxruntime's
+fp32 model is reported. The PyPI sdist has no tools/ directory, so --int8 needs a Tencent/ncnn
+git checkout (or bare git directory) with the matching tag (--ncnn-tools); the script checks
+that tag's src/ against the sdist's. Build products live in --work-dir, never in the repo.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import numpy as np  # noqa: E402
+
+import peer_ncnn_build as B  # noqa: E402
+import peer_ncnn_models as M  # noqa: E402
+from peer_ncnn_build import PeerError, log  # noqa: E402
+
+ENGINES = ("ncnn", "rvvkit")
+
+
+def qemu_prefix(vlen: int) -> list:
+    from rvvkit.jit import targets
+    from rvvkit.runtime.qemu import resolve_qemu, resolve_sysroot
+    return [resolve_qemu(), "-L", resolve_sysroot(), "-cpu", targets.riscv().cpu_string(vlen)]
+
+
+def _cached(path: Path, key: str, compute, recount: bool):
+    if not recount:
+        try:
+            data = json.loads(path.read_text())
+            if data.get("key") == key:
+                return data["value"]
+        except (OSError, ValueError):
+            pass
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "value": value}))
+    return value
+
+
+def ncnn_argv(runner, model: dict, inp: Path, chw, repeat: int, outdir: Path, blobs) -> list:
+    return [str(runner), model["param"], model["bin"], str(inp), *map(str, chw), str(repeat),
+            str(outdir), model["input"], *blobs]
+
+
+def ncnn_outputs(runner, model: dict, inp: Path, chw, vlen: int, blobs) -> list:
+    """Run the ncnn model once under QEMU (no counting) and read back `blobs`."""
+    with tempfile.TemporaryDirectory(prefix="peer-ncnn-") as d:
+        subprocess_run(qemu_prefix(vlen) + ncnn_argv(runner, model, inp, chw, 0, Path(d), blobs))
+        return [np.fromfile(Path(d) / f"out{i}.raw", dtype=np.float32) for i in range(len(blobs))]
+
+
+def subprocess_run(argv: list) -> None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=7200)
+    except subprocess.TimeoutExpired:
+        raise PeerError(f"ncnn runner timed out after 7200 s: {' '.join(argv)}") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace").strip()[-2000:]
+        raise PeerError(f"ncnn runner failed (exit {proc.returncode}): {' '.join(argv)}\n{tail}")
+
+
+def ncnn_counts(runner, model: dict, inp: Path, chw, vlen: int, jobs: int) -> dict:
+    """One inference: a run with REPEAT=1 minus one with REPEAT=0 (in parallel if jobs > 1)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from rvvkit.runtime.icount import COUNT_KEYS, count_instructions, per_run
+
+    def count(repeat: int) -> dict:
+        with tempfile.TemporaryDirectory(prefix="peer-ncnn-") as d:
+            return count_instructions(qemu_prefix(vlen), ncnn_argv(
+                runner, model, inp, chw, repeat, Path(d), [model["output"]]), timeout=7200)
+    with ThreadPoolExecutor(max_workers=max(1, min(2, jobs))) as pool:
+        hi, lo = pool.map(count, (1, 0))
+    c = per_run(hi, lo, 1)
+    return {k: int(c[k]) for k in COUNT_KEYS}
+
+
+def rvvkit_counts(art, feeds: dict, vlen: int) -> dict:
+    from rvvkit.runtime.icount import COUNT_KEYS
+    from rvvkit.runtime.qemu import QemuSession
+    with QemuSession(art, vlen=vlen) as sess:
+        c = sess.instruction_counts(feeds)  # totals only here: per_thread is not compared
+    return {k: int(c[k]) for k in COUNT_KEYS}
+
+
+def weighted(c: dict) -> int:
+    return c["insns"] - c["vector_insns"] + c["lmul_weighted_vector_ops"]
+
+
+def prepare(name: str, prec: str, work: Path, tools, runner, vlen0: int, tol: float) -> dict:
+    """The ncnn model, checked; rvvkit's artifact; the feeds and the check results."""
+    import rvvkit
+    from rvvkit import zoo, zoo_quant
+    label = f"{name} {prec}"
+    if prec == "fp32":
+        model = zoo.light_model(name)
+        feeds = zoo.sample_inputs(model)
+        exposed = M.ort_outputs(M.with_logits(model), feeds)
+        refs = [exposed[n] for n in (M.logits_name(model), model.graph.output[0].name)]
+    else:
+        model, feeds = zoo_quant.float_model(name)      # opset 13, ends at the logits
+        refs = list(M.ort_outputs(model, feeds).values())
+    base = work / "models" / name / prec
+    conv = M.pnnx_convert(model, feeds, base / "pnnx", label)
+    inp = base / "input.raw"
+    chw = M.write_input(feeds, inp)
+    blobs = ([conv["softmax_input"], conv["output"]] if prec == "fp32" and conv["softmax_input"]
+             else [conv["output"]])
+    key = M.digest(conv["key"], Path(conv["param"]).read_bytes(), runner.read_bytes(), vlen0)
+    got = _cached(base / "check_fp32.json", key, lambda: [
+        a.tolist() for a in ncnn_outputs(runner, conv, inp, chw, vlen0, blobs)], False)
+    res = {"fp32": M.check(label, [np.array(g) for g in got], refs[:len(got)], tol, True)}
+    if conv.get("note"):
+        res["fix"] = conv["note"]
+        log(f"{label}: {conv['note']}")
+    out = {"ncnn": conv, "input": inp, "chw": chw, "feeds": feeds, "checks": res}
+    if prec == "fp32":
+        out["art"] = rvvkit.build(model)
+        return out
+    calib = zoo_quant._calibration(model, feeds)       # the inputs rvvkit's int8 model saw
+    q = M.quantize_int8(tools, conv, calib, base / "int8", label)
+    qkey = M.digest(q["key"], runner.read_bytes(), vlen0)
+    (qgot,) = _cached(base / "check_int8.json", qkey, lambda: [
+        a.tolist() for a in ncnn_outputs(runner, q, inp, chw, vlen0, [q["output"]])], False)
+    res["ncnn_int8"] = M.agreement(np.array(qgot), refs[0])
+    qpath = base / f"{name}_qop_int8.onnx"        # what zoo_quant.quantized writes
+    qkey = M.digest(model.SerializeToString(), metadata.version("onnxruntime"))
+    if not (qpath.is_file() and (base / "qop.key").is_file()
+            and (base / "qop.key").read_text() == qkey):
+        log(f"{label}: quantizing for rvvkit with onnxruntime (QOperator, int8)")
+        qpath = Path(zoo_quant.quantized(name, "qop", str(base), "int8")[0])
+        (base / "qop.key").write_text(qkey)
+    out["art"] = rvvkit.build(str(qpath))
+    res["rvvkit_int8"] = M.rvvkit_host_agreement(out["art"], feeds, refs[0])
+    res["int8_layers"] = q["int8_layers"]
+    log(f"{label}: top-1 vs onnxruntime fp32: ncnn int8 {res['ncnn_int8']['same_top1']}, "
+        f"rvvkit int8 {res['rvvkit_int8']['same_top1']}")
+    out["ncnn"] = q
+    return out
+
+
+def measure(name, prec, vlens, work, tools, runner, args) -> tuple:
+    p = prepare(name, prec, work, tools, runner, vlens[0], args.tolerance)
+    macs = int(p["art"].meta["macs"])
+    art_key = M.digest(p["art"].to_bytes())
+    rows = []
+    for vlen in vlens:
+        cpu = qemu_prefix(vlen)
+        t0 = time.perf_counter()
+        nkey = M.digest(Path(p["ncnn"]["param"]).read_bytes(), Path(p["ncnn"]["bin"]).read_bytes(),
+                        runner.read_bytes(), p["input"].read_bytes(), *cpu)
+        nc = _cached(work / "counts" / f"ncnn-{name}-{prec}-{vlen}.json", nkey,
+                     lambda: ncnn_counts(runner, p["ncnn"], p["input"], p["chw"], vlen,
+                                         args.jobs),
+                     args.recount)
+        rkey = M.digest(art_key, *cpu, os.environ.get("RVVKIT_COMPILER", ""))
+        rc = _cached(work / "counts" / f"rvvkit-{name}-{prec}-{vlen}.json", rkey,
+                     lambda: rvvkit_counts(p["art"], p["feeds"], vlen), args.recount)
+        row = {"model": name, "precision": prec, "vlen": vlen, "macs": macs,
+               "ncnn": dict(nc, weighted=weighted(nc)), "rvvkit": dict(rc, weighted=weighted(rc))}
+        row["weighted_ratio"] = row["ncnn"]["weighted"] / row["rvvkit"]["weighted"]
+        rows.append(row)
+        log(f"{name} {prec} VLEN {vlen}: weighted ncnn {row['ncnn']['weighted'] / 1e6:.1f} M, "
+            f"rvvkit {row['rvvkit']['weighted'] / 1e6:.1f} M ({time.perf_counter() - t0:.0f}s)")
+    return rows, {"model": name, "precision": prec, **p["checks"]}
+
+
+def _m(x) -> str:
+    return f"{x / 1e6:,.1f} M"
+
+
+def print_tables(rows, checks, markdown: bool) -> None:
+    from rvvkit.report import table
+    heads = ["model", "VLEN", "ncnn raw", "rvvkit raw", "ncnn weighted", "rvvkit weighted",
+             "weighted ncnn / rvvkit", "ncnn vec LMUL-weighted", "rvvkit vec LMUL-weighted",
+             "ncnn MACs/insn", "rvvkit MACs/insn"]
+    for prec in ("fp32", "int8"):
+        body = [[r["model"], r["vlen"], _m(r["ncnn"]["insns"]), _m(r["rvvkit"]["insns"]),
+                 _m(r["ncnn"]["weighted"]), _m(r["rvvkit"]["weighted"]),
+                 f"{r['weighted_ratio']:.3f}", _m(r["ncnn"]["lmul_weighted_vector_ops"]),
+                 _m(r["rvvkit"]["lmul_weighted_vector_ops"]),
+                 f"{r['macs'] / r['ncnn']['insns']:.2f}", f"{r['macs'] / r['rvvkit']['insns']:.2f}"]
+                for r in rows if r["precision"] == prec]
+        if body:
+            print(f"\n{prec} (one inference, dynamic instructions under QEMU)\n")
+            _emit(heads, body, markdown, table)
+    body = []
+    for c in checks:
+        q = c.get("ncnn_int8")
+        i8 = [f"{q['max_diff_of_range']:.3f} / {q['same_top1']}",
+              f"{c['rvvkit_int8']['max_diff_of_range']:.3f} / {c['rvvkit_int8']['same_top1']}"
+              ] if q else ["-", "-"]
+        body.append([c["model"], c["precision"], f"{c['fp32']['max_diff_of_range']:.1e}",
+                     c["fp32"]["same_top1"], *i8, c.get("fix", "") or "-"])
+    print("\nchecks against onnxruntime fp32 on the logits (max diff / range, same top-1)\n")
+    _emit(["model", "source model", "ncnn fp32 max diff / range", "ncnn fp32 top-1",
+           "ncnn int8", "rvvkit int8 (host)", "param fix"], body, markdown, table, "l" * 7)
+
+
+def _emit(heads, body, markdown, table, align=None) -> None:
+    if markdown:
+        print("| " + " | ".join(heads) + " |\n|" + "---|" * len(heads))
+        for b in body:
+            print("| " + " | ".join(str(x) for x in b) + " |")
+    else:
+        print(table(heads, body, align=align or "lr" + "r" * (len(heads) - 2)))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"])
+    p.add_argument("--vlens", nargs="+", type=int, default=[128, 256, 512])
+    p.add_argument("--int8", action="store_true", help="also count ncnn int8 vs rvvkit int8")
+    p.add_argument("--ncnn-tools", default=os.environ.get("RVVKIT_NCNN_TOOLS", ""),
+                   help=f"Tencent/ncnn checkout or git dir with tag {B.NCNN_TAG} (for --int8)")
+    p.add_argument("--work-dir", default=os.environ.get(
+        "RVVKIT_PEER_DIR", str(Path.home() / ".cache" / "rvvkit-peer")))
+    p.add_argument("--jobs", type=int, default=2,
+                   help="parallel build jobs and ncnn QEMU runs (default 2)")
+    p.add_argument("--tolerance", type=float, default=1e-3,
+                   help="largest fp32 difference over the output's range accepted (1e-3)")
+    p.add_argument("--recount", action="store_true", help="ignore cached counts")
+    p.add_argument("--json", help="write versions, checks and rows to this file")
+    p.add_argument("--markdown", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        return _main(args)
+    except PeerError as exc:
+        print(f"peer_ncnn: error: {exc}", file=sys.stderr)
+    except Exception as exc:   # noqa: BLE001 - rvvkit/QEMU failures: one message, no traceback
+        name = type(exc).__name__
+        if not name.endswith(("Error", "Unavailable", "NotFound")):
+            raise
+        print(f"peer_ncnn: error: {name}: {exc}", file=sys.stderr)
+    return 1
+
+
+def _main(args) -> int:
+    work = Path(args.work_dir).expanduser().resolve()
+    if HERE.parent in work.parents or work == HERE.parent:
+        raise PeerError(f"--work-dir {work} is inside the repository; use a cache directory")
+    B.need("pnnx", "pip install pnnx")
+    qemu_prefix(args.vlens[0])                 # fails early without QEMU or the sysroot
+    src = B.fetch_source(work)
+    tools = B.build_host_tools(work, src, args.ncnn_tools, args.jobs) if args.int8 else None
+    rv = B.build_riscv(work, src, args.jobs)
+    versions = {"ncnn": B.NCNN_VERSION, "zig": rv["zig"], "pnnx": metadata.version("pnnx"),
+                "qemu_cpu": qemu_prefix(0)[-1].replace("vlen=0", "vlen=N"),
+                "onnxruntime": metadata.version("onnxruntime")}
+    if tools:
+        versions["ncnn_tools"] = tools["note"]
+    log("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    rows, checks = [], []
+    for prec in ("fp32", "int8") if args.int8 else ("fp32",):
+        for name in args.models:
+            r, c = measure(name, prec, args.vlens, work, tools, rv["runner"], args)
+            rows += r
+            checks.append(c)
+    print(f"ncnn {B.NCNN_VERSION} (zig {rv['zig']}, pnnx {versions['pnnx']}) vs rvvkit; "
+          f"QEMU -cpu {versions['qemu_cpu']}")
+    if tools:
+        print(f"ncnn int8 tools: {tools['note']}")
+        if B.riscv_int8_note(src):
+            print(f"note: {B.riscv_int8_note(src)}")
+    print_tables(rows, checks, args.markdown)
+    unknown = [(r["model"], r["vlen"], e) for r in rows for e in ENGINES
+               if r[e]["vector_insns_unknown_lmul"]]
+    for m, v, e in unknown:
+        print(f"note: {e} {m} VLEN {v} ran vector instructions under a vtype the plugin could "
+              "not read (vsetvl); its weighted count is a lower bound")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"versions": versions, "checks": checks,
+                                               "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
