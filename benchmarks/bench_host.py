@@ -1,7 +1,9 @@
-"""Host latency of the nine light models (rvvkit.zoo): rvvkit vs onnxruntime, one thread each.
+"""Host latency of the nine light models (rvvkit.zoo): rvvkit vs onnxruntime, the same number of
+threads each (--threads, default 1).
 
     python benchmarks/bench_host.py [--models resnet50,vgg19] [--repeat 20] [--json out.json]
                                     [--markdown] [--plot bench.png] [--profile-top 5]
+                                    [--threads 2]
 
 For each model, in one run on one machine (the script is not a test):
   * build      - rvvkit.build() of the randomised model from its .onnx file (parse, passes,
@@ -11,7 +13,7 @@ For each model, in one run on one machine (the script is not a test):
   * warm load  - HostSession() again with that cache now warm, in a fresh Python process (so the
                  dlopen is real): artifact load + cache hit + dlopen; median of --warm-runs;
   * latency    - rvvkit through prepare()/run_prepared() (no Python work per call) and
-                 onnxruntime (intra_op_num_threads=1, inter_op_num_threads=1, ORT_SEQUENTIAL,
+                 onnxruntime (intra_op_num_threads=--threads, inter_op_num_threads=1, ORT_SEQUENTIAL,
                  ORT_ENABLE_ALL graph optimisations), each warmed up, then measured interleaved
                  one call at a time (order alternating every iteration) so that machine noise hits
                  both alike; the median of --repeat calls is reported;
@@ -164,9 +166,10 @@ def bench_model(name: str, args, workdir: Path) -> Dict:
     res["warm_load_samples_s"] = [round(x, 4) for x in warm]
 
     sess = HostSession(art_path)  # warm cache, in process: the one we time
+    sess.set_threads(args.threads)
     prepared = sess.prepare(feeds)
     t0 = time.perf_counter()
-    ort_sess = ort_session(onnx_path)
+    ort_sess = ort_session(onnx_path, threads=args.threads)
     res["ort_load_s"] = time.perf_counter() - t0
     busy = wait_quiet(args.wait_quiet) if args.wait_quiet else busy_fraction()
     res["other_load_before"] = busy
@@ -207,6 +210,9 @@ def parse_args(argv=None):
     ap.add_argument("--repeat", type=int, default=20,
                     help="timed calls per model and runtime (median reported; default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for both: rvvkit's pool and onnxruntime's intra-op threads "
+                    "(default 1)")
     ap.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                     help="cap the timed calls of a model at about this many seconds "
                          "(at least 3 calls); lets one --repeat suit small and big models")
@@ -240,6 +246,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     env = environment()
+    env["threads"] = args.threads
     say(f"{env['cpu']} ({env['cpus']} CPUs), {env['compiler']}, onnxruntime "
         f"{env['onnxruntime']}; git {env['git_head']}, "
         f"{len(env['git_status'])} changed/untracked paths")

@@ -132,9 +132,10 @@ def markdown_report(results: List[Dict], gm: float, env: Dict) -> str:
         lines.append("| " + " | ".join(_row(r)[:-1]) + " |")
     lines.append(f"| **geomean** | | | | **{gm:.2f}** | | | | |")
     lines.append("")
-    lines.append(f"Single thread, median latency; {env['cpu']} ({env['cpus']} CPUs), "
-                 f"{env['compiler']}, onnxruntime {env['onnxruntime']} "
-                 f"(`intra_op_num_threads=1`, sequential, all graph optimisations), "
+    n = env.get("threads", 1)
+    lines.append(f"{n} thread{'s' * (n > 1)} each, median latency; {env['cpu']} "
+                 f"({env['cpus']} CPUs), {env['compiler']}, onnxruntime {env['onnxruntime']} "
+                 f"(`intra_op_num_threads={n}`, sequential, all graph optimisations), "
                  f"{env['time_utc']}. rvvkit/ort < 1 means rvvkit is faster. JIT cold: open "
                  f"the artifact with an empty compile cache; warm load: open it again in a new "
                  f"process with the cache warm.")

@@ -4,9 +4,10 @@
  * Build the runner itself without Python: make -C runtime_c [CC=riscv64-linux-gnu-gcc].
  *
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
- *          [--warmup W] [--timings FILE] [--untimed] [--no-verify]
+ *          [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]
  *
- * Checks ARTIFACT first (rvk_artifact.h: every section against the checksums of its meta, unless
+ * --threads T runs the kernels on T threads (default: $RVVKIT_NUM_THREADS, else the online
+ * cores; outputs are bit-identical for every T). Checks ARTIFACT first (rvk_artifact.h: every section against the checksums of its meta, unless
  * --no-verify; the meta's sizes against the kernels'), then reads the weights from its
  * .rvvkit.weights section (mapped, used in place: the section is 64-byte aligned in the file), inputs from .npy files (float32, C order, graph input order),
  * runs W warm-up and N timed inferences and writes outputs as DIR/out<i>.npy (1-D; reshape from
@@ -94,12 +95,12 @@ struct args {
     const char *artifact, *kernels, *outdir, *timings;
     const char *inputs[MAX_IO];
     int ninputs, untimed, no_verify;
-    long repeat, warmup;
+    long repeat, warmup, threads;
 };
 
 static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
-    "              [--warmup W] [--timings FILE] [--untimed] [--no-verify]";
+    "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]";
 
 static struct args parse_args(int argc, char **argv) {
     struct args a;
@@ -129,6 +130,7 @@ static struct args parse_args(int argc, char **argv) {
             else if (!strcmp(s, "--timings")) a.timings = v;
             else if (!strcmp(s, "--repeat")) a.repeat = parse_count(s, v);
             else if (!strcmp(s, "--warmup")) a.warmup = parse_count(s, v);
+            else if (!strcmp(s, "--threads")) a.threads = parse_count(s, v);
             else die(EXIT_USAGE, "unknown option %s\n%s", s, USAGE);
         } else if (positional == 0) {
             a.artifact = s, positional = 1;
@@ -261,6 +263,9 @@ int main(int argc, char **argv) {
     SYM(lib, a.kernels, "rvvkit_input_dtype", in_dtype);
     SYM(lib, a.kernels, "rvvkit_output_dtype", out_dtype);
     SYM(lib, a.kernels, "rvvkit_run_timed", run_timed);
+    rvvkit_set_num_threads_fn set_threads;
+    SYM(lib, a.kernels, "rvvkit_set_num_threads", set_threads);
+    if (a.threads > 0) set_threads(a.threads > 4096 ? 4096 : (int)a.threads);
     const int nin = num_in(), nout = num_out(), nsteps = num_steps();
     if (nin < 0 || nin > MAX_IO || nout < 0 || nout > MAX_IO || nsteps < 0)
         die(EXIT_KERNELS, "%s reports implausible sizes (%d inputs, %d outputs, %d steps)",

@@ -24,18 +24,22 @@
  *   1 + the index of the step that failed a check (and runs no later step); the CUDA dialect a
  *   cudaError_t, or RVVKIT_STATUS_DATA + step when a kernel found data out of range. The CUDA
  *   dialect exports the same functions on device pointers.
+ * - rvvkit_set_num_threads(n) sets the threads later runs use (n <= 0: the default, which is
+ *   $RVVKIT_NUM_THREADS, else the online cores) and returns the count set; outputs are
+ *   bit-identical for every count. The CUDA dialect accepts and ignores it (returns 1).
  * - A new or changed function raises RVVKIT_ABI_VERSION. History:
  *     1  the plan entry points;
  *     2  rvvkit_input_floats / rvvkit_output_floats;
  *     3  typed graph inputs/outputs: void pointers, rvvkit_{input,output}_{elems,dtype}
- *        replace the _floats pair, steps return a status.
+ *        replace the _floats pair, steps return a status;
+ *     4  rvvkit_set_num_threads.
  *
  * Valid as C (C99 and later) and as C++ (C++11 and later). The function-pointer types are
  * for callers that look the functions up with dlsym. */
 #ifndef RVVKIT_ABI_H
 #define RVVKIT_ABI_H
 
-#define RVVKIT_ABI_VERSION 3
+#define RVVKIT_ABI_VERSION 4
 /* CUDA dialect: base of the status for a kernel that found its data out of range */
 #define RVVKIT_STATUS_DATA 100000
 
@@ -57,6 +61,7 @@ int rvvkit_step(int i, const float *w, float *a, const void *const *in, void *co
 int rvvkit_run_timed(const float *w, float *a, const void *const *in, void *const *out,
                      double *seconds);
 int rvvkit_run(const float *w, float *a, const void *const *in, void *const *out);
+int rvvkit_set_num_threads(int n);
 
 typedef int (*rvvkit_count_fn)(void);      /* abi_version, num_steps, num_inputs/outputs */
 typedef long (*rvvkit_floats_fn)(void);    /* arena_floats, weights_floats */
@@ -67,6 +72,7 @@ typedef int (*rvvkit_step_fn)(int, const float *, float *, const void *const *,
 typedef int (*rvvkit_run_timed_fn)(const float *, float *, const void *const *,
                                    void *const *, double *);
 typedef int (*rvvkit_run_fn)(const float *, float *, const void *const *, void *const *);
+typedef int (*rvvkit_set_num_threads_fn)(int);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
 onnxruntime to compare rvvkit's host executor against.
 
 Every test session compiles into its own temporary cache (RVVKIT_CACHE_DIR), so the suite never
-reads or writes the user's cache; with pytest-xdist each worker gets its own."""
+reads or writes the user's cache; with pytest-xdist each worker gets its own. It also sets
+RVVKIT_TASK_GRAIN=1, so that even tiny kernels split across threads."""
 from __future__ import annotations
 
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
@@ -22,6 +23,9 @@ def _private_rvvkit_cache(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("RVVKIT_CACHE_DIR", str(tmp_path_factory.mktemp("rvvkit-cache")))
     mp.delenv("RVVKIT_NO_CACHE", raising=False)
+    # Split every kernel that can be split, however small, so the thread counts the executors
+    # run (tests/executors.py) exercise the partitions.
+    mp.setenv("RVVKIT_TASK_GRAIN", "1")
     yield
     mp.undo()
 

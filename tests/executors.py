@@ -21,6 +21,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
+import numpy as np
+
 from rvvkit.jit import targets
 
 ENV = "RVVKIT_TEST_EXECUTORS"
@@ -35,6 +37,8 @@ class Executor:
     options: Mapping = field(default_factory=dict)
     mark: Optional[str] = None      # the pytest mark its tests carry ("qemu", "cuda")
     strict_nvcc: bool = False       # first compile the artifact's CUDA source with nvcc -Werror
+    # Thread counts to run on, in one session; outputs must be bit-identical across them.
+    threads: Tuple[int, ...] = ()
 
     def why_not(self) -> str:
         """'' when this machine can run it, else what is missing."""
@@ -49,17 +53,35 @@ class Executor:
         import rvvkit
         self.check_artifact(art)
         with rvvkit.load(art, on=self.on, **self.options) as sess:
-            return sess.run(dict(feeds))
+            first = None
+            for n in self.threads or (None,):
+                sess.set_threads(n)
+                outs = sess.run(dict(feeds))
+                if first is None:
+                    first = outs
+                    continue
+                for name, want in first.items():   # threads never change a bit
+                    assert np.array_equal(outs[name], want, equal_nan=want.dtype.kind == "f"), \
+                        f"{self.id}: output {name!r} with {n} threads differs from " \
+                        f"{self.threads[0]} thread(s)"
+            return first
 
     def __str__(self) -> str:
         return self.id
 
 
-HOST = Executor("host", "host")
+# Thread counts: the host runs every case on 1, 2 and 3 threads in one session (cheap; odd
+# counts catch partition bugs); each QEMU variant runs one count (a QEMU start per run), so
+# that together they cover 1, 2 and 3 against onnxruntime. tests/qemu/test_threads.py checks
+# bit-identity across counts under QEMU.
+QEMU_THREADS = {128: 3, 256: 2, 512: 1, 1024: 2}
+HOST = Executor("host", "host", threads=(1, 2, 3))
 ALL: Tuple[Executor, ...] = (
     HOST,
-    *(Executor(f"qemu-vlen{v}", "qemu", {"vlen": v}, "qemu") for v in QEMU_VLENS),
-    Executor("qemu-vlen128-tail-ones", "qemu", {"vlen": 128, "tail_ones": True}, "qemu"),
+    *(Executor(f"qemu-vlen{v}", "qemu", {"vlen": v}, "qemu", threads=(QEMU_THREADS.get(v, 1),))
+      for v in QEMU_VLENS),
+    Executor("qemu-vlen128-tail-ones", "qemu", {"vlen": 128, "tail_ones": True}, "qemu",
+             threads=(2,)),
     Executor("cuda-emu", "cuda-emu", mark="cuda", strict_nvcc=True),
     Executor("cuda", "cuda", mark="cuda"),
 )
@@ -70,7 +92,8 @@ ALL: Tuple[Executor, ...] = (
 SAMPLE: Tuple[Executor, ...] = (
     HOST,
     ALL[len(QEMU_VLENS) + 1],   # qemu-vlen128-tail-ones
-    Executor("qemu-vlen512-tail-ones", "qemu", {"vlen": 512, "tail_ones": True}, "qemu"),
+    Executor("qemu-vlen512-tail-ones", "qemu", {"vlen": 512, "tail_ones": True}, "qemu",
+             threads=(3,)),
     *(e for e in ALL if e.on in ("cuda-emu", "cuda")),
 )
 

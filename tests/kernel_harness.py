@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from rvvkit.codegen.c import KERNEL_PRELUDE
+from rvvkit.codegen.parallel import definition
 from rvvkit.codegen.cuda.render import KERNEL_PRELUDE as CUDA_KERNEL_PRELUDE
 
 # ----------------------------------------------------------------------- translation units
@@ -59,7 +60,7 @@ def translation_unit(header: str, kernels: Sequence, support_of=None, body_of=No
         for name, text in sup.items():
             assert support.setdefault(name, text) == text, f"support {name} differs"
         body = k.body if body_of is None else body_of(i, k)
-        parts.append(f"{k.signature(f'k{i}')} {{\n{body}}}\n")
+        parts.append(definition(f"k{i}", k, body, threads=body_of is None))
     return header + "\n".join(support.values()) + "\n\n" + "\n".join(parts)
 
 

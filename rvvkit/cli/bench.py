@@ -6,9 +6,10 @@ import json
 import sys
 from typing import Dict, List
 
+from ..cycle_model import DEFAULT_BOARD
 from ..errors import RvvkitError
 from ..report import table
-from .common import (UsageError, count, executor_list, load_inputs, open_session, progress,
+from .common import (add_threads_option, UsageError, count, executor_list, load_inputs, open_session, progress,
                      vlen_list)
 from .sign import add_require_option, verified
 
@@ -29,13 +30,13 @@ def _targets(args):
 def _bench_one(args, on: str, vlen) -> Dict:
     from ..bench import bench
     with open_session(args.verified or args.artifact, on, compiler=args.compiler,
-                      no_cache=args.no_cache, vlen=vlen) as sess:
+                      no_cache=args.no_cache, vlen=vlen, threads=args.threads) as sess:
         feeds = load_inputs(args, sess)
         counting = sess.describe()["counts_instructions"] and not args.no_count
         progress(f"{on}: measuring ({args.repeat} runs"
                  + (", counting instructions" if counting else "") + ")")
         return bench(sess, feeds, repeat=args.repeat, warmup=args.warmup,
-                     count=not args.no_count)
+                     count=not args.no_count, cycle_model=args.cycle_model)
 
 
 def _bench_rows(args) -> List:
@@ -115,8 +116,13 @@ def add_parser(sub) -> None:
     bn.add_argument("--repeat", type=count(1), default=10, help="timed runs (default 10)")
     bn.add_argument("--warmup", type=count(0), default=2,
                     help="untimed runs first (default 2)")
+    add_threads_option(bn)
     bn.add_argument("--no-count", action="store_true",
                     help="qemu: skip the instruction-counting runs")
+    bn.add_argument("--cycle-model", default=DEFAULT_BOARD, metavar="BOARD",
+                    help="qemu: board preset (toolchain/boards/) whose cycle model gives the "
+                    f"--json row's modelled_cycles/modelled_ms (default {DEFAULT_BOARD}; a "
+                    "model, not a measurement)")
     bn.add_argument("--json", action="store_true", help="print rows as JSON")
     bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     add_require_option(bn)

@@ -105,6 +105,12 @@ board = _usage(_board)                # ssh://... only
 
 # -- files ---------------------------------------------------------------------------------
 
+def add_threads_option(p) -> None:
+    p.add_argument("--threads", type=count(1), default=None, metavar="N",
+                   help="threads the kernels run on (default: RVVKIT_NUM_THREADS, else the "
+                   "target's online cores; outputs are the same for every N)")
+
+
 def load_inputs(args, sess) -> Dict[str, np.ndarray]:
     """--inputs, else seeded random inputs of the session's shapes and dtypes."""
     if args.inputs:
@@ -117,7 +123,7 @@ def load_inputs(args, sess) -> Dict[str, np.ndarray]:
 # -- sessions ------------------------------------------------------------------------------
 
 def open_session(artifact: str, on: str, *, compiler=None, no_cache: bool = False,
-                 vlen=None, prefer_precompiled: bool = False):
+                 vlen=None, prefer_precompiled: bool = False, threads=None):
     """A session from the command line's options, with a progress line naming what runs."""
     from ..runtime import open_session as open_
     from ..runtime import session_options
@@ -127,7 +133,7 @@ def open_session(artifact: str, on: str, *, compiler=None, no_cache: bool = Fals
     except InputError as exc:  # an option the path does not take
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
-    sess = open_(artifact, on=on, **kwargs)
+    sess = open_(artifact, on=on, threads=threads, **kwargs)
     ran = "" if sess.kernels_from == "jit" else f" (the artifact's {sess.kernels_from})"
     progress(f"{sess.describe()['label']}: kernels ready in {time.perf_counter() - t0:.2f}s"
              + ran)

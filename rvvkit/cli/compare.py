@@ -7,7 +7,8 @@ import sys
 from typing import Dict, List
 
 from ..errors import InputError
-from .common import UsageError, count, input_shape, load_npz, progress, shapes, vlen_list
+from .common import (UsageError, add_threads_option, count, input_shape, load_npz, progress,
+                     shapes, vlen_list)
 from .sign import add_require_option, verified
 
 
@@ -21,9 +22,11 @@ def _options(args) -> Dict[str, Dict]:
         if not sep or key not in kinds:
             key, cmd = "host", spec  # a plain command (it may hold '=' itself) is the host's
         options.setdefault(key, {}).update(session_options(key, compiler=cmd))
-    if args.no_cache:
-        for key in kinds:
+    for key in kinds:
+        if args.no_cache:
             options.setdefault(key, {})["use_cache"] = False
+        if args.threads is not None:
+            options.setdefault(key, {})["threads"] = args.threads
     return options
 
 
@@ -122,6 +125,7 @@ def add_parser(sub) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     c.add_argument("--input-shape", action="append", type=input_shape, metavar="NAME=D0,D1,...",
                    help="static shape for a model input with symbolic dimensions (repeatable)")
+    add_threads_option(c)
     c.add_argument("--repeat", type=count(1), default=10, help="timed runs per path (default 10)")
     c.add_argument("--warmup", type=count(0), default=2, help="untimed runs first (default 2)")
     c.add_argument("--rtol", type=float, default=1e-3,

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .. import dtypes
+from .parallel import Split
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class Kernel:
     macs:      multiply-accumulates performed (for reports and MACs/instruction figures).
     status:    the kernel checks its run-time data (indices) and returns int: 0, or non-zero
                when the data is out of range (the step then fails and names its node).
+    split:     the body runs parts rvk_lo <= u < rvk_hi of split.units independent parts, which
+               the emitter spreads over threads (codegen/parallel.py); None: one thread.
     spec:      what the kernel computes, independent of the C body: {"op": ..., shapes and
                attributes, layouts of transformed weights}, built by `make_spec` with exactly
                the keys SPEC_KEYS declares for the kind. Other dialects (CUDA) generate their
@@ -59,6 +62,7 @@ class Kernel:
     macs: int = 0
     spec: Dict[str, Any] = field(default_factory=dict)
     status: bool = False
+    split: Optional[Split] = None
 
     def signature(self, name: str) -> str:
         ps = [p.decl() for p in self.params]
@@ -69,7 +73,7 @@ class Kernel:
 
     def key(self) -> Tuple:
         """Identity for de-duplication: two kernels with the same key are the same function."""
-        return (tuple(self.params), self.body, self.workspace, self.status)
+        return (tuple(self.params), self.body, self.workspace, self.status, self.split)
 
 
 # A lowering may ask for a constant input to be stored transformed (for example a weight matrix

@@ -65,7 +65,20 @@ def session_options(on: str, *, compiler: Optional[str] = None,
 def open_session(artifact, on: str = "host", **kwargs) -> Session:
     """A session on `artifact`; kwargs go to the executor (qemu: vlen=, tail_ones=, qemu=, ...;
     ssh: command_timeout=, connect_timeout=, trust_new_host=, ...; cuda: nvcc=, use_cache=;
-    cuda-emu, the CUDA kernels run by a CPU emulator: compiler=, use_cache=)."""
+    cuda-emu, the CUDA kernels run by a CPU emulator: compiler=, use_cache=); every path
+    takes threads= (None: the target's default)."""
+    threads = kwargs.pop("threads", None)
+    sess = _open(artifact, on, **kwargs)
+    if threads is not None:
+        try:
+            sess.set_threads(threads)
+        except BaseException:
+            sess.close()
+            raise
+    return sess
+
+
+def _open(artifact, on: str, **kwargs) -> Session:
     if on == "host":
         from .host import HostSession
         return HostSession(artifact, **kwargs)

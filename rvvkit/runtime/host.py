@@ -51,6 +51,11 @@ class HostSession(Session):
         self._w = self.ffi.cast("const float *", self.weights.ctypes.data)
         self._a = self.ffi.cast("float *", self.arena.ctypes.data)
 
+    def _threads(self) -> None:
+        # The count lives in the loaded object, which sessions on the same kernels share
+        # (dlopen returns one handle): each session sets its own before it runs.
+        self.lib.rvvkit_set_num_threads(self.threads or 0)
+
     def _dlopen(self):
         try:
             return self.ffi.dlopen(str(self.so_path))
@@ -79,6 +84,7 @@ class HostSession(Session):
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         ins, outs, in_ptrs, out_ptrs = self._pointers(feeds)
+        self._threads()
         rc = self.lib.rvvkit_run(self._w, self._a, in_ptrs, out_ptrs)
         if rc != 0:
             step = abi.failed_step(rc)
@@ -91,12 +97,14 @@ class HostSession(Session):
         self.lib.rvvkit_run(self._w, self._a, prepared[2], prepared[3])
 
     def prepare(self, feeds: Mapping[str, np.ndarray]):
+        self._threads()
         return self._pointers(feeds)
 
     def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> List[Dict]:
         ins, outs, in_ptrs, out_ptrs = self._pointers(feeds)
         n = self.lib.rvvkit_num_steps()
         secs = self.ffi.new("double[]", max(n, 1))
+        self._threads()
         self.lib.rvvkit_run(self._w, self._a, in_ptrs, out_ptrs)  # warm-up: page faults, caches
         for _ in range(repeat):
             self.lib.rvvkit_run_timed(self._w, self._a, in_ptrs, out_ptrs, secs)

@@ -20,7 +20,11 @@ vsetvl family among those, and writes COUNT_KEYS as JSON at exit:
                                in the weighted figure, which is then a lower bound. 0 for
                                rvvkit's generated code (it uses vsetvli only).
 
-The exact definition is in the plugin's header comment.
+The same counts per guest thread (qemu-user runs each on a vCPU of its own): read_counts()
+returns, besides the totals, "per_thread", a list of {"vcpu": index, <COUNT_KEYS>} in vCPU index
+order (only vCPUs that ran anything), and "per_thread_overflow", None or the counts of all vCPUs
+past the plugin's table (index >= 256) together. The totals are the sum of both. The exact
+definitions are in the plugin's header comment.
 
     rv = rvvkit.jit.targets.riscv()
     qemu = [rv.qemu_binary, "-L", rv.sysroot, "-cpu", rv.cpu_string(256)]
@@ -40,7 +44,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import CompilerNotFound, ExecutionError, RvvkitError
 from ..jit import targets
@@ -114,9 +118,31 @@ def qemu_plugin_args(out_path: PathLike, *, mode: str = "tb",
     return ["-plugin", spec]
 
 
-def read_counts(path: PathLike) -> Dict[str, int]:
+def _counts_of(entry: Any) -> Dict[str, int]:
+    return {k: int(entry[k]) for k in COUNT_KEYS}
+
+
+def _parse_threads(data: Mapping) -> tuple:
+    """(per_thread, per_thread_overflow) of a plugin line, checked: vCPU indices ascending,
+    and the totals the sum of the parts, key by key (a mismatch is a plugin defect)."""
+    threads = [dict(vcpu=int(t["vcpu"]), **_counts_of(t)) for t in data["per_thread"]]
+    vcpus = [t["vcpu"] for t in threads]
+    if vcpus != sorted(set(vcpus)) or (vcpus and vcpus[0] < 0):
+        raise ValueError(f"per_thread vCPU indices {vcpus} are not ascending")
+    raw = data["per_thread_overflow"]
+    overflow = None if raw is None else _counts_of(raw)
+    for k in COUNT_KEYS:
+        parts = sum(t[k] for t in threads) + (overflow[k] if overflow else 0)
+        if parts != int(data[k]):
+            raise ValueError(f"{k}: per-thread counts sum to {parts}, not the total {data[k]}")
+    return threads, overflow
+
+
+def read_counts(path: PathLike) -> Dict[str, Any]:
     """The counts the plugin wrote: one int per COUNT_KEYS key ({"insns": N, "vector_insns": V,
-    "vsetvl": S, "lmul_weighted_vector_ops": W, "vector_insns_unknown_lmul": U}).
+    "vsetvl": S, "lmul_weighted_vector_ops": W, "vector_insns_unknown_lmul": U}), plus
+    "per_thread" ([{"vcpu": i, <COUNT_KEYS>}, ...]) and "per_thread_overflow" (None or a
+    COUNT_KEYS dict).
 
     The plugin writes only when the guest exits normally (exit/exit_group); a guest killed by a
     signal (crash, abort, timeout) leaves no file, which is reported as such."""
@@ -129,37 +155,71 @@ def read_counts(path: PathLike) -> Dict[str, int]:
                              "plugin") from None
     try:
         data = json.loads(text)
-        counts = {k: int(data[k]) for k in COUNT_KEYS}
+        counts: Dict[str, Any] = _counts_of(data)
+        counts["per_thread"], counts["per_thread_overflow"] = _parse_threads(data)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ExecutionError(f"malformed instruction counts in {p}: {text!r}") from exc
+        raise ExecutionError(f"malformed instruction counts in {p}: {text!r} ({exc})") from exc
     return counts
 
 
-def per_run(counts_hi: Mapping[str, int], counts_lo: Mapping[str, int],
-            runs: int) -> Dict[str, float]:
+def _difference(hi: Mapping, lo: Mapping, runs: int, whole: bool, what: str) -> Dict:
+    out = {}
+    for k in COUNT_KEYS:
+        diff = hi[k] - lo[k]
+        if diff < 0:
+            raise ValueError(f"{what}{k}: the larger run counted fewer ({hi[k]} < {lo[k]}); "
+                             "the runs are not comparable")
+        out[k] = diff // runs if whole else diff / runs
+    return out
+
+
+_ZERO = dict.fromkeys(COUNT_KEYS, 0)
+
+
+def _thread_difference(hi: Mapping, lo: Mapping, runs: int, whole: bool) -> List[Dict]:
+    """per_thread of hi minus lo, matched by vCPU index (a vCPU absent from lo counted 0 there;
+    one absent from hi is an error: the larger run lacks a thread the smaller one had)."""
+    lo_by = {t["vcpu"]: t for t in lo["per_thread"]}
+    hi_by = {t["vcpu"]: t for t in hi["per_thread"]}
+    if set(lo_by) - set(hi_by):
+        raise ValueError(f"vCPUs {sorted(set(lo_by) - set(hi_by))} ran in the smaller run "
+                         "only; the runs are not comparable")
+    return [dict(vcpu=v, **_difference(t, lo_by.get(v, _ZERO), runs, whole, f"vCPU {v}: "))
+            for v, t in sorted(hi_by.items())]
+
+
+def per_run(counts_hi: Mapping[str, Any], counts_lo: Mapping[str, Any], runs: int, *,
+            whole: bool = False) -> Dict[str, Any]:
     """Per-run counts from two runs of the same program that differ only in doing `runs`
-    more repetitions: (hi - lo) / runs for each key.
+    more repetitions: (hi - lo) / runs for each key (with `whole`, floor division: whole
+    numbers), and the same per thread, by vCPU index, when the counts have "per_thread"
+    (every vCPU of the larger run gets an entry, 0s included; per_thread_overflow likewise,
+    None when neither run has one).
 
     Make both runs do the one-time work: lazy symbol binding (the first call of expf etc.
     costs ~700 instructions in ld.so) and any first-call initialisation are paid by whichever
     run first calls the function. So compare 1 + N repetitions with 1 (or both with a
-    warm-up), or run qemu with `-E LD_BIND_NOW=1`; then the difference is exact."""
+    warm-up), or run qemu with `-E LD_BIND_NOW=1`; then the difference is exact. Per thread,
+    both runs must also start the same threads in the same order (a persistent pool does)."""
     if runs <= 0:
         raise ValueError("runs must be positive")
-    out = {}
-    for k in COUNT_KEYS:
-        diff = counts_hi[k] - counts_lo[k]
-        if diff < 0:
-            raise ValueError(f"{k}: the larger run counted fewer ({counts_hi[k]} < "
-                             f"{counts_lo[k]}); the runs are not comparable")
-        out[k] = diff / runs
+    out: Dict[str, Any] = _difference(counts_hi, counts_lo, runs, whole, "")
+    with_threads = ("per_thread" in counts_hi, "per_thread" in counts_lo)
+    if with_threads[0] != with_threads[1]:
+        raise ValueError("one run has per-thread counts and the other none; the runs are not "
+                         "comparable")
+    if all(with_threads):
+        out["per_thread"] = _thread_difference(counts_hi, counts_lo, runs, whole)
+        hi_o, lo_o = counts_hi.get("per_thread_overflow"), counts_lo.get("per_thread_overflow")
+        out["per_thread_overflow"] = None if hi_o is None and lo_o is None else _difference(
+            hi_o or _ZERO, lo_o or _ZERO, runs, whole, "per_thread_overflow: ")
     return out
 
 
 def count_instructions(qemu_prefix: Sequence[str], program_argv: Sequence[str], *,
                        mode: str = "tb", timeout: Optional[float] = None,
                        env: Optional[Mapping[str, str]] = None, cwd: Optional[PathLike] = None,
-                       check: bool = True) -> Dict[str, int]:
+                       check: bool = True) -> Dict[str, Any]:
     """Run `qemu_prefix + plugin args + program_argv` and return its counts.
 
     qemu_prefix is the qemu executable and its options (-L, -cpu, -E ...). With check, a

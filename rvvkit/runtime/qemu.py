@@ -137,8 +137,10 @@ class QemuSession(RunnerSession):
     # -- what RunnerSession asks of an executor ---------------------------------------------
 
     def qemu_prefix(self, extra_args: Sequence[str] = ()) -> List[str]:
+        # RVVKIT_SPIN_US=0: the thread pool's workers sleep at once instead of polling, so
+        # that waiting never counts as instructions (and emulated time is not real time)
         return [self.qemu, "-L", self.sysroot, "-cpu", cpu_string(self.vlen, self.tail_ones),
-                *map(str, extra_args)]
+                "-E", "RVVKIT_SPIN_US=0", *map(str, extra_args)]
 
     def command(self, runner_argv: List[str], extra_args: Sequence[str]) -> List[str]:
         return self.qemu_prefix(extra_args) + runner_argv
@@ -156,13 +158,15 @@ class QemuSession(RunnerSession):
     # -- measuring ----------------------------------------------------------------------------
 
     def instruction_counts(self, feeds: Mapping[str, np.ndarray],
-                           inferences: int = 1) -> Dict[str, int]:
+                           inferences: int = 1) -> Dict:
         """Per-inference dynamic instruction counts (icount.COUNT_KEYS: insns, vector_insns,
-        vsetvl, lmul_weighted_vector_ops, vector_insns_unknown_lmul): a run doing
-        `inferences` inferences minus a run that loads everything and does none. Both warm up
-        once first, so lazy symbol binding and first-touch work are in both and cancel; the
-        argv strings have equal lengths."""
-        from .icount import COUNT_KEYS, qemu_plugin_args, read_counts
+        vsetvl, lmul_weighted_vector_ops, vector_insns_unknown_lmul; and per_thread, the same
+        per vCPU index, with per_thread_overflow): a run doing `inferences` inferences minus a
+        run that loads everything and does none, per thread matched by vCPU index
+        (icount.per_run). Both warm up once first, so lazy symbol binding, first-touch work
+        and the start of worker threads are in both and cancel; the argv strings have equal
+        lengths."""
+        from .icount import per_run, qemu_plugin_args, read_counts
         if not 1 <= inferences <= 9:
             raise ValueError("inferences must be 1..9 (equal-length argv keeps counts exact)")
         rundir = self.write_inputs(feeds)
@@ -176,7 +180,12 @@ class QemuSession(RunnerSession):
         finally:
             self.transport.remove(rundir)
         hi, lo = totals
-        return {k: (hi[k] - lo[k]) // inferences for k in COUNT_KEYS}
+        try:
+            return per_run(hi, lo, inferences, whole=True)
+        except ValueError as exc:  # a count that shrinks with more work cannot be trusted
+            raise RvvkitError(f"instruction counts of {inferences} inference(s) and of none "
+                              f"do not subtract: {exc} (threads that spin while waiting make "
+                              "counts depend on timing)") from None
 
     def measure(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, warmup: int = 2, *,
                 count: bool = True) -> Dict:

@@ -90,6 +90,8 @@ class RunnerSession(Session):
             argv += ["--timings", path("timings.json")]
         if untimed:
             argv.append("--untimed")
+        if self.threads:
+            argv += ["--threads", str(int(self.threads))]
         return argv
 
     def runner_command(self, rundir, repeat: int = 1, warmup: int = 0,

@@ -57,6 +57,9 @@ class Session:
     kernels_from = "jit"
     # Whether measure()'s latency is QEMU's emulation speed rather than a machine's.
     emulated = False
+    # Threads the kernels run on; None: the target's default ($RVVKIT_NUM_THREADS, else its
+    # online cores). Outputs are bit-identical for every count.
+    threads: Optional[int] = None
 
     def __init__(self, artifact: Union[str, os.PathLike, Artifact]):
         self.artifact = as_artifact(artifact)
@@ -159,8 +162,14 @@ class Session:
         speed), counts_instructions (measure() can add instruction counts)."""
         return {"executor": self.executor, "path": self.executor, "label": self.executor,
                 "compiler": self.compiler_text(), "kernels": self.kernels_from,
-                "vlen": None, "emulated": self.emulated,
+                "vlen": None, "emulated": self.emulated, "threads": self.threads,
                 "counts_instructions": False}
+
+    def set_threads(self, n: Optional[int]) -> None:
+        """Run later inferences on `n` threads (None: the target's default)."""
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise InputError(f"threads must be a positive integer, not {n!r}")
+        self.threads = n
 
     def compiler_text(self) -> str:
         if self.kernels_from != "jit":  # no compiler ran: say whose objects run

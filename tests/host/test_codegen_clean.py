@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 import rvvkit
 from rvvkit.zoo import light_model
+from rvvkit.codegen.c import POOL
 
 WARN = ["-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared"]
 COMPILERS = {
@@ -445,7 +446,8 @@ def test_fixed_vlen_keeps_one_micro_kernel_variant(residual_artifact):
     agnostic = residual_artifact.c_source
     fixed = rvvkit.build(residual_model(), cuda=False, vlen=256)
     assert fixed.meta["target_vlen"] == 256 and residual_artifact.meta["target_vlen"] is None
-    assert len(fixed.c_source.splitlines()) < 0.8 * len(agnostic.splitlines())
+    shared = len(POOL.splitlines())      # the embedded thread pool is the same in both
+    assert len(fixed.c_source.splitlines()) - shared < 0.8 * (len(agnostic.splitlines()) - shared)
     variants = set(re.findall(r"static inline void (rvk_gemm_micro_\w+_lmul\d)\(", fixed.c_source))
     micro = set(re.findall(r"static RVK_NOINLINE void (rvk_gemm_micro_\w+)\(", fixed.c_source))
     assert len(variants) == len(micro) >= 2

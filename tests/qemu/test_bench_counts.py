@@ -1,6 +1,7 @@
 """`rvvkit bench --on qemu`: exact per-inference instruction counts that prove the vector build
 runs vector instructions and the scalar GCC 12 build none, and that fall as VLEN grows; the
-LMUL-weighted vector count of generated code is exact (no vtype the plugin cannot read)."""
+LMUL-weighted vector count of generated code is exact (no vtype the plugin cannot read); the
+JSON row's per-thread counts, critical path and K1 cycle model."""
 import json
 import subprocess
 import sys
@@ -21,8 +22,9 @@ def artifact_path(tmp_path_factory):
     return path
 
 
-def _counts(path, compiler, vlen):
+def _counts(path, compiler, vlen, threads=1):
     with QemuSession(path, compiler=compiler, vlen=vlen) as sess:
+        sess.set_threads(threads)
         feeds = {n: __import__("numpy").ones(s, "float32") for n, s in sess.inputs}
         return sess.instruction_counts(feeds), int(sess.artifact.meta["macs"])
 
@@ -52,6 +54,19 @@ def test_counts_are_exact_and_fall_as_vlen_grows(artifact_path):
 
 
 @needs_qemu
+def test_threaded_counts_split_the_vector_work_the_same_way_every_run(artifact_path):
+    """Task t runs on thread t: each thread's vector work is exact run after run; only the
+    scalar instructions of lock hand-overs may vary a little."""
+    one, _ = _counts(artifact_path, CLANG, 128)
+    runs = [_counts(artifact_path, CLANG, 128, threads=3)[0] for _ in range(2)]
+    per = [[t["lmul_weighted_vector_ops"] for t in r["per_thread"]] for r in runs]
+    assert per[0] == per[1] and len(per[0]) == 3 and min(per[0]) > 0, per
+    # the same work, divided: a few more set-ups where parts meet
+    assert one["lmul_weighted_vector_ops"] <= sum(per[0]) <= 1.02 * one["lmul_weighted_vector_ops"]
+    assert abs(runs[0]["insns"] - runs[1]["insns"]) < 0.05 * runs[0]["insns"]   # tiny model
+
+
+@needs_qemu
 def test_cli_bench_json(artifact_path):
     proc = subprocess.run([sys.executable, "-m", "rvvkit", "bench", str(artifact_path),
                            "--on", "host,qemu", "--vlen", "128,256", "--repeat", "2",
@@ -65,5 +80,20 @@ def test_cli_bench_json(artifact_path):
         assert r["lmul_weighted_vector_ops"] >= r["vector_instructions"]
         assert r["vector_instructions_unknown_lmul"] == 0
         assert r["macs_per_instruction"] == pytest.approx(r["macs"] / r["dynamic_instructions"])
+        # per thread (vCPU): one inference's instructions add up to the total; the critical
+        # path is the largest thread's scalar + LMUL-weighted vector count
+        threads = r["per_thread_instructions"]
+        assert threads and sum(threads) == r["dynamic_instructions"], r
+        weighted = (r["dynamic_instructions"] - r["vector_instructions"]
+                    + r["lmul_weighted_vector_ops"])
+        assert weighted / len(threads) <= r["critical_path_instructions"] <= weighted, r
+        assert r["cycle_model"].startswith("k1 (VLEN 256")
+    # the K1 model (VLEN 256, assumed 256-bit datapath, 1.6 GHz) applies to the VLEN 256 run
+    # only; there a vector instruction costs its LMUL, so cycles = critical-path instructions
+    assert rows[1]["modelled_cycles"] is rows[1]["modelled_ms"] is None
+    k1 = rows[2]
+    assert k1["modelled_cycles"] == k1["critical_path_instructions"]
+    assert k1["modelled_ms"] == pytest.approx(k1["modelled_cycles"] / 1.6e6)
     assert rows[2]["dynamic_instructions"] < rows[1]["dynamic_instructions"]
+    assert "per_thread_instructions" not in rows[0]  # host: no counts
     assert rows[0]["latency_ms"] > 0

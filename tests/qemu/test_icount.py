@@ -364,21 +364,37 @@ def test_plugin_args_escape_commas():
         icount.qemu_plugin_args("o.json", plugin="l.so", mode="fast")
 
 
+def _line(**totals):
+    """A plugin line: the totals, and a per_thread split of them over vCPUs 0 and 2."""
+    half = {k: v // 2 for k, v in totals.items()}
+    rest = {k: v - half[k] for k, v in totals.items()}
+    return dict(totals, per_thread=[dict(vcpu=0, **half), dict(vcpu=2, **rest)],
+                per_thread_overflow=None)
+
+
 def test_read_counts(tmp_path):
     p = tmp_path / "c.json"
-    line = {"insns": 10, "vector_insns": 4, "vsetvl": 1, "lmul_weighted_vector_ops": 13,
-            "vector_insns_unknown_lmul": 0}
+    line = _line(insns=10, vector_insns=4, vsetvl=1, lmul_weighted_vector_ops=13,
+                 vector_insns_unknown_lmul=0)
     p.write_text(json.dumps(line) + "\n")
     assert icount.read_counts(p) == line
-    assert set(icount.COUNT_KEYS) == set(line)
+    assert set(icount.COUNT_KEYS) | {"per_thread", "per_thread_overflow"} == set(line)
+    over = dict(line, insns=15, per_thread_overflow={"first_vcpu": 256, "insns": 5,
+                                                     "vector_insns": 0, "vsetvl": 0,
+                                                     "lmul_weighted_vector_ops": 0,
+                                                     "vector_insns_unknown_lmul": 0})
+    p.write_text(json.dumps(over))
+    assert icount.read_counts(p)["per_thread_overflow"]["insns"] == 5  # part of the total
     with pytest.raises(ExecutionError, match="did not exit normally"):
         icount.read_counts(tmp_path / "missing.json")
-    p.write_text('{"insns": 10}')
-    with pytest.raises(ExecutionError, match="malformed"):
-        icount.read_counts(p)
-    p.write_text('{"insns": 10, "vector_insns": 4, "vsetvl": 1}')  # an older plugin's line
-    with pytest.raises(ExecutionError, match="malformed"):
-        icount.read_counts(p)
+    for bad in ('{"insns": 10}',
+                '{"insns": 10, "vector_insns": 4, "vsetvl": 1}',  # an older plugin's line
+                json.dumps({k: v for k, v in line.items() if k != "per_thread"}),  # pre-threads
+                json.dumps(dict(line, insns=11)),                  # parts do not add up
+                json.dumps(dict(line, per_thread=line["per_thread"][::-1]))):  # unordered
+        p.write_text(bad)
+        with pytest.raises(ExecutionError, match="malformed"):
+            icount.read_counts(p)
 
 
 def test_per_run():
@@ -391,3 +407,28 @@ def test_per_run():
                                          "vector_insns_unknown_lmul": 1}
     with pytest.raises(ValueError):
         icount.per_run(lo, hi, 3)
+
+
+def test_per_run_per_thread():
+    zero = dict.fromkeys(icount.COUNT_KEYS, 0)
+
+    def t(vcpu, insns, vec=0):
+        return dict(zero, vcpu=vcpu, insns=insns, vector_insns=vec,
+                    lmul_weighted_vector_ops=4 * vec)
+
+    def run(*threads):
+        total = {k: sum(x[k] for x in threads) for k in icount.COUNT_KEYS}
+        return dict(total, per_thread=list(threads), per_thread_overflow=None)
+    lo = run(t(0, 100), t(1, 50))
+    hi = run(t(0, 130), t(1, 90, 10), t(3, 7, 1))  # vCPU 3 ran in the larger run only
+    d = icount.per_run(hi, lo, 2, whole=True)
+    assert d["per_thread"] == [t(0, 15), t(1, 20, 5), dict(t(3, 3, 0), vector_insns=0,
+                                                           lmul_weighted_vector_ops=2)]
+    assert d["insns"] == 38 and d["per_thread_overflow"] is None
+    assert icount.per_run(hi, lo, 2)["per_thread"][2]["insns"] == 3.5  # not whole: a float
+    with pytest.raises(ValueError, match="vCPU 1: insns"):
+        icount.per_run(run(t(0, 200), t(1, 10)), lo, 1)  # a thread that counted fewer
+    with pytest.raises(ValueError, match=r"vCPUs \[1\] ran in the smaller run only"):
+        icount.per_run(run(t(0, 200)), lo, 1)
+    with pytest.raises(ValueError, match="per-thread counts and the other none"):
+        icount.per_run(hi, {k: lo[k] for k in icount.COUNT_KEYS}, 1)

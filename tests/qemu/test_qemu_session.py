@@ -92,7 +92,8 @@ def test_run_raw_command_and_repeat_zero(art_path, host_outputs):
         workdir = sess.write_inputs(small_feeds())
         argv = sess.runner_command(workdir, repeat=0, warmup=0, extra_args=["-d", "nochain"])
         assert argv[:5] == [sess.qemu, "-L", sess.sysroot, "-cpu", cpu_string(128)]
-        assert argv[5:7] == ["-d", "nochain"] and "--repeat" in argv
+        # the pool's workers sleep at once under QEMU: waiting must not count as instructions
+        assert argv[5:9] == ["-E", "RVVKIT_SPIN_US=0", "-d", "nochain"] and "--repeat" in argv
         raw = sess.run_raw(workdir, repeat=0, extra_args=["-d", "nochain"])
         assert raw.returncode == 0 and not list(workdir.glob("out*.npy"))
         raw = sess.run_raw(workdir, repeat=2, warmup=1, timings=True)
@@ -158,6 +159,7 @@ def test_runner_failure_and_crash_are_execution_errors(art_path, tmp_path):
                  + ", ".join(map(str, outs)) + "}; return n[i]; }\n"
                  "int rvvkit_input_dtype(int i) { (void)i; return 1; }\n"
                  "int rvvkit_output_dtype(int i) { (void)i; return 1; }\n"
+                 "int rvvkit_set_num_threads(int n) { return n; }\n"
                  "int rvvkit_run_timed(const float *w, float *a, const void *const *in,\n"
                  "                     void *const *out, double *s) {\n"
                  "  (void)w; (void)a; (void)in; (void)out; (void)s;\n"

@@ -247,7 +247,7 @@ def _functions(asm: str):
     """name -> assembly text of each function in clang's -S output."""
     out, cur = {}, None
     for line in asm.splitlines():
-        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):", line)
+        m = re.match(r"^([A-Za-z_][\w.]*):", line)     # clang's clones: rvk_parallel.7
         if m:
             cur = m.group(1)
             out[cur] = []
@@ -301,7 +301,8 @@ def test_kernels_use_intrinsics(assembly, family, pattern):
 
 
 def test_every_kernel_has_vector_code(assembly):
-    """Each exported kernel k<i> executes vector instructions (its own or its helpers'),
+    """Each exported kernel k<i> executes vector instructions (its own or its helpers', split
+    parts included),
     except the scalar fall-backs: element-wise sigmoid/tanh, softmax over a non-last axis,
     LRN with an unusual beta, a one-element output, a pooling window larger than the input."""
     for fam_name, funcs in assembly.items():
@@ -313,8 +314,11 @@ def test_every_kernel_has_vector_code(assembly):
                 if fn in seen or fn not in funcs:
                     continue
                 seen.add(fn)
-                text += funcs[fn]
-                todo += re.findall(r"(?:call|tail)\s+(rvk_\w+)", funcs[fn])
+                # the pool's own code (rvk_parallel, or a clone of it specialised for one
+                # task function) is not the kernel's work, but it leads to the task function
+                pool = fn.startswith(("rvk_pool", "rvk_parallel"))
+                text += "" if pool else funcs[fn]
+                todo += re.findall(r"\b([A-Za-z_][\w.]*)", funcs[fn])
             if re.search(r"\bv(le|se|lse|sse)32\.v|\bvf\w+\.v", text):
                 continue
             # the documented scalar fall-backs: they call expf/tanhf/powf, have one element,

@@ -1,7 +1,9 @@
 /*
- * qemu_icount.c - QEMU TCG plugin: exact dynamic instruction counts for riscv64 guests.
+ * qemu_icount.c - QEMU TCG plugin: exact dynamic instruction counts for riscv64 guests,
+ * per guest thread.
  *
- * Counts, over the whole emulated program:
+ * Counts, over the whole emulated program and for each vCPU (qemu-user runs every guest
+ * thread on a vCPU of its own, numbered by vcpu_index):
  *   insns         every executed guest instruction (compressed ones included)
  *   vector_insns  executed RVV instructions: major opcode OP-V (0x57, which includes the
  *                 vsetvl family), and LOAD-FP (0x07) / STORE-FP (0x27) whose width field
@@ -11,10 +13,10 @@
  *   lmul_weighted_vector_ops
  *                 the sum, over executed RVV instructions, of the register-group size of the
  *                 vtype in force when each executes, i.e. the LMUL set by the last
- *                 vsetvli/vsetivli: LMUL 2, 4, 8 count 2, 4, 8; LMUL 1 and the fractional
- *                 LMULs mf2, mf4, mf8 count 1. Exceptions, whose size does not come from
- *                 vtype: vsetvli/vsetivli/vsetvl themselves count 1; whole-register loads,
- *                 stores and moves (vl<nf>re<eew>.v, vs<nf>r.v, vmv<nr>r.v) count their
+ *                 vsetvli/vsetivli of the same thread: LMUL 2, 4, 8 count 2, 4, 8; LMUL 1 and
+ *                 the fractional LMULs mf2, mf4, mf8 count 1. Exceptions, whose size does not
+ *                 come from vtype: vsetvli/vsetivli/vsetvl themselves count 1; whole-register
+ *                 loads, stores and moves (vl<nf>re<eew>.v, vs<nf>r.v, vmv<nr>r.v) count their
  *                 NFIELDS/NREG register count (1, 2, 4, 8) whatever vtype says; mask loads
  *                 and stores (vlm.v, vsm.v) count 1. Every other instruction counts vtype's
  *                 LMUL as it stands, so widening and narrowing instructions count the LMUL of
@@ -28,11 +30,20 @@
  *                 executed vector instructions whose weight depends on vtype (all but the
  *                 three exceptions above) that ran while vtype was unknown to the plugin:
  *                 set by vsetvl (register form: its vtype comes from a register, which a
- *                 QEMU 7.2 plugin cannot read) or never set. They are counted at LMUL 1 in
+ *                 QEMU 7.2 plugin cannot read), or not set since the thread started, or on a
+ *                 vCPU past the per-vCPU table (below). They are counted at LMUL 1 in
  *                 lmul_weighted_vector_ops, which is therefore a lower bound when this is
  *                 non-zero. rvvkit's generated code uses vsetvli only: 0 there.
- * and writes one JSON line {"insns": N, "vector_insns": V, "vsetvl": S,
- * "lmul_weighted_vector_ops": W, "vector_insns_unknown_lmul": U} at exit.
+ * and writes one JSON line at exit: the totals over all vCPUs under the keys above, then
+ *     "per_thread": [{"vcpu": I, "insns": .., "vector_insns": .., "vsetvl": ..,
+ *                     "lmul_weighted_vector_ops": .., "vector_insns_unknown_lmul": ..}, ...]
+ * one entry per vCPU index below MAX_VCPUS that executed anything, in index order, and
+ *     "per_thread_overflow": null, or {"first_vcpu": MAX_VCPUS, <the five counts>}
+ * the counts of all vCPUs with an index >= MAX_VCPUS together (also reported on stderr).
+ * The totals equal the sum of per_thread and per_thread_overflow, key by key. qemu-user
+ * gives a new thread the lowest index above those of the live vCPUs, so an index freed by
+ * an ended thread can be reused: an entry is per index, not per thread ever started (a
+ * persistent thread pool keeps one index per worker).
  *
  * Build (host compiler; the plugin runs inside the host's qemu-riscv64, not in the guest):
  *     make -C toolchain/qemu_plugin
@@ -42,10 +53,8 @@
  *   arguments (QEMU 7.2 also accepts the deprecated "arg=out=PATH", passed on identically):
  *     out=PATH      write the JSON line to PATH (default: qemu_plugin_outs, i.e. the QEMU log,
  *                   visible only with "-d plugin")
- *     mode=tb       (default) one inline add per translation block per counter, and one
- *                   callback per executed block that holds vector instructions: fastest
- *     mode=insn     one inline add or callback per instruction: slower, kept to cross-check
- *                   mode=tb
+ *     mode=tb       (default) counts per translation block: fastest
+ *     mode=insn     one callback per instruction: slower, kept to cross-check mode=tb
  *   A comma inside PATH must be doubled (QEMU's option syntax).
  *
  * Why it is written this way:
@@ -53,30 +62,49 @@
  *   below by hand; they resolve against the qemu executable when it dlopen()s the plugin.
  *   No glib is needed: the plugin uses only libc.
  * - QEMU 7.2's disassembler does not know RVV, so instructions are classified from their
- *   encoding bytes, once, at translation time. Execution then costs inline counter
- *   additions generated into the translated code (QEMU_PLUGIN_INLINE_ADD_U64), plus, for the
- *   LMUL weighting only, a cheap callback on blocks that hold vector instructions (below).
+ *   encoding bytes, once, at translation time; execution then only adds up.
+ * - Per vCPU, because guest threads run in parallel on host threads: shared counters would
+ *   race, and a thread pool's critical path needs each thread's own count. Each vCPU has a
+ *   slot (its counters and its vtype) on a cache line of its own, so threads neither race
+ *   nor share lines; only the thread of a vCPU writes its slot (a freed index is reused only
+ *   after its thread has gone). vCPUs past the table share the overflow slot, which is
+ *   added to atomically and tracks no vtype (their vtype-dependent instructions count as
+ *   unknown LMUL): a count is never dropped, and never guessed.
+ * - mode=tb has two ways of adding a block's totals. QEMU 7.2's inline add
+ *   (QEMU_PLUGIN_INLINE_ADD_U64) targets one fixed address, so it cannot be per vCPU; a
+ *   callback receives vcpu_index but costs a helper call per executed block. So: while the
+ *   guest has one thread, blocks add inline into that vCPU's slot; once it starts a second
+ *   (a clone with CLONE_VM, seen by the syscall callback before QEMU carries it out, or a
+ *   second vCPU appearing), blocks translated from then on add through one exec callback
+ *   whose userdata holds the block's totals. No inline block is ever run by another thread:
+ *   QEMU marks every vCPU CF_PARALLEL at the first clone, before the new vCPU exists, and
+ *   never runs a block translated without that flag on a vCPU that has it. A
+ *   single-threaded program therefore counts at the old inline speed.
  * - mode=tb adds a block's totals when the block starts. That equals the retired count unless
  *   a block is left half-way by a synchronous fault (a guest SIGSEGV etc.), which a program
  *   that runs to a normal exit does not do. mode=insn counts each instruction as it
- *   starts; the two agree on every normal run (tests/qemu/test_icount.py checks this).
+ *   starts, always through a callback (no inline adds, no static knowledge of the block), so
+ *   the two are independent; they agree, per thread, on every normal run
+ *   (tests/qemu/test_icount*.py check this).
  * - LMUL weighting. The vtype immediate of vsetvli (bits 30:20) and vsetivli (bits 29:20) is
  *   decoded at translation time (vlmul = its bits 2:0). A vector instruction that follows a
- *   vtype setter in the same block has a weight known then, added inline. One before the
- *   block's first setter depends on the vtype at block entry, which the plugin tracks in
- *   cur_lmul: in mode=tb a block with such instructions, or with a setter, gets one exec
- *   callback (userdata: the number of those leading instructions and the LMUL its last setter
- *   leaves) that adds count * cur_lmul and then moves cur_lmul on; blocks without either get
- *   no callback. (QEMU 7.2 ends a block at every vsetvl*, since vtype is part of its
- *   translation state, so in practice every vector instruction is such a leading one and
- *   every setter is its block's last instruction; the same-block path is kept for QEMUs that
- *   do otherwise.) mode=insn uses no static knowledge: every setter gets a callback that sets
- *   cur_lmul and every vtype-dependent vector instruction one that adds it, so the two modes
- *   check each other.
- * - The counters are plain uint64_t, not per-vCPU: qemu-user runs a single-threaded guest on
- *   one vCPU. A guest that starts threads (OpenMP) would race on them; count with 1 thread.
+ *   vtype setter in the same block has a weight known then, part of the block's totals. One
+ *   before the block's first setter depends on the vtype at block entry, which the plugin
+ *   tracks per vCPU: in mode=tb a block with such instructions, or with a setter, gets an
+ *   exec callback (userdata: the number of those leading instructions and the LMUL its last
+ *   setter leaves) that adds count * that vCPU's LMUL and then moves it on; blocks without
+ *   either get no callback while single-threaded. (QEMU 7.2 ends a block at every vsetvl*,
+ *   since vtype is part of its translation state, so in practice every vector instruction
+ *   is such a leading one and every setter is its block's last instruction; the same-block
+ *   path is kept for QEMUs that do otherwise.) mode=insn sets the vCPU's LMUL at each setter
+ *   and adds it at each vtype-dependent vector instruction. A new vCPU starts with its vtype
+ *   unknown: code that uses vectors sets vtype first (the calling convention does not
+ *   preserve it), so this costs nothing in practice.
+ * - The exec callback's userdata is allocated at translation and never freed: QEMU 7.2 tells
+ *   a plugin nothing when a block is discarded, and QEMU's own cost per translation is far
+ *   larger, so memory grows only as fast as QEMU translates.
  */
-#define _POSIX_C_SOURCE 200809L /* strdup under -std=c11 */
+#define _POSIX_C_SOURCE 200809L /* strdup, open_memstream under -std=c11 */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -105,6 +133,11 @@ enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS = 0 }; /* R_REGS, RW_REGS fol
 typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
 typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
 typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
+typedef void (*qemu_plugin_vcpu_simple_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index);
+typedef void (*qemu_plugin_vcpu_syscall_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index,
+                                              int64_t num, uint64_t a1, uint64_t a2,
+                                              uint64_t a3, uint64_t a4, uint64_t a5,
+                                              uint64_t a6, uint64_t a7, uint64_t a8);
 
 extern void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id,
                                                   qemu_plugin_vcpu_tb_trans_cb_t cb);
@@ -119,9 +152,10 @@ extern void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn
                                                    qemu_plugin_vcpu_udata_cb_t cb,
                                                    enum qemu_plugin_cb_flags flags,
                                                    void *userdata);
-extern void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn *insn,
-                                                       enum qemu_plugin_op op, void *ptr,
-                                                       uint64_t imm);
+extern void qemu_plugin_register_vcpu_init_cb(qemu_plugin_id_t id,
+                                              qemu_plugin_vcpu_simple_cb_t cb);
+extern void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id,
+                                                 qemu_plugin_vcpu_syscall_cb_t cb);
 extern size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 extern struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb,
                                                         size_t idx);
@@ -134,14 +168,62 @@ extern void qemu_plugin_outs(const char *string);
 PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 /* ---- state ----------------------------------------------------------------------------- */
-/* incremented by generated code and by the callbacks below */
-static uint64_t n_insns, n_vector, n_vsetvl, n_weighted, n_unknown;
-/* Register-group size of the vtype in force (1, 2, 4, 8); LMUL_UNKNOWN after a vsetvl (register
- * form) and before any setter has run. Only the callbacks read or write it. */
+enum { K_INSNS, K_VECTOR, K_VSETVL, K_WEIGHTED, K_UNKNOWN, N_KEYS };
+static const char *const KEY_NAMES[N_KEYS] = {
+    "insns", "vector_insns", "vsetvl", "lmul_weighted_vector_ops", "vector_insns_unknown_lmul",
+};
+
+/* Register-group size of the vtype in force (1, 2, 4, 8); LMUL_UNKNOWN after a vsetvl
+ * (register form), before the vCPU's first setter, and always in the overflow slot. */
 #define LMUL_UNKNOWN 0
-static uint64_t cur_lmul = LMUL_UNKNOWN;
-static char *out_path;                         /* NULL: qemu_plugin_outs */
-static bool per_insn;                          /* mode=insn */
+
+/* One vCPU's counters and vtype, alone on its 64-byte cache line (no false sharing between
+ * threads that count side by side). */
+typedef struct {
+    _Alignas(64) uint64_t n[N_KEYS];
+    uint64_t lmul;
+} vcpu_slot;
+
+#define MAX_VCPUS 256
+static vcpu_slot slots[MAX_VCPUS + 1]; /* [MAX_VCPUS]: every vCPU with a larger index */
+#define OVERFLOW (&slots[MAX_VCPUS])
+
+static char *out_path;          /* NULL: qemu_plugin_outs */
+static bool per_insn;           /* mode=insn */
+static bool threaded;           /* a second guest thread exists or is being started */
+static unsigned int first_vcpu; /* the vCPU of the guest's first thread (inline adds) */
+static unsigned int vcpus_seen;
+
+static inline vcpu_slot *slot_of(unsigned int vcpu)
+{
+    return vcpu < MAX_VCPUS ? &slots[vcpu] : OVERFLOW;
+}
+
+/* Only a vCPU's own thread writes its slot; the shared overflow slot needs atomic adds. */
+static inline void add(vcpu_slot *s, int key, uint64_t n)
+{
+    if (s == OVERFLOW)
+        __atomic_fetch_add(&s->n[key], n, __ATOMIC_RELAXED);
+    else
+        s->n[key] += n;
+}
+
+static inline void set_lmul(vcpu_slot *s, uint64_t lmul)
+{
+    if (s != OVERFLOW) /* shared by several vCPUs: no one vtype to track */
+        s->lmul = lmul;
+}
+
+/* Add n vtype-dependent vector instructions executed under the slot's current vtype. */
+static inline void add_under_cur(vcpu_slot *s, uint64_t n)
+{
+    if (s->lmul == LMUL_UNKNOWN) {
+        add(s, K_WEIGHTED, n);
+        add(s, K_UNKNOWN, n);
+    } else {
+        add(s, K_WEIGHTED, n * s->lmul);
+    }
+}
 
 /* What one instruction is, and how it weighs. */
 enum {
@@ -218,78 +300,123 @@ static insn_info classify(const struct qemu_plugin_insn *insn)
     }
 }
 
-/* Add n vtype-dependent vector instructions executed under the current vtype. */
-static inline void add_under_cur(uint64_t n)
-{
-    if (cur_lmul == LMUL_UNKNOWN) {
-        n_weighted += n;
-        n_unknown += n;
-    } else {
-        n_weighted += n * cur_lmul;
-    }
-}
+/* ---- mode=tb ----------------------------------------------------------------------------- */
+/* What one translated block adds each time it runs (exec callback userdata). A block holds
+ * at most 512 instructions (TCG_MAX_INSNS), so 32-bit fields suffice. */
+typedef struct {
+    uint32_t n[N_KEYS];  /* the block's static totals; added here unless added inline */
+    uint32_t leading;    /* vtype-dependent vector insns before its first setter */
+    bool add_totals;     /* false: n[] is added inline (single-threaded guest) */
+    bool has_setter;
+    uint8_t setter_lmul; /* the LMUL its last setter leaves (LMUL_UNKNOWN: a vsetvl) */
+} tb_info;
 
-/* mode=tb, once per execution of a block that has leading vtype-dependent vector
- * instructions or a setter. userdata: leading count << 8 | has-setter << 4 | last setter's
- * LMUL (0 unknown, 1, 2, 4, 8); a block holds at most 512 instructions, so it fits. */
-#define TB_HAS_SETTER 0x10u
 static void on_tb_exec(unsigned int vcpu_index, void *userdata)
 {
-    (void)vcpu_index;
-    uintptr_t u = (uintptr_t)userdata;
-    if (u >> 8)
-        add_under_cur(u >> 8);
-    if (u & TB_HAS_SETTER)
-        cur_lmul = u & 0xf;
+    const tb_info *t = userdata;
+    vcpu_slot *s = slot_of(vcpu_index);
+    if (t->add_totals) {
+        for (int k = 0; k < N_KEYS; k++)
+            add(s, k, t->n[k]);
+    }
+    if (t->leading)
+        add_under_cur(s, t->leading);
+    if (t->has_setter)
+        set_lmul(s, t->setter_lmul);
 }
 
-/* mode=insn: every setter, as it executes (userdata: the LMUL it sets) ... */
-static void on_setter_exec(unsigned int vcpu_index, void *userdata)
+/* A block's static totals, and what its callback must do at run time. */
+static tb_info summarise_tb(struct qemu_plugin_tb *tb)
 {
-    (void)vcpu_index;
-    cur_lmul = (uintptr_t)userdata;
+    tb_info t = { { 0 }, 0, false, false, LMUL_UNKNOWN };
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    t.n[K_INSNS] = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        insn_info c = classify(qemu_plugin_tb_get_insn(tb, i));
+        if (c.cls == CLASS_SCALAR)
+            continue;
+        t.n[K_VECTOR]++;
+        switch (c.cls) {
+        case CLASS_VSETVL:
+            t.n[K_VSETVL]++;
+            t.n[K_WEIGHTED] += 1;
+            t.has_setter = true;
+            t.setter_lmul = (uint8_t)c.lmul;
+            break;
+        case CLASS_FIXED:
+            t.n[K_WEIGHTED] += (uint32_t)c.weight;
+            break;
+        default:
+            if (!t.has_setter) {
+                t.leading++;                     /* vtype at block entry: the callback's */
+            } else if (t.setter_lmul == LMUL_UNKNOWN) {
+                t.n[K_WEIGHTED] += 1;            /* after a vsetvl in this block */
+                t.n[K_UNKNOWN] += 1;
+            } else {
+                t.n[K_WEIGHTED] += t.setter_lmul; /* after a vsetvli/vsetivli here */
+            }
+        }
+    }
+    return t;
 }
 
-/* ... and every vtype-dependent vector instruction. */
-static void on_vector_exec(unsigned int vcpu_index, void *userdata)
+static void instrument_tb(struct qemu_plugin_tb *tb)
 {
-    (void)vcpu_index;
-    (void)userdata;
-    add_under_cur(1);
+    tb_info t = summarise_tb(tb);
+    t.add_totals = __atomic_load_n(&threaded, __ATOMIC_ACQUIRE);
+    if (!t.add_totals) {
+        vcpu_slot *s = slot_of(first_vcpu);
+        for (int k = 0; k < N_KEYS; k++) {
+            if (t.n[k])
+                qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                         &s->n[k], t.n[k]);
+        }
+        if (!t.leading && !t.has_setter)
+            return; /* nothing depends on the vtype at run time */
+    }
+    tb_info *heap = malloc(sizeof *heap);
+    if (!heap) { /* uncounted blocks would make every figure wrong: stop instead */
+        fputs("qemu_icount: out of memory\n", stderr);
+        abort();
+    }
+    *heap = t;
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, heap);
 }
 
-static void add_inline_tb(struct qemu_plugin_tb *tb, uint64_t *ctr, uint64_t n)
+/* ---- mode=insn --------------------------------------------------------------------------- */
+/* userdata: the class in bits 3:0, and above them the weight (CLASS_FIXED) or the LMUL set
+ * (CLASS_VSETVL). */
+static void on_insn_exec(unsigned int vcpu_index, void *userdata)
 {
-    if (n)
-        qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, ctr, n);
-}
-
-static void add_inline_insn(struct qemu_plugin_insn *insn, uint64_t *ctr, uint64_t n)
-{
-    if (n)
-        qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, ctr, n);
-}
-
-/* mode=insn: each instruction counts itself as it starts; the vtype is tracked dynamically. */
-static void instrument_insn(struct qemu_plugin_insn *insn, insn_info c)
-{
-    add_inline_insn(insn, &n_insns, 1);
-    if (c.cls == CLASS_SCALAR)
+    uintptr_t u = (uintptr_t)userdata, arg = u >> 4;
+    vcpu_slot *s = slot_of(vcpu_index);
+    add(s, K_INSNS, 1);
+    switch (u & 0xf) {
+    case CLASS_SCALAR:
         return;
-    add_inline_insn(insn, &n_vector, 1);
-    switch (c.cls) {
     case CLASS_VSETVL:
-        add_inline_insn(insn, &n_vsetvl, 1);
-        add_inline_insn(insn, &n_weighted, 1);
-        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_setter_exec, QEMU_PLUGIN_CB_NO_REGS,
-                                               (void *)(uintptr_t)c.lmul);
+        add(s, K_VSETVL, 1);
+        add(s, K_WEIGHTED, 1);
+        set_lmul(s, arg);
         break;
     case CLASS_FIXED:
-        add_inline_insn(insn, &n_weighted, c.weight);
+        add(s, K_WEIGHTED, arg);
         break;
     default:
-        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_vector_exec, QEMU_PLUGIN_CB_NO_REGS,
-                                               NULL);
+        add_under_cur(s, 1);
+    }
+    add(s, K_VECTOR, 1);
+}
+
+static void instrument_insns(struct qemu_plugin_tb *tb)
+{
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        insn_info c = classify(insn);
+        uintptr_t arg = c.cls == CLASS_FIXED ? c.weight : c.cls == CLASS_VSETVL ? c.lmul : 0;
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_insn_exec, QEMU_PLUGIN_CB_NO_REGS,
+                                               (void *)(arg << 4 | (uintptr_t)c.cls));
     }
 }
 
@@ -297,73 +424,107 @@ static void instrument_insn(struct qemu_plugin_insn *insn, insn_info c)
 static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
-    size_t n = qemu_plugin_tb_n_insns(tb);
-    uint64_t vec = 0, vset = 0, weighted = 0, unknown = 0, leading = 0;
-    bool seen_setter = false;
-    uint64_t lmul = LMUL_UNKNOWN; /* the last setter's, once seen_setter */
-    for (size_t i = 0; i < n; i++) {
-        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
-        insn_info c = classify(insn);
-        if (per_insn) {
-            instrument_insn(insn, c);
-            continue;
-        }
-        if (c.cls == CLASS_SCALAR)
-            continue;
-        vec++;
-        switch (c.cls) {
-        case CLASS_VSETVL:
-            vset++;
-            weighted += 1;
-            seen_setter = true;
-            lmul = c.lmul;
-            break;
-        case CLASS_FIXED:
-            weighted += c.weight;
-            break;
-        default:
-            if (!seen_setter) {
-                leading++;               /* vtype at block entry: the callback weighs it */
-            } else if (lmul == LMUL_UNKNOWN) {
-                weighted += 1;           /* after a vsetvl in this block */
-                unknown += 1;
-            } else {
-                weighted += lmul;        /* after a vsetvli/vsetivli in this block */
-            }
-        }
-    }
     if (per_insn)
-        return;
-    add_inline_tb(tb, &n_insns, n);
-    add_inline_tb(tb, &n_vector, vec);
-    add_inline_tb(tb, &n_vsetvl, vset);
-    add_inline_tb(tb, &n_weighted, weighted);
-    add_inline_tb(tb, &n_unknown, unknown);
-    if (leading || seen_setter) {
-        uintptr_t u = (uintptr_t)leading << 8 | (seen_setter ? TB_HAS_SETTER | lmul : 0);
-        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS,
-                                             (void *)u);
+        instrument_insns(tb);
+    else
+        instrument_tb(tb);
+}
+
+/* ---- threads ------------------------------------------------------------------------------ */
+/* A new vCPU: the first names the slot of inline adds; any other means threads. A reused
+ * index starts with the vtype unknown, not the ended thread's. */
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu_index)
+{
+    (void)id;
+    if (__atomic_fetch_add(&vcpus_seen, 1, __ATOMIC_ACQ_REL) == 0)
+        first_vcpu = vcpu_index;
+    else
+        __atomic_store_n(&threaded, true, __ATOMIC_RELEASE);
+    set_lmul(slot_of(vcpu_index), LMUL_UNKNOWN);
+}
+
+/* Runs before QEMU carries the syscall out, so blocks translated after a thread-creating
+ * clone (and so every block a second thread can run) count per vCPU. */
+#define NR_CLONE 220  /* riscv64 (asm-generic numbers) */
+#define NR_CLONE3 435 /* its flags are in memory: treated as a thread, the safe side */
+#define CLONE_VM 0x100
+static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num,
+                       uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5,
+                       uint64_t a6, uint64_t a7, uint64_t a8)
+{
+    (void)id, (void)vcpu_index, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7,
+        (void)a8;
+    if (num == NR_CLONE3 || (num == NR_CLONE && (a1 & CLONE_VM)))
+        __atomic_store_n(&threaded, true, __ATOMIC_RELEASE);
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+static void put_counts(FILE *f, const uint64_t *n)
+{
+    for (int k = 0; k < N_KEYS; k++)
+        fprintf(f, "%s\"%s\": %" PRIu64, k ? ", " : "", KEY_NAMES[k], n[k]);
+}
+
+/* The JSON line (see the header), malloc'ed; NULL if out of memory. */
+static char *counts_json(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    uint64_t total[N_KEYS] = { 0 };
+    for (int i = 0; i <= MAX_VCPUS; i++) {
+        for (int k = 0; k < N_KEYS; k++)
+            total[k] += slots[i].n[k];
     }
+    fputc('{', f);
+    put_counts(f, total);
+    fputs(", \"per_thread\": [", f);
+    const char *sep = "";
+    for (int i = 0; i < MAX_VCPUS; i++) {
+        if (!slots[i].n[K_INSNS])
+            continue;
+        fprintf(f, "%s{\"vcpu\": %d, ", sep, i);
+        put_counts(f, slots[i].n);
+        fputc('}', f);
+        sep = ", ";
+    }
+    fputs("], \"per_thread_overflow\": ", f);
+    if (OVERFLOW->n[K_INSNS]) {
+        fprintf(f, "{\"first_vcpu\": %d, ", MAX_VCPUS);
+        put_counts(f, OVERFLOW->n);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputs("}\n", f);
+    return fclose(f) == 0 ? text : NULL;
 }
 
 static void write_counts(qemu_plugin_id_t id, void *userdata)
 {
     (void)id;
     (void)userdata;
-    char line[320];
-    snprintf(line, sizeof line,
-             "{\"insns\": %" PRIu64 ", \"vector_insns\": %" PRIu64 ", \"vsetvl\": %" PRIu64
-             ", \"lmul_weighted_vector_ops\": %" PRIu64 ", \"vector_insns_unknown_lmul\": %"
-             PRIu64 "}\n", n_insns, n_vector, n_vsetvl, n_weighted, n_unknown);
+    if (OVERFLOW->n[K_INSNS]) /* stderr is the guest's too, but this must not go unseen */
+        fprintf(stderr, "qemu_icount: %" PRIu64 " instructions ran on vCPUs with index >= %d; "
+                "counted together in per_thread_overflow\n", OVERFLOW->n[K_INSNS], MAX_VCPUS);
+    char *line = counts_json();
+    if (!line) {
+        fputs("qemu_icount: out of memory writing the counts\n", stderr);
+        return;
+    }
     if (!out_path) {
         qemu_plugin_outs(line);
+        free(line);
         return;
     }
     FILE *f = fopen(out_path, "w");
     if (!f || fputs(line, f) < 0 || fclose(f) != 0) {
-        /* stderr is shared with the guest, but a lost count must not pass silently */
+        /* a lost count must not pass silently */
         fprintf(stderr, "qemu_icount: cannot write %s: %s\n", out_path, strerror(errno));
     }
+    free(line);
 }
 
 PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
@@ -392,6 +553,8 @@ PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *in
             return -1;
         }
     }
+    qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
     qemu_plugin_register_atexit_cb(id, write_counts, NULL);
     return 0;

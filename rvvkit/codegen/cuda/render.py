@@ -57,6 +57,9 @@ PRELUDE = """\
 RUN = """\
 static const unsigned char rvk_checks[] = {{ {checks} }};
 
+/* Threads are the C dialect's: a GPU run has no host thread count to set. */
+RVK_API int rvvkit_set_num_threads(int n) {{ (void)n; return 1; }}
+
 /* Whether step i's kernel reported data out of range (the flag is cleared for the next). */
 static int rvk_step_failed(int i) {{
     int status = 0;
@@ -159,7 +162,7 @@ def _kernel(k: Kernel) -> Tuple[Dict[str, str], str]:
     return ck.support, launcher_body(k, ck)
 
 
-CUDA = Dialect(PRELUDE, _kernel, RUN, DEVICE)
+CUDA = Dialect(PRELUDE, _kernel, RUN, DEVICE, threads=False)
 
 
 def render_cuda(plan: Plan) -> str:

@@ -23,6 +23,7 @@ from typing import List, Optional, Tuple
 
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..parallel import Split
 from ..loops import broadcast_strides
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
@@ -153,13 +154,13 @@ def fill_present(c: Attn) -> str:
 """
 
 
-def _kernel(c: Attn, body: str, workspace: int, support) -> Lowered:
+def _kernel(c: Attn, body: str, workspace: int, support, split=None) -> Lowered:
     b_, hq, _, sq, total, d, dv = c.dims
     if c.present:
         body = fill_present(c) + body
     body = "\n".join(ln for ln in body.splitlines() if ln.strip())   # absent options' lines
     return Lowered(Kernel("attention", c.params(), indent(body) + "\n", workspace, support,
-                          macs=b_ * hq * sq * total * (d + dv), spec=c.spec()))
+                          macs=b_ * hq * sq * total * (d + dv), spec=c.spec(), split=split))
 
 
 def attention(c: Attn) -> Lowered:
@@ -192,7 +193,7 @@ def attention(c: Attn) -> Lowered:
             }}
             float sum = 0.0f;
             for (long j = 0; j < {total}; ++j) {{
-                ws[j] = expf(ws[j] - mx);
+                ws[j] = rvk_expf(ws[j] - mx);
                 sum += ws[j];
             }}
             const float inv = 1.0f / sum;
@@ -238,9 +239,15 @@ def attention_gemm(c: Attn) -> Lowered:
     qkr = f"float *__restrict qkr = {qk_row(c, 'i')};\n" if c.qk_mode in (0, 1, 2) else ""
     probs = (f"for (long t = 0; t < {sq * total}; ++t) ({qk_row(c, '0')})[t] = ws[t];\n"
              if c.qk_mode == 3 else "")
-    body = f"""for (long b = 0; b < {b_}; ++b) {{
+    # (batch, head) pairs are the parts threads share (each uses the workspace alone); not
+    # with present outputs, which every head of a group would write
+    parts = not c.present and b_ * hq > 1
+    heads = (f"for (long bh = rvk_lo; bh < rvk_hi; ++bh) {{\n    const long b = bh / {hq};",
+             f"    {{\n        const long h = bh % {hq};") if parts else \
+        (f"for (long b = 0; b < {b_}; ++b) {{", f"    for (long h = 0; h < {hq}; ++h) {{")
+    body = f"""{heads[0]}
 {indent(offset_decl(c))}
-    for (long h = 0; h < {hq}; ++h) {{
+{heads[1]}
         {c1.name}({q}, {k}, ws, {cws});
         for (long i = 0; i < {sq}; ++i) {{
             float *__restrict srow = ws + i * {total};
@@ -258,7 +265,7 @@ def attention_gemm(c: Attn) -> Lowered:
             }}
             float sum = 0.0f;
             for (long j = 0; j < {total}; ++j) {{
-                srow[j] = expf(srow[j] - mx);
+                srow[j] = rvk_expf(srow[j] - mx);
                 sum += srow[j];
             }}
             const float inv = 1.0f / sum;
@@ -268,4 +275,5 @@ def attention_gemm(c: Attn) -> Lowered:
         {c2.name}(ws, {v}, {y}, {cws});
     }}
 }}"""
-    return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support})
+    split = Split(b_ * hq, b_ * hq * sq * total * (d + dv)) if parts else None
+    return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support}, split)

@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 from ...ops.activations import Act, act_expr, act_rvv_support, has_vector_form
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered
+from ..parallel import Split
 from ..loops import cdiv, loop
 from ..rvv import GUARD, guarded, header, vle, vop, vse, vsetvl, vt
 from .conv_input import PhaseGrid, tag
@@ -180,7 +181,11 @@ for (int j = 0; j < {wo}; ++j) {{
     else:
         store = loop("i", 0, ho, f"RVK_MEMCPY({yrow}, g + i * {pg.wq}, {wo} * sizeof(float));")
     bexpr = f"b[nc % {cin}]" if bias else "0.0f"
-    body = f"""for (int nc = 0; nc < {n * cin}; ++nc) {{
+    # one image-channel plane per part (the planes' scratch is reused per plane); the small
+    # planes' portable form transposes whole tensors, so it stays on one thread
+    parts = not small and n * cin > 1
+    first, last = ("rvk_lo", "rvk_hi") if parts else ("0", str(n * cin))
+    body = f"""for (int nc = {first}; nc < {last}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
     {sname}(x + (ptrdiff_t)nc * {h * w}, ws);
     {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf});
@@ -196,6 +201,7 @@ for (int j = 0; j < {wo}; ++j) {{
         wsize = max(wsize, swords)
         support = {k: v.replace("static void", "static RVK_UNUSED void", 1)
                    if k in (sname, gname) else v for k, v in support.items()}
-    kern = Kernel("dwconv", params, code, wsize, support,
-                  n * cin * ho * wo * kh * kw, spec=spec)
+    macs = n * cin * ho * wo * kh * kw
+    kern = Kernel("dwconv", params, code, wsize, support, macs, spec=spec,
+                  split=Split(n * cin, macs) if parts else None)
     return Lowered(kern)

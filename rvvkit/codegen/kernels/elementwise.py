@@ -13,10 +13,15 @@ from typing import Optional, Sequence
 from ...ops.activations import Act, act_expr, act_rvv_support, has_vector_form
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, make_spec
+from ..parallel import Split, parts_loop
 from ..loops import broadcast_strides, collapse, loop, nest, strides_of
 from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vsplat, vt
 
 OPERATORS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+"}
+
+# Elements per part of a split element-wise kernel: a multiple of every vector length, so the
+# parts' bounds never change how an element is computed.
+BLOCK = 16384
 
 
 def nary(op: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
@@ -31,14 +36,40 @@ def nary(op: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
         expr = f" {sym} ".join(f"x{i}[{idx[n]}]" for i, n in enumerate(names))
         return f"const float v = {expr};\ny[{idx['y']}] = {act_expr(act, 'v')};"
 
+    dims, sts = _rows_of(dims, sts)
     code = nest(dims, sts, names + ["y"], body)
     rvv = _nary_rvv(dims, sts, names, sym, act)
+    split = None
+    if len(dims) > 1:   # the outermost loop's iterations are the parts threads share
+        head = f"for (long i0 = 0; i0 < {dims[0]}; ++i0)"
+        code, rvv = (_outer_parts(t, head) for t in (code, rvv))
+        split = Split(dims[0], math.prod(dims) * (len(names) + 4))
     params = tuple(Param(n) for n in names) + (Param("y", const=False),)
     spec = make_spec("nary", operator=op, in_shapes=in_shapes, out_shape=out_shape, act=act)
     if rvv is None:
-        return Lowered(Kernel(op.lower(), params, code, spec=spec))
+        return Lowered(Kernel(op.lower(), params, code, spec=spec, split=split))
     return Lowered(Kernel(op.lower(), params, guarded(rvv, code), support=_support(act),
-                          spec=spec))
+                          spec=spec, split=split))
+
+
+def _rows_of(dims, sts):
+    """A long 1-D loop as rows of a divisor of its length (1024 to BLOCK elements, a multiple
+    of 64: every vector length), so that threads can share it; other nests unchanged."""
+    if len(dims) != 1 or dims[0] <= BLOCK:
+        return dims, sts
+    n = dims[0]
+    for row in range(BLOCK, 1023, -64):
+        if n % row == 0:
+            return [n // row, row], [[st[0] * row, st[0]] for st in sts]
+    return dims, sts
+
+
+def _outer_parts(text, head: str):
+    """`text` with its outermost loop over the parts rvk_lo..rvk_hi instead of all of them."""
+    if text is None:
+        return None
+    assert text.count(head) == 1, head
+    return text.replace(head, "for (long i0 = rvk_lo; i0 < rvk_hi; ++i0)")
 
 
 L = 8   # LMUL of the element-wise strips: a value, one loaded operand and a temporary
@@ -116,28 +147,52 @@ def _nary_rvv(dims, sts, names, sym, act):
     return "\n".join(lines)
 
 
+def _blocks(n: int):
+    """(statements moving x and y to this range of blocks, its length, Split factory) for n
+    elements split in BLOCKs; nothing to move when there is one block."""
+    if n <= BLOCK:
+        return "", str(n), lambda work: None
+    head = f"""const long lo = (long)rvk_lo * {BLOCK};
+const long len = ((long)rvk_hi * {BLOCK} < {n}L ? (long)rvk_hi * {BLOCK} : {n}L) - lo;
+x += lo;
+y += lo;
+"""
+    return head, "len", lambda work: Split(-(-n // BLOCK), work)
+
+
 def unary(act: Act, shape: Sequence[int]) -> Lowered:
     n = math.prod(shape)
-    code = indent(loop("i", 0, n, f"const float v = x[i];\ny[i] = {act.c_expr('v')};",
-                       ty="long", flat=True))
+    head, cnt, split = _blocks(n)
+    code = indent(head + loop("i", 0, n if cnt == str(n) else cnt,
+                              f"const float v = x[i];\ny[i] = {act.c_expr('v')};",
+                              ty="long", flat=True))
     params = (Param("x"), Param("y", const=False))
     spec = make_spec("unary", act=act, shape=shape)
+    split = split(n * 16)
     if not has_vector_form(act):
-        return Lowered(Kernel(act.kind, params, code, spec=spec))
-    rvv = _strip(str(n), f"{vt(L)} v = {vle(L, 'x + i')};\nv = {act.rvv_expr('v', L)};\n"
-                 f"{vse(L, 'y + i', 'v')}", "    ")
-    return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=_support(act), spec=spec))
+        return Lowered(Kernel(act.kind, params, code, spec=spec, split=split))
+    rvv = indent(head) + _strip(cnt, f"{vt(L)} v = {vle(L, 'x + i')};\n"
+                                f"v = {act.rvv_expr('v', L)};\n{vse(L, 'y + i', 'v')}", "    ")
+    return Lowered(Kernel(act.kind, params, guarded(rvv, code), support=_support(act), spec=spec,
+                          split=split))
 
 
 def _per_channel(batch: int, chans: int, size: int, head: str, inner: str) -> str:
     """Loops over (n, c) around `head` (per channel statements) and `inner` (the loop over
-    the channel's `size` elements, between xp and yp); single-trip loops are left out."""
+    the channel's `size` elements, between xp and yp); single-trip loops are left out. With
+    one image, the channels are the parts threads share (`_channel_split`)."""
     body = f"""{head}
 const float *__restrict xp = x + (n * {chans} + c) * {size};
 float *__restrict yp = y + (n * {chans} + c) * {size};
 {inner}"""
-    return indent(loop("n", 0, batch, loop("c", 0, chans, body, "long", flat=True), "long",
-                       flat=True))
+    channels = parts_loop("c", chans, body, flat=True)[0] if batch == 1 else \
+        loop("c", 0, chans, body, "long", flat=True)
+    return indent(loop("n", 0, batch, channels, "long", flat=True))
+
+
+def _channel_split(shape) -> Optional[Split]:
+    work = math.prod(shape) * 2
+    return parts_loop("c", shape[1], "")[1](work) if shape[0] == 1 else None
 
 
 def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
@@ -145,7 +200,8 @@ def channel_affine(shape: Sequence[int], act: Optional[Act]) -> Lowered:
     batch, chans = shape[0], shape[1]
     inner = math.prod(shape[2:])
     params = (Param("x"), Param("s"), Param("t"), Param("y", const=False))
-    kw = dict(macs=batch * chans * inner, spec=make_spec("affine", shape=shape, act=act))
+    kw = dict(macs=batch * chans * inner, spec=make_spec("affine", shape=shape, act=act),
+              split=_channel_split(shape))
     elems = loop("i", 0, inner, f"const float v = xp[i] * sc + sh;\nyp[i] = {act_expr(act, 'v')};",
                  "long", flat=True)
     code = _per_channel(batch, chans, inner, "const float sc = s[c], sh = t[c];", elems)

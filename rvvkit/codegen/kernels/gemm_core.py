@@ -24,15 +24,16 @@ class Core:
     workspace: int = 0
 
 
-def _blocks(var: str, cnt: str, start: str, total: str, step: int, body: str) -> str:
+def _blocks(var: str, cnt: str, start: str, total: str, step: int, body: str,
+            end: str = "") -> str:
     """Blocks of `step` over [start, start + total), the last one short (`cnt` is the current
     block's length). Kept a loop even when it runs once (except over a single row or
     column): with kb a literal constant, clang's interprocedural constant propagation
     specialises the micro-kernel (noinline, but clang has no noipa) on it, unrolling k with
     register spills, and the micro-kernels' code must not depend on the driver's form."""
-    if start == "0" and total == "1":    # a single row or column: no loop, nothing to clash
+    if start == "0" and (end or total) == "1":    # a single row or column: no loop
         return f"const int {var} = 0, {cnt} = 1;\n{body}"
-    end = total if start == "0" else f"{start} + {total}"
+    end = end or (total if start == "0" else f"{start} + {total}")
     return f"""for (int {var} = {start}; {var} < {end}; {var} += {step}) {{
     const int {cnt} = {end} - {var} < {step} ? {end} - {var} : {step};
 {indent(body)}
@@ -84,26 +85,83 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     args = "".join(f"{x}, " for x, _, _ in ep.addends)
     call = f"""{ukn}(kb, @APTR@, @BPTR@, {'off, ' if ind else ''}t);
 {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);"""
-    if a.kind in ("strided", "custom") and b.kind == "packed":
+    rows_first = a.kind in ("strided", "custom") and b.kind == "packed"
+    split = _split_side(p, q, a, b, mr, nr, rows_first)
+    if rows_first:
         loops, aptr, bptr, ws = _rows_blocked(p, q, k, kc, a, mr, nr, call, support)
     else:
-        loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support)
+        loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support, split)
     loops = loops.replace("@APTR@", aptr).replace("@BPTR@", bptr)
     decls = f"float t[{mr * nr}];\n" + (f"int off[{kc}];\n" if ind else "") + "(void)ws;\n"
     text = f"""static void @NAME@(const float *__restrict opa, const float *__restrict opb,
-    {adds}float *__restrict y, float *__restrict ws) {{
+    {adds}float *__restrict y, float *__restrict ws, int lo, int hi) {{
 {indent(decls + loops)}
 }}
 """
     # same shapes with another epilogue or operand kind is another function: hash the text
     digest = hashlib.sha1(text.encode()).hexdigest()[:8]
-    name = f"rvk_{tag}_gemm_{p}x{q}x{k}_tile_{mr}x{nr}{ep.describe()}_{digest}"
-    support[name] = text.replace("@NAME@", name)
-    return Core(name, support, ws)
+    base = f"rvk_{tag}_gemm_{p}x{q}x{k}_tile_{mr}x{nr}{ep.describe()}"
+    names = {part: f"{base}_{part}_{digest}" for part in ("range", "task")}
+    names["driver"] = f"{base}_{digest}"
+    support[names["range"]] = text.replace("@NAME@", names["range"])
+    support.update(_parallel(names, ep, split, (p, q, k), ws, mr if split == "rows" else nr))
+    return Core(names["driver"], support, ws)
 
 
-def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support):
-    """Column blocks (qb) > k blocks > [pack B block] > row panels > column panels."""
+def _split_side(p, q, a: Side, b: Side, mr, nr, rows_first) -> str:
+    """Which output dimension threads split: the side whose operand is packed at run time
+    (each thread then packs only its own part), else the one with more panels."""
+    if rows_first:
+        return "rows"
+    if b.kind in ("strided", "custom"):
+        return "cols"
+    return "rows" if cdiv(p, mr) > cdiv(q, nr) else "cols"
+
+
+GEMM_ARGS = """\
+/* The operands of a parallel GEMM driver, passed to its tasks. */
+typedef struct {
+    const float *a, *b;
+    const float *add[4];
+    float *y;
+} rvk_gemm_args;
+"""
+
+
+def _parallel(names, ep: Epilogue, split: str, pqk, ws: int, panel: int) -> Dict[str, str]:
+    """The driver: splits the `split` dimension into whole panels, one range per task (panel
+    bounds are the single-thread ones, so every output is computed alike), and runs the range
+    function on them through the pool."""
+    name, rng, tsk = names["driver"], names["range"], names["task"]
+    p, q, k = pqk
+    total, pw = (p, "rows") if split == "rows" else (q, "columns")
+    units = cdiv(total, panel)
+    nadd = len(ep.addends)
+    if nadd > 4:
+        raise ValueError(f"{name}: {nadd} addends, rvk_gemm_args holds 4")
+    adds = "".join(f"const float *__restrict {x}, " for x, _, _ in ep.addends)
+    fields = "".join(f"g->add[{i}], " for i in range(nadd))
+    inits = ", ".join(x for x, _, _ in ep.addends) or "NULL"
+    task = f"""static void {tsk}(void *ctx, int task, int ntasks, float *ws) {{
+    const rvk_gemm_args *g = (const rvk_gemm_args *)ctx;
+    int lo, hi;
+    rvk_split({units}, task, ntasks, &lo, &hi);   /* panels of {panel} {pw} */
+    {rng}(g->a, g->b, {fields}g->y, ws, lo * {panel},
+        hi * {panel} < {total} ? hi * {panel} : {total});
+}}
+
+static void {name}(const float *__restrict opa, const float *__restrict opb,
+    {adds}float *__restrict y, float *__restrict ws) {{
+    rvk_gemm_args g = {{opa, opb, {{{inits}}}, y}};
+    rvk_parallel({units}, {p * q * k}L, {ws}L, ws, {tsk}, &g);
+}}
+"""
+    return {"rvk_gemm_args": GEMM_ARGS, name: task}
+
+
+def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split):
+    """Column blocks (qb) > k blocks > [pack B block] > row panels > column panels; over
+    columns or rows [lo, hi) as `split` says."""
     if b.kind == "packed":
         qb = q
     else:
@@ -113,9 +171,10 @@ def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support):
     bk, _, bptr = _side_prep(b, "b", nr, k, "ws", support)
     ak, ai, aptr = _side_prep(a, "a", mr, k, f"ws + {ws_b}", support)
     cols = _blocks("j", "nr", "j0", "qb", nr, call)
-    rows = _blocks("i0", "mr", "0", str(p), mr, "\n".join(s for s in (ai, cols) if s))
+    r0, rend, c0, cend = ("lo", "hi", "0", str(q)) if split == "rows" else ("0", str(p), "lo", "hi")
+    rows = _blocks("i0", "mr", r0, "", mr, "\n".join(s for s in (ai, cols) if s), end=rend)
     kblk = _blocks("k0", "kb", "0", str(k), kc, "\n".join(s for s in (bk + ak, rows) if s))
-    return _blocks("j0", "qb", "0", str(q), qb, kblk), aptr, bptr, ws_a + ws_b
+    return _blocks("j0", "qb", c0, "", qb, kblk, end=cend), aptr, bptr, ws_a + ws_b
 
 
 def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support):
@@ -133,4 +192,4 @@ def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support):
     cols = _blocks("j", "nr", "0", str(q), nr, rows)
     kblk = _blocks("k0", "kb", "0", str(k), kc,
                    f"{pname}(opa, ib, pb, k0, kb, ws);\n{cols}")
-    return _blocks("ib", "pb", "0", str(p), pb, kblk), aptr, bptr, cdiv(pb, mr) * mr * kc
+    return _blocks("ib", "pb", "lo", "", pb, kblk, end="hi"), aptr, bptr, cdiv(pb, mr) * mr * kc

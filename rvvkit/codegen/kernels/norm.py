@@ -10,6 +10,7 @@ from typing import Sequence
 
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, make_spec
+from ..parallel import parts_loop
 from ..loops import loop
 from .reduce import vexp_sum
 from .vmath import exp_support
@@ -117,24 +118,26 @@ def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) ->
         n, inner = math.prod(shape[axis:]), 1
     else:
         n, inner = shape[axis], math.prod(shape[axis + 1:])
-    out = "v - m - logf(s)" if log else "expf(v - m) * r"
+    # The exponentials go to y first (a loop of call-free rvk_expf that compilers vectorise;
+    # libm's expf is a call per element), then are summed and scaled.
+    last = (f"const float ls = logf(s);\n"
+            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] = xp[k * {inner}] - m - ls;"
+            if log else f"const float r = 1.0f / s;\n"
+            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] *= r;")
     row = f"""const float *__restrict xp = x + o * {n * inner} + i;
 float *__restrict yp = y + o * {n * inner} + i;
 float m = -INFINITY, s = 0.0f;
 for (long k = 0; k < {n}; ++k) m = xp[k * {inner}] > m ? xp[k * {inner}] : m;
-for (long k = 0; k < {n}; ++k) s += expf(xp[k * {inner}] - m);
-const float r = 1.0f / s;
-(void)r;
-for (long k = 0; k < {n}; ++k) {{
-    const float v = xp[k * {inner}];
-    yp[k * {inner}] = {out};
-}}"""
-    code = indent(loop("o", 0, outer, loop("i", 0, inner, row, "long", flat=True), "long",
-                       flat=True))
+for (long k = 0; k < {n}; ++k) yp[k * {inner}] = rvk_expf(xp[k * {inner}] - m);
+for (long k = 0; k < {n}; ++k) s += yp[k * {inner}];
+{last}"""
+    rows, split = parts_loop("o", outer, loop("i", 0, inner, row, "long", flat=True), flat=True)
+    code = indent(rows)
     name = "logsoftmax" if log else "softmax"
     spec = make_spec("softmax", shape=shape, axis=axis, coerce=coerce, log=log)
+    split = split(outer * n * inner * 8)
     if inner != 1:
-        return Lowered(Kernel(name, XY, code, spec=spec))
+        return Lowered(Kernel(name, XY, code, spec=spec, split=split))
     L = 8
     # the exponentials with the vector exp of vmath.py (kernels/reduce.py vexp_sum)
     if log:
@@ -146,10 +149,10 @@ const float ls = logf(s);
         rest = f"""{vexp_sum("s", "xp", n, "m", store="yp")}
 const float r = 1.0f / s;
 {_strip("k", n, vse(L, 'yp + k', vop('vfmul_vf', L) + '(' + vle(L, 'yp + k') + ', r, vl)'))}"""
-    rvv = indent(loop("o", 0, outer, f"""const float *__restrict xp = x + o * {n};
+    rvv = indent(parts_loop("o", outer, f"""const float *__restrict xp = x + o * {n};
 float *__restrict yp = y + o * {n};
 {reduce_rvv("max", "xp", str(n), "-INFINITY")}
 const float m = red;
-{rest}""", "long", flat=True))
+{rest}""", flat=True)[0])
     return Lowered(Kernel(name, XY, guarded(rvv, code), support={**header(), **exp_support(4)},
-                          spec=spec))
+                          spec=spec, split=split))

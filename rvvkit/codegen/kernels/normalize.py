@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..cfmt import flt, indent
 from ..loops import loop
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..parallel import parts_loop
 from ..rvv import guarded, header, vle, vse, vsetvl, vsetvlmax, vsplat, vt
 from .reduce import layout, over_reduced
 
@@ -102,11 +103,12 @@ for (size_t k = 0; k < {n};) {{
     params = [Param("x"), Param("scale")] + [Param("bias")] * bias + [Param("y", const=False)]
     if stats:
         params += [Param("mean", const=False), Param("inv_std_dev", const=False)]
-    body = guarded(_per_row(rows, rvv), _per_row(rows, code))
+    (vrows, split), (crows, _) = parts_loop("r", rows, rvv), parts_loop("r", rows, code)
+    body = guarded(vrows, crows)
     spec = make_spec("rownorm", rms=int(rms), rows=rows, n=n, eps=eps, bias=int(bias),
                      stats=int(stats))
     return Lowered(Kernel("rmsnorm" if rms else "layernorm", tuple(params), indent(body),
-                          support=header(), spec=spec))
+                          support=header(), spec=spec, split=split(rows * n * 6)))
 
 
 def _per_row(rows: int, body: str, var: str = "r") -> str:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, make_spec
+from ..parallel import parts_loop
 from ..loops import loop
 from ..rvv import (all_lanes, guarded, header, keep_numbers, nan_unless, vbool, vle, vlse, vop,
                    vse, vsetvl, vsplat, vt)
@@ -76,9 +77,11 @@ float acc = {init};
                       count_include_pad, init, window)
     row = f"const long h0 = oh * {sh} - {pt};\n" + loop("ow", 0, wo, window, "long")
     code = _planes(n * c, h * w, ho * wo, loop("oh", 0, ho, row, "long", flat=True))
+    split = parts_loop("nc", n * c, "")[1](n * c * ho * wo * kh * kw)   # planes: _planes
     if rvv is None:
-        return Lowered(Kernel(f"{kind}pool", XY, code, spec=spec))
-    return Lowered(Kernel(f"{kind}pool", XY, guarded(rvv, code), support=header(), spec=spec))
+        return Lowered(Kernel(f"{kind}pool", XY, code, spec=spec, split=split))
+    return Lowered(Kernel(f"{kind}pool", XY, guarded(rvv, code), support=header(), spec=spec,
+                          split=split))
 
 
 def _skip_loop(var: str, n: int, decl: str, outside: str, body: str) -> str:
@@ -105,9 +108,9 @@ def _taps(x_shape, kernel, dilations, update: str) -> str:
 
 def _planes(nc: int, xsize: int, ysize: int, body: str) -> str:
     """`body` per (image, channel) plane, with xp/yp pointing at the plane's input/output."""
-    return indent(loop("nc", 0, nc, f"""const float *__restrict xp = x + nc * {xsize};
+    return indent(parts_loop("nc", nc, f"""const float *__restrict xp = x + nc * {xsize};
 float *__restrict yp = y + nc * {ysize};
-{body}""", "long", flat=True))
+{body}""", flat=True)[0])
 
 
 def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip, init, scalar):
@@ -165,15 +168,17 @@ def global_pool(kind: str, x_shape) -> Lowered:
         init, upd, fin = MAX_INIT, max_step("xp[i]"), "acc"
     else:
         init, upd, fin = "0.0f", "acc += xp[i];", f"acc * {flt(1.0 / inner)}"
-    code = indent(loop("nc", 0, nc, f"""const float *__restrict xp = x + nc * {inner};
+    planes, split = parts_loop("nc", nc, f"""const float *__restrict xp = x + nc * {inner};
 float acc = {init};
 {loop("i", 0, inner, upd, "long")}
-y[nc] = {fin};""", "long", flat=True))
+y[nc] = {fin};""", flat=True)
+    code = indent(planes)
     vfin = "red" if kind == "max" else f"red * {flt(1.0 / inner)}"
     red = reduce_rvv(kind, "xp", str(inner), MAX_INIT if kind == "max" else "0.0f",
                      nan=kind == "max")
-    rvv = indent(loop("nc", 0, nc, f"""const float *__restrict xp = x + nc * {inner};
+    rvv = indent(parts_loop("nc", nc, f"""const float *__restrict xp = x + nc * {inner};
 {red}
-y[nc] = {vfin};""", "long", flat=True))
+y[nc] = {vfin};""", flat=True)[0])
     return Lowered(Kernel(f"global{kind}pool", XY, guarded(rvv, code), support=header(),
-                          spec=make_spec("global_pool", kind=kind, x_shape=x_shape)))
+                          spec=make_spec("global_pool", kind=kind, x_shape=x_shape),
+                          split=split(nc * inner)))
