@@ -175,6 +175,20 @@ CASES = [
     ("maxpool_i8_dilated", lambda: maxpool(I8, (2, 2, 8, 7), kernel_shape=[2, 3],
                                            dilations=[2, 1], ceil_mode=1, strides=[2, 2])),
     ("maxpool_u8_1d", lambda: maxpool(U8, (1, 4, 13), kernel_shape=[3], pads=[1, 1])),
+    # tensors large enough to split into parts (quant_ew.part_range; tests split every kernel
+    # that has more than one): blocks of one tensor or row, groups of rows or planes
+    ("split_q_u8_tensor_blocks", lambda: quantize(U8, (5, 7001))),
+    ("split_dq_i8_axis1_rows", lambda: dequantize(I8, (2, 4, 50, 90), axis=1)),
+    ("split_add_u8_same_blocks", lambda: binary("QLinearAdd", U8, (3, 12011), (3, 12011))),
+    ("split_mul_i8_bcast_rows", lambda: binary("QLinearMul", I8, (40, 1001), (1001,))),
+    ("split_sigmoid_u8_blocks", lambda: unary("QLinearSigmoid", U8, (2, 20003))),
+    ("split_gap_i8_planes", lambda: unary("QLinearGlobalAveragePool", I8, (2, 5, 60, 61))),
+    ("split_avgpool_u8_planes", lambda: unary("QLinearAveragePool", U8, (1, 3, 50, 47),
+                                              kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ("split_softmax_u8_rows", lambda: softmax(U8, (70, 301), -1, 13)),
+    ("split_concat_i8_rows", lambda: concat(I8, [(5, 2, 1000), (5, 3, 1000)], 1)),
+    ("split_maxpool_i8_planes", lambda: maxpool(I8, (2, 3, 41, 40), kernel_shape=[3, 3],
+                                                strides=[2, 2], pads=[1, 1, 1, 1])),
 ]
 
 

@@ -188,6 +188,26 @@ CASES = {
                                                        w_shape=(64, 8, 3, 3), ydt=I8,
                                                        pads=[1, 1, 1, 1], per_channel=True),
     "qmatmul_tall_narrow": lambda: qlinearmatmul(U8, I8, (70, 16), (16, 5)),
+    # shapes that the kernels split into several parts (qgemm.part_blocks), which the host's
+    # 1, 2 and 3 threads and QEMU's share out: blocks of output pixels whose rows of im2col
+    # start and end inside an output row (uint8 weights: column sums per block), blocks of
+    # output channels (160 on a 7 x 7 map: 128 + 32), a pointwise conv reading blocks of its
+    # input in place, and matrix products in row x column blocks with run-time uint8 b
+    # (flipped per block) and both zero-point sums
+    "qconv_split_pixels_u8_weights_zp": lambda: qlinearconv(
+        U8, U8, x_shape=(1, 3, 20, 19), w_shape=(6, 3, 3, 3), wz=140, pads=[1, 1, 1, 1],
+        strides=[1, 1]),
+    "qconv_split_channels_7x7": lambda: qlinearconv(I8, x_shape=(1, 8, 7, 7),
+                                                    w_shape=(160, 8, 3, 3), ydt=I8,
+                                                    pads=[1, 1, 1, 1], per_channel=True),
+    "qconv_split_1x1_direct_batch2": lambda: qlinearconv(I8, x_shape=(2, 5, 16, 17),
+                                                         w_shape=(9, 5, 1, 1), ydt=I8),
+    "qconv_split_grouped_strided": lambda: qlinearconv(x_shape=(1, 4, 33, 31),
+                                                       w_shape=(4, 2, 3, 3), group=2,
+                                                       strides=[2, 1], pads=[1, 0, 1, 2]),
+    "qmatmul_split_runtime_u8_batched": lambda: qlinearmatmul(U8, U8, (2, 3, 8), (2, 8, 300),
+                                                              const_b=False),
+    "matmulinteger_split_rows_cols": lambda: matmulinteger(U8, U8, False, (150, 16), (16, 200)),
     "qconv_1d": lambda: qlinearconv(x_shape=(1, 3, 11), w_shape=(5, 3, 3), pads=[1, 1]),
     "convinteger_u8": lambda: convinteger(pads=[1, 0, 1, 1]),
     "convinteger_s8_zero_zp": lambda: convinteger(I8, I8, 0, 0, strides=[1, 2]),

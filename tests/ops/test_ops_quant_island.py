@@ -89,6 +89,8 @@ CASES = {
     "sum_int8_to_uint8": (lambda: island(I8, relu=False, out_dt=U8), True),
     "sum_uint8_odd_size": (lambda: island(U8, shape=(3, 5, 7)), True),
     "dq_with_a_second_reader": (lambda: island(I8, tap=True), True),
+    # parts of BLOCK elements, the last one short, the float stream kept too
+    "split_blocks_uint8_kept": (lambda: island(U8, shape=(3, 16, 1001), tap=True), True),
     # broadcasting is not an island: it stays float with Q/DQ as ops, and agrees the same way
     "broadcast_stays_float": (lambda: island(I8, b_shape=(1, 16, 1)), False),
 }

@@ -5,8 +5,8 @@ GEMM per channel is mostly overhead. Here each channel's input plane is copied o
 stride-phase planes bordered with the input zero point (conv_input.PhaseGrid's layout, int8,
 uint8 flipped on the way): every tap is then one constant offset on the "grid" of cells
 q = oy * wq + ox, and the grid is swept in long vectors with no bounds checks (a small plane is
-one strip, not one per output row). The borders never change between channels: they are
-filled once per call.
+one strip, not one per output row). Each image's channel is a part of its own on the thread
+pool (codegen/parallel.py), with its planes and grid in its thread's workspace.
 
 RVV (e8/m1 inputs, int16/m2 products, int32/m4 sums): a tap is a vle8 and a vwmul.vx; when
 `paired` (no weight is -128, so two products sum within int16) the next tap joins with
@@ -20,10 +20,11 @@ keeps in registers and vectorises along q (pairs of taps added in int16 first wh
 requantised with rvk_requant in the block into the same int8 grid."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..cfmt import indent
 from ..loops import cdiv, loop
+from ..parallel import Split, parts_loop
 from ..rvv import GUARD
 from .conv_input import PhaseGrid
 from .qgemm import epilogue_support
@@ -153,9 +154,11 @@ def _split(pg: PhaseGrid, flip: bool) -> str:
 
 def qconv_dw(x_shape, w_shape, y_shape, *, strides, pads, dilations, x_flip: bool, x_zp: int,
              out: str, y_zp: int, lo: int, hi: int,
-             paired: bool) -> Tuple[str, int, Dict[str, str]]:
-    """(body, workspace words, support) of the depthwise kernel, with qconv()'s parameters
-    x, w, bias, scale, y (see dw_applies for when it runs)."""
+             paired: bool) -> Tuple[str, int, Dict[str, str], Optional[Split]]:
+    """(body, workspace words, support, split) of the depthwise kernel, with qconv()'s
+    parameters x, w, bias, scale, y (see dw_applies for when it runs). Threads: a part is one
+    image's channel, whose planes and grid are its thread's workspace; each part writes the
+    planes' borders itself (a thread's workspace is its own, not the previous part's)."""
     n, c, h, w = x_shape
     _, _, kh, kw = w_shape
     ho, wo = y_shape[2], y_shape[3]
@@ -168,13 +171,17 @@ def qconv_dw(x_shape, w_shape, y_shape, *, strides, pads, dilations, x_flip: boo
     xt = "uint8_t" if x_flip else "int8_t"
     weights = "\n".join(f"const int8_t w{t} = wc[{t}];" for t in range(nt))
     rows = loop("oy", 0, ho, f"memcpy(yc + oy * {wo}, g + oy * {pg.wq}, {wo});", ty="long")
-    per_channel = f"""const {xt} *__restrict xc = x + (b * {c} + c) * {h * w};
-{out}_t *__restrict yc = y + (b * {c} + c) * {ho * wo};
+    ch = "ch" if n > 1 else "nc"   # the channel of image-channel plane nc
+    per_channel = (f"const long ch = nc % {c};\n" if n > 1 else "") + f"""\
+const {xt} *__restrict xc = x + nc * {h * w};
+{out}_t *__restrict yc = y + nc * {ho * wo};
+/* the borders are the zero point, the planes' insides the channel's input */
+memset(xp, (int8_t)({x_zp}), {xp_bytes});
 {_split(pg, x_flip)}
-const int8_t *__restrict wc = w + c * {nt};
+const int8_t *__restrict wc = w + {ch} * {nt};
 {weights}
-const int32_t bc = bias[c];
-const float sc = scale[c];
+const int32_t bc = bias[{ch}];
+const float sc = scale[{ch}];
 {GUARD}
 {_rvv(pg, taps, paired, y_zp, lo, hi)}
 #else
@@ -182,13 +189,13 @@ const float flo = {float(lo - y_zp)!r}f, fhi = {float(hi - y_zp)!r}f;
 {_portable(pg, taps, paired, y_zp)}
 #endif
 {rows}"""
+    planes, split = parts_loop("nc", n * c, per_channel, ty="long")
     body = f"""int8_t *__restrict xp = (int8_t *)ws;
 int8_t *__restrict g = (int8_t *)(ws + {xp_words});
-/* the borders are the zero point for every channel: written once */
-memset(xp, (int8_t)({x_zp}), {xp_bytes});
-{loop("b", 0, n, loop("c", 0, c, per_channel, ty="long"), ty="long")}
+{planes}
 """
     support = {**epilogue_support(), ROWS_KEY: ROWS}
     lines = indent(body).split("\n")   # directives at the left margin
     body = "\n".join(ln.lstrip() if ln.lstrip().startswith("#") else ln for ln in lines)
-    return body + "\n", xp_words + cdiv(grid_bytes, 4), support
+    macs = n * c * ho * wo * nt
+    return body + "\n", xp_words + cdiv(grid_bytes, 4), support, split(macs)

@@ -25,12 +25,23 @@ written so that compilers vectorise the column loop. When `paired`, two k's prod
 in int16 before widening: exact because the builder sets it only when the constant side never
 holds -128 (|a*b| <= 127*128, and two such products stay within int16).
 
-`scratch` holds scratch_words(M, N, K) int32 words (the RVV and AVX2 paths use it)."""
+`scratch` holds scratch_words(M, N, K) int32 words (the RVV and AVX2 paths use it).
+
+Threads: the core runs on its caller's thread. The kernels that call it (qconv.py, qmatmul.py)
+run on the pool in parts that are blocks of the output, `part_blocks` rows by columns of each
+product, one core call per part: a part widens (and, in qmatmul, flips) only its own columns
+of B, so splitting columns redoes nothing but A's widening on AVX2 (about 1 / columns more);
+rows are split too only where the columns give too few parts (each row block widens its
+columns again). The K sum is never split and the sums are exact integers, and part bounds
+depend on the shapes alone, so every output is the same for every thread count."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+import math
+import re
+from typing import Dict, List, Sequence, Tuple
 
 from ..kernel import Param
+from ..loops import cdiv
 
 MR = 4          # rows of A per register block
 NB = 64         # columns per portable tile
@@ -279,6 +290,57 @@ RVK_QGEMM_DECL void {QGEMM_NAME}(long M, long N, long K, const int8_t *__restric
 }}
 """
     return {QGEMM_KEY: code}
+
+
+PART_COLS = 128    # columns per part: whole AVX2 panels (16), RVV e16/m1 strips to VLEN 1024
+PART_ROWS = 64     # rows per part when rows are split: whole vectors along m to VLEN 1024
+PARTS = 16         # parts a product should offer (threads to keep busy) before rows split
+
+
+def _round_up(v: int, step: int) -> int:
+    return -(-v // step) * step
+
+
+def part_blocks(m: int, n: int, outer: int = 1) -> Tuple[int, int]:
+    """(rows, columns) of a part of an M x N int8 product, of which the kernel computes
+    `outer` independent ones (images, groups, batch steps). Columns come in even blocks of
+    about PART_COLS, a multiple of 16 (the portable tile's AVX2 panels); rows stay whole
+    unless outer x column blocks is below PARTS, then they split in multiples of PART_ROWS
+    (each row block widens its column block again, and flips it in qmatmul: a few per cent
+    of the product's instructions). Sizes depend on the shapes alone, never on the thread count."""
+    cols = cdiv(n, PART_COLS)
+    nb = min(n, _round_up(cdiv(n, cols), 16))
+    have = outer * cdiv(n, nb)
+    mb = m
+    if have < PARTS and m >= 2 * PART_ROWS:
+        splits = min(cdiv(PARTS, have), m // PART_ROWS)
+        mb = min(m, _round_up(cdiv(m, splits), PART_ROWS))
+    return mb, nb
+
+
+def part_span(first: str, count: str, index: str, size: int, total: int) -> str:
+    """Statement declaring `first` and `count` of the block of `size` (of `total`) at part
+    index `index`; the whole when one block holds it."""
+    if size >= total:
+        return f"const long {first} = 0, {count} = {total};"
+    return (f"const long {first} = {index} * {size}, "
+            f"{count} = {total} - {first} < {size} ? {total} - {first} : {size};")
+
+
+def part_indices(dims: Sequence[Tuple[str, int]], body: str, var: str = "u") -> str:
+    """Statements declaring the indices `dims` ((name, count), outermost first) of part `var`
+    that `body` uses (an index of count 1 is 0)."""
+    out, inner = [], 1
+    for name, count in reversed(dims):
+        if re.search(rf"\b{name}\b", body):
+            if count == 1:
+                expr = "0"
+            else:
+                expr = var if inner == 1 else f"{var} / {inner}"
+                expr += f" % {count}" if inner * count < math.prod(c for _, c in dims) else ""
+            out.append(f"const long {name} = {expr};")
+        inner *= count
+    return "\n".join(reversed(out))
 
 
 def scratch_words(m: int, n: int, k: int) -> int:

@@ -10,9 +10,13 @@ from __future__ import annotations
 import math
 from typing import Dict
 
+from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..loops import cdiv, loop
+from ..parallel import parts_loop
 from ..rvv import header
-from .qgemm import QGEMM_NAME, epilogue_support, qgemm_support, scratch_words, tail_params
+from .qgemm import (QGEMM_NAME, epilogue_support, part_blocks, part_indices, part_span,
+                    qgemm_support, scratch_words, tail_params)
 
 declare_spec("qmatmul", ("a_shape", "b_shape", "y_shape", "a_dtype", "b_dtype", "out", "a_zp",
                          "y_zp", "lo", "hi", "paired", "b_zp", "b_const", "rt_zp"))
@@ -22,14 +26,24 @@ def _words(nbytes: int) -> int:
     return -(-nbytes // 4)
 
 
-def _flip(dst: str, src: str, n: int) -> str:
-    return f"        for (long i = 0; i < {n}; ++i) {dst}[i] = (int8_t)({src}[i] ^ 0x80);\n"
+def _flip(dst: str, src: str, rows: str, cols: str, ld: int) -> str:
+    """dst[r * cols + j] = src[r * ld + j] ^ 0x80 (uint8 read as int8) for r < rows, j < cols."""
+    if cols == str(ld):
+        return loop("i", 0, f"{rows} * {cols}" if rows != "1" else cols,
+                    f"{dst}[i] = (int8_t)({src}[i] ^ 0x80);", ty="long")
+    return loop("r", 0, rows, loop("j", 0, cols, f"{dst}[r * {cols} + j] = "
+                                   f"(int8_t)({src}[r * {ld} + j] ^ 0x80);", ty="long"),
+                ty="long")
 
 
 def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, a_zp: int,
             y_zp: int, lo: int, hi: int, paired: bool, has_scale: bool, b_zp: bool,
             b_const: bool, rt_zp: bool = False, zp_shift: int = 0) -> Lowered:
-    """Params: a, b, bias (int32 [N]), [scale (float [N])], [b_zp (int32 [N])], y."""
+    """Params: a, b, bias (int32 [N]), [scale (float [N])], [b_zp (int32 [N])], y.
+
+    Threads: a part is one batch step's block of rows by block of columns
+    (qgemm.part_blocks); it flips and sums only its own rows of a and columns of b, in its
+    thread's workspace, and writes its block of y."""
     m, k = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
     a_batch = math.prod(a_shape[:-2])
@@ -44,81 +58,76 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
                              "broadcasting other than a shared or single B is not supported")
         rows, steps = m, batch
         a_step, b_step = (m * k if a_batch > 1 else 0), k * n
+    mb, nb = part_blocks(rows, n, steps)
+    rparts, cparts = cdiv(rows, mb), cdiv(n, nb)
     a_flip, b_flip = a_dtype == "uint8", b_dtype == "uint8" and not b_const
     need_rowsum = b_zp
     need_colsum = (not b_const) and a_zp != 0
-    acc_w = rows * n
-    rs_w = rows if need_rowsum else 0
-    cs_w = n if need_colsum else 0
-    af_w = _words(rows * k) if a_flip else 0
-    bf_w = _words(k * n) if b_flip else 0
     lay = {}
     off = 0
-    for name, size in (("acc", acc_w), ("rowsum", rs_w), ("colsum", cs_w), ("af", af_w),
-                       ("bf", bf_w), ("scr", scratch_words(rows, n, k))):
+    for name, size in (("acc", mb * nb), ("rowsum", mb if need_rowsum else 0),
+                       ("colsum", nb if need_colsum else 0),
+                       ("af", _words(mb * k) if a_flip else 0),
+                       ("bf", _words(k * nb) if b_flip else 0),
+                       ("scr", scratch_words(mb, nb, k))):
         lay[name] = off
         off += size
     at = "uint8_t" if a_dtype == "uint8" else "int8_t"
     bt = "uint8_t" if b_dtype == "uint8" and not b_const else "int8_t"
     yt = "float" if out == "float32" else f"{out}_t"
-    body = [f"    int32_t *__restrict acc = (int32_t *)(ws + {lay['acc']});\n",
-            f"    int32_t *__restrict scr = (int32_t *)(ws + {lay['scr']});\n"]
+    head = [f"int32_t *__restrict acc = (int32_t *)(ws + {lay['acc']});",
+            f"int32_t *__restrict scr = (int32_t *)(ws + {lay['scr']});"]
     if need_rowsum:
-        body.append(f"    int32_t *__restrict rowsum = (int32_t *)(ws + {lay['rowsum']});\n")
+        head.append(f"int32_t *__restrict rowsum = (int32_t *)(ws + {lay['rowsum']});")
     if need_colsum:
-        body.append(f"    int32_t *__restrict colsum = (int32_t *)(ws + {lay['colsum']});\n")
+        head.append(f"int32_t *__restrict colsum = (int32_t *)(ws + {lay['colsum']});")
     if out in ("int8", "uint8"):
-        body.append(f"    const float flo = {float(lo - y_zp)!r}f, fhi = {float(hi - y_zp)!r}f;\n")
-    if steps > 1:
-        body.append(f"    for (long s = 0; s < {steps}; ++s) {{\n"
-                    f"        const {at} *__restrict as = a + s * {a_step};\n"
-                    f"        const {bt} *__restrict bs = b + s * {b_step};\n"
-                    f"        {yt} *__restrict ys = y + s * {rows * n};\n")
-    else:   # one step: a block, so that the step's names read the same
-        body.append(f"    {{\n        const {at} *__restrict as = a;\n"
-                    f"        const {bt} *__restrict bs = b;\n        {yt} *__restrict ys = y;\n")
-    if a_flip:
-        body.append(f"        int8_t *__restrict av = (int8_t *)(ws + {lay['af']});\n"
-                    + _flip("av", "as", rows * k))
-    else:
-        body.append("        const int8_t *__restrict av = as;\n")
-    if b_flip:
-        body.append(f"        int8_t *__restrict bv = (int8_t *)(ws + {lay['bf']});\n"
-                    + _flip("bv", "bs", k * n))
-    else:
-        body.append("        const int8_t *__restrict bv = (const int8_t *)bs;\n")
-    if need_rowsum:
-        body.append(f"""        for (long i = 0; i < {rows}; ++i) {{
-            int32_t t = 0;
-            for (long kk = 0; kk < {k}; ++kk) t += av[i * {k} + kk];
-            rowsum[i] = t;
-        }}
-""")
-    if need_colsum:
-        body.append(f"""        for (long j = 0; j < {n}; ++j) colsum[j] = 0;
-        for (long kk = 0; kk < {k}; ++kk)
-            for (long j = 0; j < {n}; ++j) colsum[j] += bv[kk * {n} + j];
-""")
-    body.append(f"        {QGEMM_NAME}({rows}, {n}, {k}, av, {k}, bv, {n}, acc, {n}, "
-                f"{int(paired)}, scr);\n")
-    terms = (" - b_zp[j] * rowsum[i]" if need_rowsum else "") + \
-        (f" - {a_zp} * colsum[j]" if need_colsum else "") + \
-        (" - az * b_cols[j]" if rt_zp else "")
+        head.append(f"const float flo = {float(lo - y_zp)!r}f, fhi = {float(hi - y_zp)!r}f;")
     if rt_zp:
-        body.insert(0, f"    const int32_t az = (int32_t)a_zp[0] - {zp_shift};\n")
-    if out == "int32":
-        store = "ys[i * {n} + j] = v;"
-    elif out == "float32":
-        store = "ys[i * {n} + j] = (float)v * scale[j];"
+        head.insert(0, f"const int32_t az = (int32_t)a_zp[0] - {zp_shift};")
+    part = [part_span("m0", "mn", "rb", mb, rows), part_span("p0", "pn", "cb", nb, n),
+            f"const {at} *__restrict as = a + {'s * ' + str(a_step) + ' + ' if a_step else ''}"
+            f"m0 * {k};",
+            f"const {bt} *__restrict bs = b + {'s * ' + str(b_step) + ' + ' if b_step else ''}p0;",
+            f"{yt} *__restrict ys = y + {'s * ' + str(rows * n) + ' + ' if steps > 1 else ''}"
+            f"m0 * {n} + p0;"]
+    if a_flip:
+        part += [f"int8_t *__restrict av = (int8_t *)(ws + {lay['af']});",
+                 _flip("av", "as", "mn", str(k), k)]
     else:
-        store = f"ys[i * {{n}} + j] = ({yt})rvk_requant(v, scale[j], flo, fhi, {y_zp});"
-    body.append(f"""        for (long i = 0; i < {rows}; ++i)
-            for (long j = 0; j < {n}; ++j) {{
-                const int32_t v = acc[i * {n} + j] + bias[j]{terms};
-                {store.format(n=n)}
-            }}
-    }}
-""")
+        part.append("const int8_t *__restrict av = as;")
+    ldb = "pn" if b_flip else str(n)
+    if b_flip:
+        part += [f"int8_t *__restrict bv = (int8_t *)(ws + {lay['bf']});",
+                 _flip("bv", "bs", str(k), "pn", n)]
+    else:
+        part.append("const int8_t *__restrict bv = (const int8_t *)bs;")
+    if need_rowsum:
+        part.append(loop("i", 0, "mn", f"""int32_t t = 0;
+{loop("kk", 0, k, f"t += av[i * {k} + kk];", ty="long")}
+rowsum[i] = t;""", ty="long"))
+    if need_colsum:
+        part += [loop("j", 0, "pn", "colsum[j] = 0;", ty="long"),
+                 loop("kk", 0, k, loop("j", 0, "pn", f"colsum[j] += bv[kk * {ldb} + j];",
+                                       ty="long"), ty="long")]
+    part.append(f"{QGEMM_NAME}(mn, pn, {k}, av, {k}, bv, {ldb}, acc, pn, {int(paired)}, scr);")
+    terms = (" - b_zp[p0 + j] * rowsum[i]" if need_rowsum else "") + \
+        (f" - {a_zp} * colsum[j]" if need_colsum else "") + \
+        (" - az * b_cols[p0 + j]" if rt_zp else "")
+    if out == "int32":
+        store = f"ys[i * {n} + j] = v;"
+    elif out == "float32":
+        store = f"ys[i * {n} + j] = (float)v * scale[p0 + j];"
+    else:
+        store = f"ys[i * {n} + j] = ({yt})rvk_requant(v, scale[p0 + j], flo, fhi, {y_zp});"
+    part.append(loop("i", 0, "mn", loop("j", 0, "pn", f"""\
+const int32_t v = acc[i * pn + j] + bias[p0 + j]{terms};
+{store}""", ty="long"), ty="long"))
+    text = "\n".join(part)
+    text = "\n".join(filter(None, (part_indices((("s", steps), ("rb", rparts), ("cb", cparts)),
+                                                 text), text)))
+    parts, split = parts_loop("u", steps * rparts * cparts, text)
+    body = indent("\n".join(head) + "\n" + parts) + "\n"
     params = [Param("a", dtype=a_dtype), Param("b", dtype="int8" if b_const else b_dtype),
               Param("bias", dtype="int32"),
               *tail_params(has_scale, "b_zp" if b_zp else "",
@@ -130,5 +139,6 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
                      a_dtype=a_dtype, b_dtype=b_dtype, out=out, a_zp=a_zp, y_zp=y_zp, lo=lo,
                      hi=hi, paired=int(paired), b_zp=int(b_zp), b_const=int(b_const),
                      rt_zp=int(rt_zp))
-    return Lowered(Kernel("qmatmul", tuple(params), "".join(body), workspace=off,
-                          support=support, macs=batch * m * n * k, spec=spec))
+    macs = batch * m * n * k
+    return Lowered(Kernel("qmatmul", tuple(params), body, workspace=off,
+                          support=support, macs=macs, spec=spec, split=split(macs)))

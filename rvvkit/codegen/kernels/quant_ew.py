@@ -8,7 +8,11 @@ FMA). Rounding half to even of a clamped value is the float trick (v + 1.5 * 2^2
 exact for |v| < 2^22, which the clamp guarantees (the compiler may not reassociate it: rvvkit
 never builds with -ffast-math). Scales and zero points are build-time constants: literals in
 the body, or (per axis) read from the weights; tables are static arrays in the body. Every node
-input is a parameter (kernels bind all of them); the ones a body does not read are voided."""
+input is a parameter (kernels bind all of them); the ones a body does not read are voided.
+
+Threads: each kernel but DynamicQuantizeLinear (a min/max over the whole tensor first) is a
+split kernel (codegen/parallel.py) over parts of about BLOCK elements, whole rows or planes
+where it has any (`part_range`); every element is computed alike in any part."""
 from __future__ import annotations
 
 import math
@@ -19,7 +23,9 @@ import numpy as np
 from ...ops.quant_math import qrange
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..loops import broadcast_strides, collapse, loop, nest, strides_of
+from ..loops import broadcast_strides, cdiv, collapse, loop, nest, strides_of
+from ..parallel import Split, parts_loop
+from .elementwise import BLOCK
 
 MAGIC = "12582912.0f"   # 1.5 * 2^23: adding and subtracting it rounds to an integer, ties even
 
@@ -60,19 +66,48 @@ def table_literal(table: Sequence, ctype: str, name: str) -> str:
     return f"static const {ctype} {name}[{len(vals)}] = {{\n{body}\n}};"
 
 
+def part_range(var: str, count: int, per_part: int, body: str, flat: bool = False):
+    """(loop over `var` in [0, count) as the parts of a split kernel, `per_part` iterations
+    each (the last one shorter), its Split factory: work -> Split | None). One part: the plain
+    loop (as loops.loop). The bounds depend on the shapes alone."""
+    parts = cdiv(count, per_part)
+    if parts <= 1:
+        return loop(var, 0, count, body, "long", flat), lambda work: None
+    if per_part == 1:
+        return parts_loop(var, count, body, flat=flat)
+    lo, hi = f"(long)rvk_lo * {per_part}", f"(long)rvk_hi * {per_part}"
+    return (loop(var, lo, f"({hi} < {count} ? {hi} : {count})", body, "long"),
+            lambda work: Split(parts, work))
+
+
+def rows_per_part(row: int) -> int:
+    """Rows of `row` elements (or operations) in a part of about BLOCK."""
+    return max(1, BLOCK // max(1, row))
+
+
 # -- QuantizeLinear / DequantizeLinear -------------------------------------------------------
 
 def _channels(outer: int, chans: int, inner: int, head: str, elem: str, xt: str, yt: str
-              ) -> str:
-    """Loops over (outer, channel) around `head` (per channel) and `elem` (per element i of
-    the channel's `inner` elements, between xp and yp)."""
-    body = f"""const long base = (o * {chans} + c) * {inner};
-const {xt} *__restrict xp = x + base;
-{yt} *__restrict yp = y + base;
+              ) -> Tuple[str, Optional[Split]]:
+    """(loops over the rows (outer, channel) around `head` (per channel c) and `elem` (per
+    element i of the row's `inner` elements, between xp and yp), its Split): parts of whole
+    rows, or blocks of one row's elements when there is one."""
+    n = outer * chans
+    if n == 1:
+        elems, split = part_range("i", inner, BLOCK, elem)
+        code = f"""const long c = 0;
+const {xt} *__restrict xp = x;
+{yt} *__restrict yp = y;
 {head}
-{loop("i", 0, inner, elem, "long")}"""
-    return indent(loop("o", 0, outer, loop("c", 0, chans, body, "long", flat=True), "long",
-                       flat=True))
+{elems}"""
+    else:
+        chan = "0" if chans == 1 else ("r" if outer == 1 else f"r % {chans}")
+        code, split = part_range("r", n, rows_per_part(inner), f"""const long c = {chan};
+const {xt} *__restrict xp = x + r * {inner};
+{yt} *__restrict yp = y + r * {inner};
+{head}
+{loop("i", 0, inner, elem, "long")}""")
+    return indent(code), split(n * inner * 8)
 
 
 def quantize(outer: int, chans: int, inner: int, out_dtype: str, has_zp: bool) -> Lowered:
@@ -95,8 +130,8 @@ v = v < hi ? v : hi;
 yp[i] = ({yt})(q + z);"""
     spec = make_spec("quantize", outer=outer, chans=chans, inner=inner, out_dtype=out_dtype,
                      has_zp=has_zp)
-    return Lowered(Kernel(f"quantize_{out_dtype}", params,
-                          _channels(outer, chans, inner, head, elem, "float", yt), spec=spec))
+    code, split = _channels(outer, chans, inner, head, elem, "float", yt)
+    return Lowered(Kernel(f"quantize_{out_dtype}", params, code, spec=spec, split=split))
 
 
 def dequant_expr(in_dtype: str, x: str, z: str) -> str:
@@ -116,8 +151,8 @@ def dequantize(outer: int, chans: int, inner: int, in_dtype: str, has_zp: bool) 
     elem = f"yp[i] = {dequant_expr(in_dtype, 'xp[i]', 'z')} * s;"
     spec = make_spec("dequantize", outer=outer, chans=chans, inner=inner, in_dtype=in_dtype,
                      has_zp=has_zp)
-    return Lowered(Kernel(f"dequantize_{in_dtype}", params,
-                          _channels(outer, chans, inner, head, elem, xt, "float"), spec=spec))
+    code, split = _channels(outer, chans, inner, head, elem, xt, "float")
+    return Lowered(Kernel(f"dequantize_{in_dtype}", params, code, spec=spec, split=split))
 
 
 def dynamic_params_c(mn: str, mx: str) -> str:
@@ -188,10 +223,19 @@ def qlinear_binary(op: str, in_shapes, out_shape, dtype: str, swap: bool, consts
         return f"{binary_value(op, consts, x, y)}\n{round_sat('v', lo, hi)}\n" \
                f"y[{idx['y']}] = ({yt})q;"
 
-    code = void(params, (a, b, "y")) + nest(dims, sts, [a, b, "y"], body)
+    loops = nest(dims, sts, [a, b, "y"], body)
+    # parts: runs of the outermost loop (blocks of elements when it is the only one)
+    per = BLOCK if len(dims) == 1 else rows_per_part(math.prod(dims[1:]))
+    outer, split = part_range("i0", dims[0], per, "")
+    if split(1) is not None:
+        first = f"for (long i0 = 0; i0 < {dims[0]}; ++i0)"
+        assert first in loops, loops
+        loops = loops.replace(first, outer.strip(), 1)
+    code = void(params, (a, b, "y")) + loops
     spec = make_spec("qlinear_binary", operator=op, in_shapes=in_shapes, out_shape=out_shape,
                      dtype=dtype, swap=swap, consts=consts)
-    return Lowered(Kernel(f"qlinear_{op}_{dtype}", params, code, spec=spec))
+    return Lowered(Kernel(f"qlinear_{op}_{dtype}", params, code, spec=spec,
+                          split=split(math.prod(out_shape) * 16)))
 
 
 # -- lookup tables ---------------------------------------------------------------------------
@@ -201,10 +245,11 @@ def qlut(n: int, dtype: str, table: np.ndarray, params: Tuple[Param, ...]) -> Lo
     from ... import dtypes
     ct = dtypes.TABLE[dtype].ctype
     vals = tuple(int(v) for v in np.asarray(table).view(np.dtype(dtype)))
+    elems, split = part_range("i", n, BLOCK, "y[i] = tab[(uint8_t)x[i]];")
     code = indent(table_literal(vals, ct, "tab")) + "\n" + void(params, ("x", "y")) + \
-        indent(loop("i", 0, n, "y[i] = tab[(uint8_t)x[i]];", "long"))
+        indent(elems)
     spec = make_spec("qlut", n_elems=n, dtype=dtype, table=vals)
-    return Lowered(Kernel(f"qlut_{dtype}", params, code, spec=spec))
+    return Lowered(Kernel(f"qlut_{dtype}", params, code, spec=spec, split=split(n * 2)))
 
 
 def qconcat(in_shapes, axis: int, dtype: str, tables: List[Optional[np.ndarray]],
@@ -227,11 +272,13 @@ def qconcat(in_shapes, axis: int, dtype: str, tables: List[Optional[np.ndarray]]
                 src = f"tab{j}[(uint8_t){src}]"
             parts.append(loop("i", 0, inner, f"y[o * {total} + {off} + i] = {src};", "long"))
         off += inner
+    rows, split = part_range("o", outer, rows_per_part(total), "\n".join(parts) or ";")
     code = indent("\n".join(decls)) + ("\n" if decls else "") + void(params, list(data) + ["y"]) \
-        + indent(loop("o", 0, outer, "\n".join(parts) or ";", "long"))
+        + indent(rows)
     spec = make_spec("qconcat", in_shapes=in_shapes, axis=axis, dtype=dtype, tables=vals,
                      data_params=tuple(data))
-    return Lowered(Kernel(f"qconcat_{dtype}", params, code, spec=spec))
+    return Lowered(Kernel(f"qconcat_{dtype}", params, code, spec=spec,
+                          split=split(outer * total * 2)))
 
 
 def node_params(names: Sequence[Tuple[str, str]], out: Sequence[Tuple[str, str]]
@@ -242,4 +289,5 @@ def node_params(names: Sequence[Tuple[str, str]], out: Sequence[Tuple[str, str]]
 
 
 __all__ = ["quantize", "dequantize", "dynamic_quantize", "qlinear_binary", "qlut", "qconcat",
-           "node_params", "round_sat", "rint_int", "binary_value", "MAGIC"]
+           "node_params", "round_sat", "rint_int", "binary_value", "MAGIC", "part_range",
+           "rows_per_part"]

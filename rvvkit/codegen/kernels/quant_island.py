@@ -5,7 +5,7 @@ float operations, each rounded on its own; a float operand is read as it is, and
 form spells every operation as an intrinsic, the portable form puts a no-op clamp between each
 product and the sum. QuantizeLinear divides by its scale (a multiply by the reciprocal can round
 differently). Clamping to [lo, hi] after rounding equals onnxruntime's clamp before it: the
-bounds are integers and rounding is monotonic."""
+bounds are integers and rounding is monotonic. Threads: parts of BLOCK elements."""
 from __future__ import annotations
 
 from typing import Sequence, Tuple
@@ -13,7 +13,10 @@ from typing import Sequence, Tuple
 from ...ops.quant_math import qrange
 from ..cfmt import flt
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..loops import cdiv
+from ..parallel import Split
 from ..rvv import guarded, header
+from .elementwise import BLOCK
 from .quant_ew import round_sat
 
 declare_spec("qdq_add", ("n_elems", "operands", "out_dtype", "y_q", "relu", "keep_float"))
@@ -60,14 +63,14 @@ def _rvv_operand(name: str, op: Operand) -> str:
             f"__riscv_vwsub_vx_i16m2({x}, (int8_t)({zp}), vl), vl), {flt(scale)}, vl)")
 
 
-def _rvv(n: int, operands, out_dtype: str, y_q, relu: bool, keep: bool) -> str:
+def _rvv(start: str, n: str, operands, out_dtype: str, y_q, relu: bool, keep: bool) -> str:
     sy, zy = y_q
     lo, hi = qrange(out_dtype)
     extra = ("        s = __riscv_vfmax_vf_f32m4(s, 0.0f, vl);\n" if relu else "") + \
         ("        __riscv_vse32_v_f32m4(y1 + i, s, vl);\n" if keep else "")
     return f"""    /* the quotient rounds to int16 in the narrowing conversion (frm: nearest even), which
      * saturates; + zy and the clamp then run on half-width registers */
-    for (long i = 0; i < {n};) {{
+    for (long i = {start}; i < {n};) {{
         const size_t vl = __riscv_vsetvl_e32m4((size_t)({n} - i));
         const vfloat32m4_t fa = {_rvv_operand("a", operands[0])};
         const vfloat32m4_t fb = {_rvv_operand("b", operands[1])};
@@ -89,9 +92,18 @@ def qdq_add(n: int, operands: Sequence[Operand], out_dtype: str, y_q: Tuple[floa
     stmts = (portable_sum(operands, ("a[i]", "b[i]")) + "\n"
              + quantize_sum(y_q, relu, out_dtype, "y[i]", "y1[i]" if keep else ""))
     body = "\n".join("        " + line for line in stmts.splitlines())
-    portable = f"    for (long i = 0; i < {n}; ++i) {{\n{body}\n    }}"
-    code = (f"    {voids}\n" if voids else "") + \
-        guarded(_rvv(n, operands, out_dtype, y_q, relu, keep), portable)
+    # parts: blocks of BLOCK elements (a multiple of every vector length), [i0, i1)
+    blocks = cdiv(n, BLOCK)
+    if blocks > 1:
+        start, end = "i0", "i1"
+        span = (f"    const long i0 = (long)rvk_lo * {BLOCK}, i1 = (long)rvk_hi * {BLOCK} < {n} "
+                f"? (long)rvk_hi * {BLOCK} : {n};\n")
+    else:
+        start, end, span = "0", str(n), ""
+    portable = f"    for (long i = {start}; i < {end}; ++i) {{\n{body}\n    }}"
+    code = (f"    {voids}\n" if voids else "") + span + \
+        guarded(_rvv(start, end, operands, out_dtype, y_q, relu, keep), portable)
     spec = make_spec("qdq_add", n_elems=n, operands=tuple(operands), out_dtype=out_dtype,
                      y_q=tuple(y_q), relu=int(relu), keep_float=int(keep))
-    return Lowered(Kernel(f"qdq_add_{out_dtype}", params, code, support=header(), spec=spec))
+    return Lowered(Kernel(f"qdq_add_{out_dtype}", params, code, support=header(), spec=spec,
+                          split=Split(blocks, n * 16) if blocks > 1 else None))

@@ -1,7 +1,10 @@
 """Kernels of the quantized pooling family: QLinearGlobalAveragePool, QLinearAveragePool,
 QLinearSoftmax, and max pooling on int8/uint8 tensors. Numerics: rvvkit/ops/quant_math.py and
 the ops' docstrings (onnxruntime's order of operations: float sums stay sequential, in the
-order onnxruntime adds, so they are never reassociated)."""
+order onnxruntime adds, so they are never reassociated).
+
+Threads: split kernels (codegen/parallel.py) over parts of whole planes (pools) or rows
+(softmax), about BLOCK operations each (quant_ew.part_range)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +14,7 @@ from ...ops.quant_math import qrange
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import loop
-from .quant_ew import rint_int, round_sat, table_literal, void
+from .quant_ew import part_range, rint_int, round_sat, rows_per_part, table_literal, void
 
 declare_spec("qgap", ("x_shape", "dtype", "x_zp", "y_zp", "scale"))
 declare_spec("qavgpool", ("x_shape", "y_shape", "kernel", "strides", "pads",
@@ -43,9 +46,10 @@ int acc = 0;
 {loop("i", 0, inner, "acc += xp[i];", "long")}
 {gap_finish("acc", x_zp, inner, scale, y_zp, dtype)}
 y[nc] = ({_ct(dtype)})(q + {y_zp});"""
-    code = void(params, ("x", "y")) + indent(loop("nc", 0, nc, body, "long", flat=True))
+    planes, split = part_range("nc", nc, rows_per_part(inner), body, flat=True)
+    code = void(params, ("x", "y")) + indent(planes)
     spec = make_spec("qgap", x_shape=x_shape, dtype=dtype, x_zp=x_zp, y_zp=y_zp, scale=scale)
-    return Lowered(Kernel(f"qgap_{dtype}", params, code, spec=spec))
+    return Lowered(Kernel(f"qgap_{dtype}", params, code, spec=spec, split=split(nc * inner)))
 
 
 def avgpool_window(spec: dict, ty: str = "long") -> str:
@@ -79,9 +83,12 @@ def qavgpool(x_shape, y_shape, kernel, strides, pads, cip: bool, dtype: str, tab
 {ct} *__restrict yp = y + nc * {ho * wo};
 """ + loop("oh", 0, ho, loop("ow", 0, wo, avgpool_window(spec) +
                              f"\nyp[oh * {wo} + ow] = ({ct})q;", "long"), "long")
+    ops = ho * wo * kernel[0] * kernel[1]
+    planes, split = part_range("nc", n * c, rows_per_part(ops), plane, flat=True)
     code = indent(table_literal(spec["table"], "float", "tab")) + "\n" + \
-        void(params, ("x", "y")) + indent(loop("nc", 0, n * c, plane, "long", flat=True))
-    return Lowered(Kernel(f"qavgpool_{dtype}", params, code, spec=spec))
+        void(params, ("x", "y")) + indent(planes)
+    return Lowered(Kernel(f"qavgpool_{dtype}", params, code, spec=spec,
+                          split=split(n * c * ops)))
 
 
 def softmax_row(spec: dict, ty: str = "long") -> str:
@@ -115,9 +122,11 @@ def qsoftmax(outer: int, n: int, inner: int, dtype: str, table, y_mult: float, y
 const {ct} *__restrict xp = x + base;
 {ct} *__restrict yp = y + base;
 {row}"""
+    rows, split = part_range("r", outer * inner, rows_per_part(3 * n), body, flat=True)
     code = indent(table_literal(spec["table"], "float", "tab")) + "\n" + \
-        void(params, ("x", "y")) + indent(loop("r", 0, outer * inner, body, "long", flat=True))
-    return Lowered(Kernel(f"qsoftmax_{dtype}", params, code, spec=spec))
+        void(params, ("x", "y")) + indent(rows)
+    return Lowered(Kernel(f"qsoftmax_{dtype}", params, code, spec=spec,
+                          split=split(outer * inner * n * 3)))
 
 
 def maxpool_window(spec: dict, ty: str = "long") -> str:
@@ -151,31 +160,31 @@ def maxpool_int(x_shape, y_shape, kernel, strides, pads, dilations, dtype: str) 
     (sh, sw), (dh, dw) = strides, dilations
     ct = _ct(dtype)
     lo, _ = qrange(dtype)
-    body = f"""for (long nc = 0; nc < {n * c}; ++nc) {{
-    const {ct} *__restrict xp = x + nc * {h * w};
-    for (long oh = 0; oh < {ho}; ++oh) {{
-        {ct} *__restrict yr = y + nc * {ho * wo} + oh * {wo};
-        for (long ow = 0; ow < {wo}; ++ow) yr[ow] = ({ct}){lo};
-        for (long ki = 0; ki < {kh}; ++ki) {{
-            const long hh = oh * {sh} - {pads[0]} + ki * {dh};
-            if (hh < 0 || hh >= {h}) continue;
-            const {ct} *__restrict xr = xp + hh * {w};
-            for (long kj = 0; kj < {kw}; ++kj) {{
-                const long off = kj * {dw} - {pads[1]};   /* input column of ow: ow * {sw} + off */
-                long a = off < 0 ? (-off + {sw - 1}) / {sw} : 0;
-                long b = ({w} - off + {sw - 1}) / {sw};
-                b = b > {wo} ? {wo} : b;
-                for (long ow = a; ow < b; ++ow) {{
-                    const {ct} v = xr[ow * {sw} + off];
-                    yr[ow] = v > yr[ow] ? v : yr[ow];
-                }}
+    plane = f"""const {ct} *__restrict xp = x + nc * {h * w};
+for (long oh = 0; oh < {ho}; ++oh) {{
+    {ct} *__restrict yr = y + nc * {ho * wo} + oh * {wo};
+    for (long ow = 0; ow < {wo}; ++ow) yr[ow] = ({ct}){lo};
+    for (long ki = 0; ki < {kh}; ++ki) {{
+        const long hh = oh * {sh} - {pads[0]} + ki * {dh};
+        if (hh < 0 || hh >= {h}) continue;
+        const {ct} *__restrict xr = xp + hh * {w};
+        for (long kj = 0; kj < {kw}; ++kj) {{
+            const long off = kj * {dw} - {pads[1]};   /* input column of ow: ow * {sw} + off */
+            long a = off < 0 ? (-off + {sw - 1}) / {sw} : 0;
+            long b = ({w} - off + {sw - 1}) / {sw};
+            b = b > {wo} ? {wo} : b;
+            for (long ow = a; ow < b; ++ow) {{
+                const {ct} v = xr[ow * {sw} + off];
+                yr[ow] = v > yr[ow] ? v : yr[ow];
             }}
         }}
     }}
-}}
-"""
+}}"""
+    ops = ho * wo * kh * kw
+    planes, split = part_range("nc", n * c, rows_per_part(ops), plane)
     params = (Param("x", dtype=dtype), Param("y", const=False, dtype=dtype))
-    return Lowered(Kernel(f"maxpool_{dtype}", params, indent(body.rstrip("\n")), spec=spec))
+    return Lowered(Kernel(f"maxpool_{dtype}", params, indent(planes), spec=spec,
+                          split=split(n * c * ops)))
 
 
 __all__ = ["qgap", "qavgpool", "qsoftmax", "maxpool_int", "avgpool_window", "softmax_row",
