@@ -78,6 +78,24 @@ check_network() {
         || die "no network: cannot reach $MIRROR (set RVVKIT_BOARD_MIRROR to a Debian mirror)"
 }
 
+stage1() {  # SUITE DIR INCLUDE LOG
+    debootstrap --arch=riscv64 --variant=minbase --foreign --include="$3" \
+        "$1" "$2" "$MIRROR" >>"$4" 2>&1
+}
+
+# Did debootstrap fail on fetching or validating a package index (not on a package)?
+index_failure() {
+    tail -n 3 "$1" | grep -Eq "Couldn't download .*/dists/.*/(Packages|Release)|Packages.* was corrupt"
+}
+
+# Is the mirror's dists/ALIAS the same release as $SUITE (its Release's Codename)?
+alias_is_suite() {
+    python3 -c 'import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=20).read().decode("utf-8", "replace")
+sys.exit(0 if ("Codename: " + sys.argv[2]) in text.splitlines() else 1)' \
+        "$MIRROR/dists/$1/Release" "$SUITE" 2>/dev/null
+}
+
 # Unmount everything under a root (the board's proc/dev, or a failed build's), deepest first.
 unmount_under() {
     local dir m
@@ -113,9 +131,23 @@ cmd_build() {
     local include
     include=$(IFS=,; echo "${PACKAGES[*]}")
     say "debootstrap stage 1: $SUITE riscv64 from $MIRROR (log: $log)"
-    debootstrap --arch=riscv64 --variant=minbase --foreign --include="$include" \
-        "$SUITE" "$tmp" "$MIRROR" >>"$log" 2>&1 \
-        || die "debootstrap (first stage) failed; last line: $(tail -n 1 "$log")"
+    if ! stage1 "$SUITE" "$tmp" "$include" "$log"; then
+        # A mirror (or a cache in front of it) caught between two point releases serves
+        # package indices that do not match its signed Release, and debootstrap rightly
+        # refuses them. The same release under its alias path ("stable") is fetched by other
+        # URLs, so it is often whole when the codename path is not: take it only when the
+        # alias's own Release says it is $SUITE. Every index is still checked against it.
+        if index_failure "$log" && alias_is_suite stable; then
+            say "the mirror's $SUITE indices do not match its Release (a mirror mid-update);" \
+                "retrying through its 'stable' alias, which is $SUITE"
+            unmount_under "$tmp"
+            rm -rf --one-file-system "$tmp"
+            stage1 stable "$tmp" "$include" "$log" \
+                || die "debootstrap (first stage) failed; last line: $(tail -n 1 "$log")"
+        else
+            die "debootstrap (first stage) failed; last line: $(tail -n 1 "$log")"
+        fi
+    fi
     say "debootstrap stage 2 in the chroot under qemu-riscv64 (a few minutes)"
     chroot "$tmp" /debootstrap/debootstrap --second-stage >>"$log" 2>&1 \
         || die "debootstrap (second stage) failed; last line: $(tail -n 1 "$log")"
