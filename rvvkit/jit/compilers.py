@@ -233,6 +233,14 @@ def _riscv_flags(compiler: Compiler, runs_on_riscv: bool) -> List[str]:
     return flags
 
 
+def native_flags(compiler: Compiler) -> List[str]:
+    """The host target's tuning flags for a compiler that builds for the machine it runs on:
+    `native`, then what `native_by_arch` lists for the compiler's architecture."""
+    facts = targets.host().flags
+    arch = compiler.machine.split("-")[0].lower()
+    return list(facts["native"]) + list(facts.get("native_by_arch", {}).get(arch, []))
+
+
 def compile_flags(compiler: Compiler, *, shared: bool = True, openmp: bool = False,
                   native: Optional[bool] = None, runs_on: Optional[str] = None,
                   cflags: Optional[Sequence[str]] = None) -> List[str]:
@@ -258,7 +266,7 @@ def compile_flags(compiler: Compiler, *, shared: bool = True, openmp: bool = Fal
         if native is None:
             native = builds_for_this_machine(compiler, runs_on)
         if native:
-            flags += targets.host().flags["native"]
+            flags += native_flags(compiler)
     if openmp:
         flags.append("-fopenmp")
     return flags + (_env_cflags() if cflags is None else list(cflags))

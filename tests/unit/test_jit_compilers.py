@@ -186,6 +186,12 @@ def test_host_flags(fakebin):
               "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast", "-march=native"):
         assert f in flags
     assert "-march=native" not in compile_flags(comp, native=False)
+    # AVX-512 CPUs are tuned to prefer ymm; the x86 micro-kernels are written for zmm rows
+    x86 = Compiler(**{**comp.__dict__, "machine": "x86_64-linux-gnu"})
+    arm = Compiler(**{**comp.__dict__, "machine": "aarch64-linux-gnu"})
+    assert compile_flags(x86, native=True)[-2:] == ["-march=native", "-mprefer-vector-width=512"]
+    assert "-mprefer-vector-width=512" not in compile_flags(x86, native=False)
+    assert compile_flags(arm, native=True)[-1] == "-march=native"
     assert "-shared" not in compile_flags(comp, shared=False)
     assert "-fopenmp" in compile_flags(comp, openmp=True)
     cxx = resolve_compiler("g++")
