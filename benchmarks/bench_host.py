@@ -15,7 +15,8 @@ For each model, in one run on one machine (the script is not a test):
   * latency    - rvvkit through prepare()/run_prepared() (no Python work per call) and
                  onnxruntime (intra_op_num_threads=--threads, inter_op_num_threads=1, ORT_SEQUENTIAL,
                  ORT_ENABLE_ALL graph optimisations), each warmed up, then measured interleaved
-                 one call at a time (order alternating every iteration) so that machine noise hits
+                 one call at a time (order alternating every iteration; with --threads > 1 in blocks
+                 of 5 calls, the first untimed: see interleaved()) so that machine noise hits
                  both alike; the median of --repeat calls is reported;
   * ratio      - rvvkit / onnxruntime median latency (< 1: rvvkit faster), and the geometric
                  mean of the ratios over the models measured.
@@ -78,39 +79,37 @@ def warm_load(art_path: str, cache: str, runs: int) -> List[float]:
 
 
 def interleaved(sess, prepared, ort_sess, feeds, repeat: int, warmup: int,
-                budget: Optional[float]):
-    """Warm both up, then alternate single timed calls; returns (rvvkit s list, ort s list)."""
+                budget: Optional[float], block: int = 1):
+    """Warm both up, then alternate timed calls; returns (rvvkit s list, ort s list).
+
+    block > 1 (used with several threads): each engine runs `block` calls in a row, the first
+    untimed. After a call both engines' idle threads keep spinning for a while (onnxruntime's
+    by default, rvvkit's for RVVKIT_SPIN_US), so a call right after the other engine's shares
+    the cores with its spinners: one-by-one alternation would charge each for the other."""
     pc = time.perf_counter
+    engines = (lambda: sess.run_prepared(prepared), lambda: ort_sess.run(None, feeds))
     t_rv = t_ort = 0.0
     for _ in range(max(warmup, 1)):
         t0 = pc()
-        sess.run_prepared(prepared)
+        engines[0]()
         t1 = pc()
-        ort_sess.run(None, feeds)
-        t2 = pc()
-        t_rv, t_ort = t1 - t0, t2 - t1
+        engines[1]()
+        t_rv, t_ort = t1 - t0, pc() - t1
     n = repeat
     if budget:
         n = min(repeat, max(3, int(budget / max(t_rv + t_ort, 1e-6))))
-    rv, ot = [], []
-    for i in range(n):
-        if i % 2 == 0:
-            t0 = pc()
-            sess.run_prepared(prepared)
-            t1 = pc()
-            ort_sess.run(None, feeds)
-            t2 = pc()
-            rv.append(t1 - t0)
-            ot.append(t2 - t1)
-        else:
-            t0 = pc()
-            ort_sess.run(None, feeds)
-            t1 = pc()
-            sess.run_prepared(prepared)
-            t2 = pc()
-            ot.append(t1 - t0)
-            rv.append(t2 - t1)
-    return rv, ot
+    times: List[List[float]] = [[], []]
+    i = 0
+    while len(times[0]) < n or len(times[1]) < n:
+        order = (0, 1) if i % 2 == 0 else (1, 0)     # who goes first alternates too
+        for e in order:
+            for j in range(block):
+                t0 = pc()
+                engines[e]()
+                if block == 1 or j > 0:
+                    times[e].append(pc() - t0)
+        i += 1
+    return times[0][:n], times[1][:n]
 
 
 def _stats(xs: List[float]) -> Dict:
@@ -178,7 +177,8 @@ def bench_model(name: str, args, workdir: Path) -> Dict:
         say(f"{name}: WARNING: other processes keep {100 * busy:.0f}% of the CPUs busy; "
             f"latencies will be noisy (both sides alike, thanks to interleaving)")
     say(f"{name}: latency, {args.warmup} warm-up + up to {args.repeat} interleaved calls each")
-    rv, ot = interleaved(sess, prepared, ort_sess, feeds, args.repeat, args.warmup, args.budget)
+    rv, ot = interleaved(sess, prepared, ort_sess, feeds, args.repeat, args.warmup, args.budget,
+                         block=1 if args.threads == 1 else 5)
     res["rvvkit"] = _stats(rv)
     res["ort"] = _stats(ot)
     res["ratio"] = res["rvvkit"]["median_ms"] / res["ort"]["median_ms"]
