@@ -14,6 +14,10 @@ split kernel may use it only within one part."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
+from .loops import loop
+
 
 @dataclass(frozen=True)
 class Split:
@@ -65,12 +69,14 @@ def definition(name: str, kernel, body: str, extra: str = "", threads: bool = Tr
     return plain(name, kernel, body, extra)
 
 
+def split_of(count: int, work: int) -> Optional[Split]:
+    """The Split of `count` parts doing `work` in all; None (one thread) for a single part."""
+    return Split(count, work) if count > 1 else None
 
 
 def parts_loop(var: str, count: int, body: str, ty: str = "long", flat: bool = False):
     """(loop over `var` in [0, count) as a split kernel's parts, its Split factory): the loop
     runs rvk_lo..rvk_hi when there is more than one part, else `body` once, as loops.loop."""
-    from .loops import loop
     if count <= 1:
         return loop(var, 0, count, body, ty, flat), lambda work: None
-    return loop(var, "rvk_lo", "rvk_hi", body, ty, flat), lambda work: Split(count, work)
+    return loop(var, "rvk_lo", "rvk_hi", body, ty, flat), lambda work: split_of(count, work)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, make_spec
-from ..parallel import parts_loop
+from ..parallel import parts_loop, split_of
 from ..loops import loop
 from ..rvv import (all_lanes, guarded, header, keep_numbers, nan_unless, vbool, vle, vlse, vop,
                    vse, vsetvl, vsplat, vt)
@@ -77,7 +77,7 @@ float acc = {init};
                       count_include_pad, init, window)
     row = f"const long h0 = oh * {sh} - {pt};\n" + loop("ow", 0, wo, window, "long")
     code = _planes(n * c, h * w, ho * wo, loop("oh", 0, ho, row, "long", flat=True))
-    split = parts_loop("nc", n * c, "")[1](n * c * ho * wo * kh * kw)   # planes: _planes
+    split = split_of(n * c, n * c * ho * wo * kh * kw)   # the parts: _planes's planes
     if rvv is None:
         return Lowered(Kernel(f"{kind}pool", XY, code, spec=spec, split=split))
     return Lowered(Kernel(f"{kind}pool", XY, guarded(rvv, code), support=header(), spec=spec,
