@@ -20,7 +20,8 @@ from rvvkit.codegen.kernels.conv import conv2d
 from rvvkit.codegen.kernels.gemm import gemm, matmul
 from rvvkit.codegen.kernels.gemm_tiling import choose_tile
 from kernel_cases.case import CLIP, RELU
-from kernel_cases.conv import CONV, CONV_FORCED, CONV_OTHER_COMPILERS
+from kernel_cases.conv import (CONV, CONV_FORCED, CONV_OTHER_COMPILERS, CONV_WINOGRAD,
+                               CONV_WINOGRAD_FORCED)
 from kernel_cases.gemm import GEMM, MATMUL
 from kernel_harness import C_HDR, CLib, translation_unit
 
@@ -69,6 +70,27 @@ def test_conv_hints_and_macs():
     assert CONV[0].lower().kernel.macs == 1 * 8 * 13 * 17 * 3 * 3 * 3
     names = [p.name for p in CONV[1].lower().kernel.params]
     assert names == ["x", "w", "b", "r", "y"]
+
+
+def test_winograd_is_chosen_where_it_wins():
+    for case in CONV_WINOGRAD:
+        assert case.lower().kernel.hint == "conv3x3_winograd", case.id
+    lo = CONV_WINOGRAD[0].lower()
+    assert set(lo.transforms) == {1} and lo.kernel.spec["op"] == "conv_winograd"
+    assert lo.kernel.macs == 64 * 27 * 27 * 16 * 9      # the convolution's MACs
+
+
+@pytest.fixture(scope="module", params=list(FLAGS))
+def winograd_lib(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp("wino") / f"wino_{request.param}"
+    lowered = [c.lower() for c in CONV_WINOGRAD_FORCED]
+    assert all(lo.kernel.hint == "conv3x3_winograd" for lo in lowered)
+    return CLib(lowered, path, FLAGS[request.param])
+
+
+@pytest.mark.parametrize("i", range(len(CONV_WINOGRAD_FORCED)), ids=ids(CONV_WINOGRAD_FORCED))
+def test_conv_winograd_forced(winograd_lib, i):
+    _conv_check(winograd_lib, i, CONV_WINOGRAD_FORCED[i])
 
 
 # Every path x orientation, forced (the cost model alone would not reach all of them).

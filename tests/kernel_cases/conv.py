@@ -4,7 +4,9 @@ Subsets: CONV_EMU (the CUDA emulator), CONV_FORCED (re-lowered on every C code p
 CONV_OTHER_COMPILERS (compiled with g++ and clang)."""
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 
 import numpy as np
 
@@ -92,6 +94,11 @@ CONV = table(0, [
     _c(1, 3, 1, 1, 3, (3, 3), 3, (1, 1), (1, 1, 1, 1), (1, 1), True, False, None),
     _c(1, 4, 17, 11, 4, (5, 5), 4, (2, 1), (2, 2, 2, 2), (1, 1), False, False, LEAKY),
     _c(1, 5, 9, 9, 5, (3, 3), 5, (1, 1), (1, 1, 1, 1), (1, 1), True, False, SIGMOID),
+    # Winograd F(4x4, 3x3) (the cost model's choice for these): whole and partial tiles,
+    # batch 2 (tiles of both images in one GEMM), asymmetric pads
+    _c(1, 32, 14, 14, 32, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, True, RELU),
+    _c(2, 24, 10, 13, 40, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, CLIP),
+    _c(1, 24, 20, 19, 40, (3, 3), 1, (1, 1), (0, 2, 1, 0), (1, 1), False, False, SIGMOID),
     # implicit-GEMM conv on CUDA: several row/column tiles, k-slices, every tile shape
     _cu((2, 4, 7, 9), (6, 2, 3, 3), group=2, strides=(2, 2), pads=(1, 1, 1, 1), bias=True,
         residual=True, act=RELU),
@@ -113,12 +120,15 @@ CONV = table(0, [
     _cu((1, 3, 20, 19), (3, 1, 5, 5), group=3, pads=(3, 0, 1, 4), dil=(2, 1), act=TANH),
     _cu((1, 2, 20, 20), (2, 1, 3, 3), group=2, pads=(1, 1, 1, 1), bias=True,
         act=RELU),                                                  # 400 positions: 2 blocks
+    # Winograd on CUDA: transforms, the batched GEMM over the 36 elements, clipped borders
+    _cu((2, 24, 10, 13), (40, 24, 3, 3), pads=(1, 1, 1, 1), bias=True, residual=True,
+        act=RELU),
 ])
 
 # The CUDA tests: their build time (g++ for the emulator, nvcc) grows with the number of
 # kernels (~0.5 s per tiled kernel), so the CUDA table (from CONV_CUDA0 on) plus two borders the
 # other tables add: 600 input channels (k blocks) and a kernel larger than the image.
-CONV_CUDA0 = 29
+CONV_CUDA0 = 32
 CONV_EMU = CONV[CONV_CUDA0:] + (CONV[11], CONV[6])
 
 # Re-lowered by the C tests on every path x orientation of the conv planner: plain, group 2,
@@ -126,6 +136,27 @@ CONV_EMU = CONV[CONV_CUDA0:] + (CONV[11], CONV[6])
 CONV_FORCED = CONV[0], CONV[4], CONV[5], CONV[12], CONV[13], CONV[14]
 
 # Compiled (not run) as C++ and with clang: one of each kernel shape class.
-CONV_OTHER_COMPILERS = CONV[0], CONV[1], CONV[8], CONV[12], CONV[17], CONV[23]
+CONV_OTHER_COMPILERS = CONV[0], CONV[1], CONV[8], CONV[12], CONV[17], CONV[23], CONV[29]
 
-__all__ = ["CONV", "CONV_CUDA0", "CONV_EMU", "CONV_FORCED", "CONV_OTHER_COMPILERS", "conv", "out_hw"]
+# Winograd cases (the cost model's choice); CONV_WINOGRAD_FORCED are re-lowered with Winograd
+# forced wherever it applies (3x3, stride 1, no dilation, one group), however small.
+CONV_WINOGRAD = CONV[21], CONV[29], CONV[30], CONV[31]
+def winograd_forced(case: Case) -> Case:
+    """`case` lowered with Winograd forced ($RVVKIT_WINOGRAD=on during the lowering)."""
+    def lower():
+        old = os.environ.get("RVVKIT_WINOGRAD")
+        os.environ["RVVKIT_WINOGRAD"] = "on"
+        try:
+            return case.lower()
+        finally:
+            if old is None:
+                del os.environ["RVVKIT_WINOGRAD"]
+            else:
+                os.environ["RVVKIT_WINOGRAD"] = old
+    return dataclasses.replace(case, id=case.id + "-winograd", lower=lower)
+
+
+CONV_WINOGRAD_FORCED = tuple(winograd_forced(CONV[i]) for i in (0, 3, 8, 11, 17, 18))
+
+__all__ = ["CONV", "CONV_CUDA0", "CONV_EMU", "CONV_FORCED", "CONV_OTHER_COMPILERS",
+           "CONV_WINOGRAD", "CONV_WINOGRAD_FORCED", "conv", "out_hw", "winograd_forced"]

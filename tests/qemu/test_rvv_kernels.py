@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel_cases.conv import CONV
+from kernel_cases.conv import CONV, CONV_WINOGRAD_FORCED
 from kernel_cases.elementwise import AFFINE, CONCAT, COPY, NARY, TRANSPOSE, UNARY
 from kernel_cases.gemm import GEMM, MATMUL
 from kernel_cases.pool import GLOBAL_POOL, LRN, POOL, SOFTMAX
@@ -156,7 +156,7 @@ def calls(cases):
 
 
 FAMILIES = {
-    "conv": CONV,
+    "conv": CONV + CONV_WINOGRAD_FORCED,
     "gemm": GEMM + MATMUL,
     "elementwise": NARY + UNARY + TRANSPOSE + CONCAT + COPY + AFFINE,
     "pool": POOL + GLOBAL_POOL + LRN + SOFTMAX,
@@ -291,6 +291,8 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
 
 @pytest.mark.parametrize("family,pattern", [
     ("conv", r"vfmacc\.vf"),                        # depthwise grid + epilogues
+    ("conv", r"vluxei32\.v"),                       # Winograd: tile corners in, ...
+    ("conv", r"vsuxei32\.v"),                       # ... and out
     ("elementwise", r"vf(add|sub|rsub|mul|div|rdiv|max|min|madd)\.v[vf]"),
     ("pool", r"vfred(usum|max)\.vs"),
     ("pool", r"vlse32\.v"),

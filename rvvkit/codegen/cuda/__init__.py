@@ -28,6 +28,7 @@ from . import grid  # noqa: F401,E402  (GridSample)
 from . import pool_extra  # noqa: F401,E402  (LpPool, Det)
 from . import quant_gemm  # noqa: F401,E402  (QConv, QMatMul)
 from . import quant  # noqa: F401,E402  (Q/DQ, QLinear element-wise and pooling)
+from . import winograd  # noqa: F401,E402  (Winograd conv)
 from .registry import GENERATORS, CudaKernel, Generator, generator
 from .serial import SERIAL_KINDS, serial_generator
 

@@ -19,6 +19,7 @@ Depthwise (group == C == M) has no reuse across channels; it runs directly on th
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import numpy as np
@@ -29,6 +30,7 @@ from ..kernel import Kernel, Lowered, Param, make_spec
 from ..loops import cdiv
 from .conv_dw import dwconv
 from .conv_input import PhaseGrid, im2col_packer
+from . import conv_winograd as winograd
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
 from .gemm_tiling import L2_BLOCK, choose_tile, kc_of, pack_panels, tile_cost
@@ -63,6 +65,17 @@ def _plan_conv(mg, hw, k, wo, cols_grid, pointwise, split_cost=0.0):
     return min(out)
 
 
+def use_winograd(direct_cost: float, winograd_cost: float) -> bool:
+    """Whether a 3x3 stride-1 conv takes the Winograd kernel: by cost, or as $RVVKIT_WINOGRAD
+    says (off: never, on: wherever it applies; for comparisons and tests)."""
+    mode = os.environ.get("RVVKIT_WINOGRAD", "auto").strip().lower()
+    if mode in ("off", "0", "no"):
+        return False
+    if mode in ("on", "1", "yes"):
+        return True
+    return winograd_cost < direct_cost
+
+
 def _x_side(path, pg: PhaseGrid, xs, ws_, pw, k, strides, pads, dil):
     """(Side of the activation operand, grid of the epilogue, floats of ws it uses first)."""
     _, cin, h, w = xs
@@ -84,8 +97,12 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
     mg, hw, k = m // group, ho * wo, cg * kh * kw
     pointwise = (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and not any(pads)
     pg = PhaseGrid(xs, ws_, ys, strides, pads, dil)
-    _, path, trans, mr, nr, cols = _plan_conv(mg, hw, k, wo, pg.cols, pointwise,
-                                              pg.size * COST_ELEM)
+    direct, path, trans, mr, nr, cols = _plan_conv(mg, hw, k, wo, pg.cols, pointwise,
+                                                   pg.size * COST_ELEM)
+    if winograd.eligible(xs, ws_, group, strides, dil) and \
+            use_winograd(direct, winograd.cost(xs, ws_, ys, pads)):
+        return winograd.winograd_conv(xs, ws_, ys, pads, bias, residual, act,
+                                      _params(bias, residual))
     xpw = mr if trans else nr                      # panel width of the activation side
     xside, grid, xpad = _x_side(path, pg, xs, ws_, xpw, k, strides, pads, dil)
     pre = ""

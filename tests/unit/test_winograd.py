@@ -1,0 +1,47 @@
+"""Winograd F(4x4, 3x3) as data (rvvkit/codegen/kernels/winograd.py): the hand-factored
+transform programs compute exactly the matrices, and the matrices compute a 3x3 convolution."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rvvkit.codegen.kernels import winograd as wg
+from rvvkit.codegen.kernels.conv_winograd import cost, eligible
+
+
+@pytest.mark.parametrize("prog, mat", [(wg.IN_PROG, wg.BT), (wg.OUT_PROG, wg.AT)],
+                         ids=["input B^T", "output A^T"])
+def test_program_is_the_matrix(prog, mat):
+    basis = np.eye(wg.TILE)
+    got = np.array(wg.run_program(prog, list(basis)))     # column j: the program on e_j
+    np.testing.assert_array_equal(got, mat)
+
+
+def test_matrices_compute_a_3x3_correlation():
+    rng = np.random.default_rng(1)
+    d, g = rng.standard_normal((6, 6)), rng.standard_normal((3, 3))
+    u = wg.G @ g @ wg.G.T
+    y = wg.AT @ (u * (wg.BT @ d @ wg.BT.T)) @ wg.AT.T
+    ref = np.array([[(d[i:i + 3, j:j + 3] * g).sum() for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-12)
+
+
+def test_weight_transform_layout():
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    u = wg.weights(w)
+    assert u.shape == (36, 5, 3) and u.dtype == np.float32
+    e = 2 * 6 + 4                                   # element (2, 4) of the 6x6 tile
+    want = (wg.G @ w[3, 1].astype(np.float64) @ wg.G.T)[2, 4]
+    assert u[e, 3, 1] == pytest.approx(want, rel=1e-6)
+
+
+def test_eligible_and_cost():
+    assert eligible((1, 8, 9, 9), (8, 8, 3, 3), 1, (1, 1), (1, 1))
+    assert not eligible((1, 8, 9, 9), (8, 8, 3, 3), 1, (2, 2), (1, 1))      # stride 2
+    assert not eligible((1, 8, 9, 9), (8, 8, 3, 3), 1, (1, 1), (2, 2))      # dilated
+    assert not eligible((1, 8, 9, 9), (8, 4, 3, 3), 2, (1, 1), (1, 1))      # grouped
+    assert not eligible((1, 8, 9, 9), (8, 8, 5, 5), 1, (1, 1), (1, 1))      # 5x5
+    small = cost((1, 64, 28, 28), (64, 64, 3, 3), (1, 64, 28, 28), (1, 1, 1, 1))
+    big = cost((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56), (1, 1, 1, 1))
+    assert 3.5 < big / small < 4.5                  # four times the tiles
