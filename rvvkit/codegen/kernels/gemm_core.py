@@ -12,7 +12,7 @@ from ..loops import cdiv
 from ...ops.activations import act_rvv_support
 from ..rvv import header
 from .gemm_emit import Epilogue, Side, epilogue, strided_packer, ukernel
-from .gemm_rvv_move import EP_LMUL
+from .gemm_rvv_move import EP_LMULS
 from .gemm_tiling import L2_BLOCK, kc_of
 
 
@@ -76,7 +76,8 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     """
     kc = kc_of(k)
     support: Dict[str, str] = header()     # RVV header first: helpers below may use it
-    support.update(act_rvv_support(ep.act, EP_LMUL))   # e.g. vector exp of a sigmoid
+    for lmul in EP_LMULS:                              # e.g. vector exp of a sigmoid
+        support.update(act_rvv_support(ep.act, lmul))
     ind = "a" if a.kind == "indirect" else ("b" if b.kind == "indirect" else "")
     ukn, ukc = ukernel(mr, nr, ind)
     epn, epc = epilogue(mr, nr, ep)

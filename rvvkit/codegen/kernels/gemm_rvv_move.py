@@ -22,6 +22,23 @@ def _strip(avl: str, start: str, body: str, lmul: int = 8) -> str:
 }}"""
 
 
+FIT_LMULS = (1, 2, 4, 8)
+
+
+def fitted_strip(avl: str, start: str, body) -> str:
+    """`_strip` at the smallest LMUL whose register group holds the run [start, avl) at the VLEN
+    the code runs at (m8 strips beyond), picked at run time: runs here are panel and tile
+    sides (14 to 64 floats), and a vector instruction costs its whole register group however
+    few elements it has, so m8 on a 14-float run costs four times m2. `body(L)`: statements
+    at LMUL L."""
+    n = avl if start == "0" else f"({avl} - {start})"
+    head = f"const size_t rvk_n = {n}, rvk_v = {vsetvlmax(1)};"
+    arms = [f"if (rvk_n <= {L} * rvk_v) {{\n{indent(_strip(avl, start, body(L), L))}\n}}"
+            for L in FIT_LMULS[:-1]]
+    last = f"{{\n{indent(_strip(avl, start, body(8), 8))}\n}}"
+    return f"{{\n{indent(head)}\n{indent(' else '.join(arms + [last]))}\n}}"
+
+
 def strided_pack(pw: int, si: int, sk: int) -> str:
     """RVV body of one panel of the strided packer (clang turns the portable loops into
     memcpy/memset calls per k-row, which glibc runs as scalar code on riscv64). Contiguous
@@ -46,17 +63,24 @@ for (int u = c; u < {pw}; ++u) {{
         kk += vl;
     }}
 }}"""
-    load = vle(L, "sk_ + u") if si == 1 else vlse(L, "sk_ + (ptrdiff_t)u * " + str(si), si)
-    return f"""{zero}
-for (int kk = 0; kk < kb; ++kk) {{
+    def load(L: int) -> str:
+        return vle(L, "sk_ + u") if si == 1 else \
+            vlse(L, "sk_ + (ptrdiff_t)u * " + str(si), si)
+    pad = f"""for (int kk = 0; kk < kb; ++kk) {{
+    float *__restrict dk = d + kk * {pw};
+{indent(fitted_strip(str(pw), "(size_t)c", lambda L: vse(L, 'dk + u', vsplat(L, '0.0f'))))}
+}}"""
+    return f"""for (int kk = 0; kk < kb; ++kk) {{
     const float *__restrict sk_ = s + (ptrdiff_t)kk * {sk};
     float *__restrict dk = d + kk * {pw};
-{indent(_strip("(size_t)c", "0", vse(L, 'dk + u', load)))}
-{indent(_strip(str(pw), "(size_t)c", vse(L, 'dk + u', 'z')))}
+{indent(fitted_strip("(size_t)c", "0", lambda L: vse(L, 'dk + u', load(L))))}
+}}
+if (c < {pw}) {{   /* the last panel's padding */
+{indent(pad)}
 }}"""
 
 
-EP_LMUL = 8   # epilogue vectors: the running value and one loaded operand
+EP_LMULS = FIT_LMULS   # epilogue vectors: fitted to the run (fitted_strip)
 
 
 def _ep_apply(ep: "Epilogue", m: str, n: str, L: int) -> str:
@@ -109,17 +133,17 @@ def ep_rows(ep: "Epilogue", nr: int) -> str:
     """RVV epilogue, normal orientation: per tile row, the contiguous column runs of t and y
     are strip-mined (vl = vsetvl(run - u)), partial sums added, the epilogue applied in
     registers."""
-    L = EP_LMUL
-    ld = f"{vt(L)} v = {vle(L, 'ti + u')};\n" \
-         f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yi + u')}, vl);"
-    fin = _ep_apply(ep, "(i0 + i)", "(yc + (int)u)", L)
+    def body(L: int, final: bool) -> str:
+        ld = f"{vt(L)} v = {vle(L, 'ti + u')};\n" \
+             f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yi + u')}, vl);"
+        fin = _ep_apply(ep, "(i0 + i)", "(yc + (int)u)", L)
+        return ld + ("\n" + fin if final and fin else "") + "\n" + vse(L, "yi + u", "v")
 
     def rows(final: bool) -> str:
-        body = ld + ("\n" + fin if final and fin else "") + "\n" + vse(L, "yi + u", "v")
         return f"""for (int i = 0; i < mr; ++i) {{
     const float *__restrict ti = t + i * {nr} + js;
     float *__restrict yi = y + (ptrdiff_t)(i0 + i) * {ep.ldy} + yc;
-{indent(_strip("run", "0", body))}
+{indent(fitted_strip("run", "0", lambda L: body(L, final)))}
 }}"""
     body = f"if (last) {{\n{indent(rows(True))}\n}} else {{\n{indent(rows(False))}\n}}"
     return _over_runs(ep, "j0", "nr", "yc", body)
@@ -128,15 +152,16 @@ def ep_rows(ep: "Epilogue", nr: int) -> str:
 def ep_cols(ep: "Epilogue", nr: int) -> str:
     """RVV epilogue, transposed orientation: tile row i is output column n, so for each tile
     column j a run of rows is a strided load from t (stride NR) and a contiguous run of y."""
-    L = EP_LMUL
-    fin = _ep_apply(ep, "(j0 + j)", "(n0 + (int)u)", L)
-    body = (f"{vt(L)} v = {vlse(L, 'tj + u * ' + str(nr), nr)};\n"
-            f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yj + u')}, vl);\n"
-            + (f"if (last) {{\n{indent(fin)}\n}}\n" if fin else "(void)last;\n")
-            + vse(L, "yj + u", "v"))
-    cols = f"""for (int j = 0; j < nr; ++j) {{
+    def body(L: int) -> str:
+        fin = _ep_apply(ep, "(j0 + j)", "(n0 + (int)u)", L)
+        return (f"{vt(L)} v = {vlse(L, 'tj + u * ' + str(nr), nr)};\n"
+                f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yj + u')}, vl);\n"
+                + (f"if (last) {{\n{indent(fin)}\n}}\n" if fin else "")
+                + vse(L, "yj + u", "v"))
+    cols = f"""{'' if _ep_apply(ep, "0", "0", 1) else "(void)last;"}
+for (int j = 0; j < nr; ++j) {{
     const float *__restrict tj = t + is * {nr} + j;
     float *__restrict yj = y + (ptrdiff_t)(j0 + j) * {ep.ldy} + n0;
-{indent(_strip("run", "0", body))}
+{indent(fitted_strip("run", "0", body))}
 }}"""
     return _over_runs(ep, "i0", "mr", "n0", cols)
