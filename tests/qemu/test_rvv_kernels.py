@@ -275,7 +275,8 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
     seen = fmacc = 0
     for fam in ("gemm", "conv"):
         for name, text in assembly[fam].items():
-            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?$", name)
+            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?(?:_to_y\d+(?:_transposed)?)?$",
+                         name)
             if not m:
                 continue
             seen += 1

@@ -10,8 +10,9 @@ from typing import Dict, Tuple
 from ..cfmt import indent
 from ..loops import cdiv
 from ...ops.activations import act_rvv_support
-from ..rvv import header
-from .gemm_emit import Epilogue, Side, epilogue, strided_packer, ukernel
+from ..rvv import GUARD, header
+from .gemm_emit import (Epilogue, Side, epilogue, strided_packer, trivial, ukernel,
+                        ukernel_to_y)
 from .gemm_rvv_move import EP_LMULS
 from .gemm_tiling import L2_BLOCK, kc_of
 
@@ -84,8 +85,23 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     support[ukn], support[epn] = ukc, epc
     adds = "".join(f"const float *__restrict {x}, " for x, _, _ in ep.addends)
     args = "".join(f"{x}, " for x, _, _ in ep.addends)
-    call = f"""{ukn}(kb, @APTR@, @BPTR@, {'off, ' if ind else ''}t);
+    offa = 'off, ' if ind else ''
+    call = f"""{ukn}(kb, @APTR@, @BPTR@, {offa}t);
 {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);"""
+    # a trivial epilogue, some full tile and one k-block (kb is then k, and is not tested:
+    # clang would propagate the constant into the micro-kernel and unroll it with spills)
+    if trivial(ep) and p >= mr and q >= nr and kc == k:
+        dn, dc = ukernel_to_y(mr, nr, ind, ep.ldy, ep.trans)
+        support[dn] = dc
+        origin = f"(ptrdiff_t)j * {ep.ldy} + i0" if ep.trans else f"(ptrdiff_t)i0 * {ep.ldy} + j"
+        call = f"""{GUARD}
+if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): into y */
+    {dn}(kb, @APTR@, @BPTR@, {offa}y + {origin});
+}} else
+#endif
+{{
+{indent(call)}
+}}"""
     rows_first = a.kind in ("strided", "custom") and b.kind == "packed"
     split = _split_side(p, q, a, b, mr, nr, rows_first)
     if rows_first:

@@ -151,6 +151,29 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 """
 
 
+def ukernel_to_y(mr: int, nr: int, ind: str, ldy: int, trans: bool) -> Tuple[str, str]:
+    """RVV only: the micro-kernel storing its accumulators straight into y (row stride ldy;
+    transposed: tile rows are y columns), for a full tile of one k-block under a trivial
+    epilogue, which would only copy t to y (Winograd's 36 GEMMs, MatMul: with k = 16..64 the
+    copy costs a tenth of the tile)."""
+    name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + \
+        f"_to_y{ldy}" + ("_transposed" if trans else "")
+    variants, dispatch = rvv.uk_dispatch(name, mr, nr, ind, rvv.y_store(ldy, trans))
+    offp = "const int *__restrict off, " if ind else ""
+    return name, NOINLINE + f"""{GUARD}
+{variants}static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, {offp}float *__restrict t) {{
+{indent(dispatch)}
+}}
+#endif
+"""
+
+
+def trivial(ep: "Epilogue") -> bool:
+    """An epilogue that only copies the tile (so the micro-kernel may store it in place)."""
+    return ep.alpha == 1.0 and not ep.addends and ep.act is None and ep.grid is None
+
+
 def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
     """Packs idx in [i0, i0+n), k in [k0, k0+kb) of src[idx*si + k*sk] into pw-wide panels."""
     name = f"rvk_pack_panels_{pw}_stride_{si}x{sk}"

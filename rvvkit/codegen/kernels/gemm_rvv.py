@@ -89,7 +89,7 @@ def uk_lmul_at(mr: int, nr: int, ind: str, vlen: int) -> int:
     return next((L for top, L in plan if vlen <= top), plan[-1][1])
 
 
-def _uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int) -> str:
+def _uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store=None) -> str:
     """Rows r0..r1-1 of one column strip: accumulators c_i (LMUL registers each) over all kb
     steps. k = 0 is peeled (c = a*b: no zeroed accumulators; kb >= 1 always), the rest runs
     `unroll` steps per iteration on pointers (no counter) plus one remainder step."""
@@ -137,15 +137,32 @@ def _uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int) -> str:
     lines += [f"for (const {'int' if ind else 'float'} *const end = {end}; {cursor} != end;) {{",
               indent("\n".join(unrolled + [bump(U)])), "}"]
     lines += [f"if ((kb - 1) % {U}) {{", indent("\n".join(step(0, False))), "}"]
-    lines += [vse(lmul, f"t + {(r0 + i) * nr} + j0", f"c{i}") for i in range(R)]
+    if store is None:
+        lines += [vse(lmul, f"t + {(r0 + i) * nr} + j0", f"c{i}") for i in range(R)]
+    else:
+        lines += [store(r0 + i, f"c{i}", lmul) for i in range(R)]
     return f"{{ /* rows {r0}..{r1 - 1} */\n{indent(chr(10).join(lines))}\n}}"
 
 
-def uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str) -> str:
+def y_store(ldy: int, trans: bool):
+    """Stores of a micro-kernel writing its tile straight into y (a trivial epilogue: no
+    scaling, addends or activation, one k-block), `t` pointing at the tile's origin in y: a
+    row of accumulators is a run of a y row, or (transposed) a column of y, stored strided."""
+    from ..rvv import vsse
+
+    def store(row: int, var: str, lmul: int) -> str:
+        if trans:
+            return vsse(lmul, f"t + (ptrdiff_t)j0 * {ldy} + {row}", ldy, var)
+        return vse(lmul, f"t + (ptrdiff_t){row} * {ldy} + j0", var)
+    return store
+
+
+def uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store=None) -> str:
     """One LMUL variant: column strips of vl = min(NR - j0, VLMAX) columns, then row groups of
     at most rows_per_group(LMUL) rows, each sweeping k with its accumulators in registers."""
     offp = "const int *__restrict off, " if ind else ""
-    groups = "\n".join(_uk_group(mr, nr, lmul, ind, r0, r1) for r0, r1 in row_groups(mr, lmul))
+    groups = "\n".join(_uk_group(mr, nr, lmul, ind, r0, r1, store)
+                       for r0, r1 in row_groups(mr, lmul))
     return f"""static inline void {name}(int kb, const float *__restrict a,
     const float *__restrict b, {offp}float *__restrict t) {{
     /* vl = min(NR - j0, VLMAX) in scalar code: clang 16 puts a vsetvli inside the k loops
@@ -160,7 +177,7 @@ def uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str) -> str:
 """
 
 
-def uk_dispatch(name: str, mr: int, nr: int, ind: str) -> Tuple[str, str]:
+def uk_dispatch(name: str, mr: int, nr: int, ind: str, store=None) -> Tuple[str, str]:
     """(definitions of the LMUL variants, statements calling the right one) of the MR x NR
     micro-kernel `name`: every variant of uk_plan picked at run time by VLEN, or, when the
     source is built for one VLEN, that VLEN's variant alone, called directly."""
@@ -168,10 +185,10 @@ def uk_dispatch(name: str, mr: int, nr: int, ind: str) -> Tuple[str, str]:
     vlen = target_vlen()
     if vlen is not None:
         L = uk_lmul_at(mr, nr, ind, vlen)
-        return (uk_variant(f"{name}_lmul{L}", mr, nr, L, ind),
+        return (uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store),
                 f"/* built for VLEN {vlen} */\n{name}_lmul{L}(kb, a, b, {offa}t);")
     plan = uk_plan(mr, nr, ind)
-    variants = "".join(uk_variant(f"{name}_lmul{L}", mr, nr, L, ind)
+    variants = "".join(uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store)
                        for L in sorted({L for _, L in plan}, reverse=True))
     # VLEN/32 = vsetvlmax(e32, m1); the last variant also takes any larger VLEN
     picks = [f"if (rvk_v <= {top // 32}) {name}_lmul{L}(kb, a, b, {offa}t);"
