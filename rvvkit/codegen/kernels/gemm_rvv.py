@@ -61,11 +61,14 @@ def unroll(rows: int, lmul: int) -> int:
 
 
 def uk_cost(mr: int, nr: int, lmul: int, vlen: int, ind: str = "") -> float:
-    """Dynamic instructions per k step of the MR x NR RVV micro-kernel at LMUL and VLEN: per
-    strip and row group one b load, R scalar a loads, R vfmacc, the loop's bumps and branch
-    (shared by the unrolled steps) and, reading in place, the offset-table address."""
+    """Cost per k step of the MR x NR RVV micro-kernel at LMUL and VLEN, each vector
+    instruction counted as its register group (a core spends LMUL times the time of an m1
+    instruction on it, whatever vl is): per strip and row group one b load, R scalar a loads,
+    R vfmacc, the loop's bumps and branch (shared by the unrolled steps) and, reading in
+    place, the offset-table address. A strip wider than the columns left still costs its
+    whole group, so LMUL beyond what NR needs only loses."""
     strips = cdiv(nr, lmul * vlen // 32)
-    per_strip = sum(1 + 2 * (r1 - r0) + LOOP / unroll(r1 - r0, lmul) +
+    per_strip = sum(lmul + (r1 - r0) * (1 + lmul) + LOOP / unroll(r1 - r0, lmul) +
                     (3 if ind else 0) for r0, r1 in row_groups(mr, lmul))
     return strips * per_strip
 
