@@ -31,7 +31,7 @@ from kernel_cases.gemm import GEMM, MATMUL
 from kernel_cases.pool import GLOBAL_POOL, LRN, POOL, SOFTMAX
 from kernel_harness import C_HDR, call_arrays, translation_unit
 
-from rvvkit.codegen.kernels.gemm_rvv import uk_plan
+from rvvkit.codegen.kernels.gemm_rvv import pair_plan, uk_plan
 from rvvkit.jit.targets import riscv
 
 RISCV = riscv()
@@ -291,6 +291,31 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
                 assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
             assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
     assert seen >= 5 and fmacc >= seen - 2
+
+
+def test_gemm_panel_pairs_at_large_vlen(assembly):
+    """The pair micro-kernels (two adjacent panels per call, for VLEN >= 512) exist for the
+    tables' GEMMs, have a variant per LMUL of their plan, and keep their accumulators in
+    registers."""
+    seen = fmacc = 0
+    for fam in ("gemm", "conv"):
+        for name, text in assembly[fam].items():
+            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?_pair"
+                         r"(?:_to_y\d+(?:_transposed)?)?$", name)
+            if not m:
+                continue
+            seen += 1
+            mr, nr, ind = int(m.group(1)), int(m.group(2)), m.group(3) or ""
+            variants = [t for n, t in assembly[fam].items() if n.startswith(name + "_lmul")]
+            text = "\n".join([text] + variants)
+            # (a kernel only used with K = 1 gets kb = 1 propagated into it: vfmul alone)
+            assert re.search(r"vf(macc|mul)\.vf", text) and "flw" in text, name
+            fmacc += "vfmacc.vf" in text
+            for _, lmul in pair_plan(mr, nr, ind):
+                if lmul:
+                    assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
+            assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
+    assert seen >= 3 and fmacc >= seen - 2
 
 
 @pytest.mark.parametrize("family,pattern", [

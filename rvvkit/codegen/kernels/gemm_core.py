@@ -10,9 +10,10 @@ from typing import Dict, Tuple
 from ..cfmt import indent
 from ..loops import cdiv
 from ...ops.activations import act_rvv_support
-from ..rvv import GUARD, header
+from ..rvv import GUARD, header, vsetvlmax
+from . import gemm_rvv as rvv
 from .gemm_emit import (Epilogue, Side, epilogue, strided_packer, trivial, ukernel,
-                        ukernel_to_y)
+                        ukernel_pair, ukernel_to_y)
 from .gemm_rvv_move import EP_LMULS
 from .gemm_tiling import L2_BLOCK, kc_of
 
@@ -104,12 +105,27 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): into y *
 }}"""
     rows_first = a.kind in ("strided", "custom") and b.kind == "packed"
     split = _split_side(p, q, a, b, mr, nr, rows_first)
+    pairs = q >= 2 * nr and (any(L for _, L in rvv.pair_plan(mr, nr, ind))
+                             if rvv.target_vlen() is None else rvv.pair_at(mr, nr, ind,
+                                                                           rvv.target_vlen()))
+    two = None
+    if pairs:
+        call, two = _pair_call(call, mr, nr, k, kc, ind, ep, b, epn, args, offa, support)
     if rows_first:
-        loops, aptr, bptr, ws = _rows_blocked(p, q, k, kc, a, mr, nr, call, support)
+        loops, aptr, bptr, ws = _rows_blocked(p, q, k, kc, a, mr, nr, call, support, two)
     else:
-        loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support, split)
+        loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support, split,
+                                              two)
     loops = loops.replace("@APTR@", aptr).replace("@BPTR@", bptr)
-    decls = f"float t[{mr * nr}];\n" + (f"int off[{kc}];\n" if ind else "") + "(void)ws;\n"
+    decls = f"float t[{(2 if pairs else 1) * mr * nr}];\n" + \
+        (f"int off[{kc}];\n" if ind else "") + "(void)ws;\n"
+    if pairs:   # the pair's LMUL at this VLEN (0: single panels)
+        decls += f"""{GUARD}
+const size_t rvk_v1 = {vsetvlmax(1)};
+const int rvk_pl = {rvv.pair_lmul_expr(mr, nr, ind)};
+(void)rvk_v1;
+#endif
+"""
     text = f"""static void @NAME@(const float *__restrict opa, const float *__restrict opb,
     {adds}float *__restrict y, float *__restrict ws, int lo, int hi) {{
 {indent(decls + loops)}
@@ -123,6 +139,41 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): into y *
     support[names["range"]] = text.replace("@NAME@", names["range"])
     support.update(_parallel(names, ep, split, (p, q, k), ws, mr if split == "rows" else nr))
     return Core(names["driver"], support, ws)
+
+
+def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
+    """(call, (pre, post)): `call` behind a branch that, where rvk_two says the panel and its
+    right neighbour are both full (RVV, a VLEN where pairs win), runs the pair micro-kernel on
+    both and the epilogue on each (or stores straight into y); pre/post wrap the statement
+    the column loop runs per panel: pre decides rvk_two (given the loop's end), post skips
+    the partner panel."""
+    bs = {"packed": f"{k * nr}", "indirect": f"{nr}"}.get(b.kind, f"(ptrdiff_t)kb * {nr}")
+    pn, pc = ukernel_pair(mr, nr, ind)
+    support[pn] = pc
+    last = f"k0 + kb == {k}"
+    both = f"""{pn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}t);
+{epn}(t, i0, j, mr, {nr}, k0 == 0, {last}, {args}y);
+{epn}(t + {mr * nr}, i0, j + {nr}, mr, {nr}, k0 == 0, {last}, {args}y);"""
+    if trivial(ep) and kc == k:
+        dn, dc = ukernel_pair(mr, nr, ind, ep.ldy, ep.trans)
+        support[dn] = dc
+        origin = f"(ptrdiff_t)j * {ep.ldy} + i0" if ep.trans else f"(ptrdiff_t)i0 * {ep.ldy} + j"
+        both = f"""if (mr == {mr}) {{   /* full tiles: into y */
+    {dn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}y + {origin});
+}} else {{
+{indent(both)}
+}}"""
+    call = f"""{GUARD}
+if (rvk_two) {{   /* this panel and the next */
+{indent(both)}
+}} else
+#endif
+{{
+{indent(call)}
+}}"""
+    pre = lambda end: f"{GUARD}\nconst int rvk_two = rvk_pl && j + {2 * nr} <= {end};\n#endif"  # noqa: E731
+    post = f"{GUARD}\nif (rvk_two) j += {nr};   /* the partner panel is done */\n#endif"
+    return call, (pre, post)
 
 
 def _split_side(p, q, a: Side, b: Side, mr, nr, rows_first) -> str:
@@ -176,7 +227,7 @@ static void {name}(const float *__restrict opa, const float *__restrict opb,
     return {"rvk_gemm_args": GEMM_ARGS, name: task}
 
 
-def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split):
+def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split, two=None):
     """Column blocks (qb) > k blocks > [pack B block] > row panels > column panels; over
     columns or rows [lo, hi) as `split` says."""
     if b.kind == "packed":
@@ -187,6 +238,8 @@ def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split):
     ws_a = mr * kc if a.kind in ("strided", "custom") else 0
     bk, _, bptr = _side_prep(b, "b", nr, k, "ws", support)
     ak, ai, aptr = _side_prep(a, "a", mr, k, f"ws + {ws_b}", support)
+    if two:
+        call = f"{two[0]('j0 + qb')}\n{call}\n{two[1]}"
     cols = _blocks("j", "nr", "j0", "qb", nr, call)
     r0, rend, c0, cend = ("lo", "hi", "0", str(q)) if split == "rows" else ("0", str(p), "lo", "hi")
     rows = _blocks("i0", "mr", r0, "", mr, "\n".join(s for s in (ai, cols) if s), end=rend)
@@ -194,7 +247,7 @@ def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split):
     return _blocks("j0", "qb", c0, "", qb, kblk, end=cend), aptr, bptr, ws_a + ws_b
 
 
-def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support):
+def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support, two=None):
     """Runtime row side, constant column side (transposed conv, Gemm with a weight B): row
     blocks (pb, packed into L2) > k blocks > column panels > row panels. Each constant column
     panel is then streamed from memory once per row block and k-block and reused from L2 by
@@ -206,6 +259,8 @@ def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support):
     bptr = f"opb + (ptrdiff_t)(j / {nr}) * {k * nr} + (ptrdiff_t)k0 * {nr}"
     aptr = f"ws + (ptrdiff_t)((i0 - ib) / {mr}) * kb * {mr}"
     rows = _blocks("i0", "mr", "ib", "pb", mr, call)
+    if two:
+        rows = f"{two[0](str(q))}\n{rows}\n{two[1]}"
     cols = _blocks("j", "nr", "0", str(q), nr, rows)
     kblk = _blocks("k0", "kb", "0", str(k), kc,
                    f"{pname}(opa, ib, pb, k0, kb, ws);\n{cols}")

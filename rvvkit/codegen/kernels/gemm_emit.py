@@ -169,6 +169,24 @@ def ukernel_to_y(mr: int, nr: int, ind: str, ldy: int, trans: bool) -> Tuple[str
 """
 
 
+def ukernel_pair(mr: int, nr: int, ind: str, ldy: Optional[int] = None,
+                 trans: bool = False) -> Tuple[str, str]:
+    """RVV only: the micro-kernel over two adjacent NR-wide panels (gemm_rvv's panel pairs),
+    `bs` floats apart, into t (two MR x NR tiles) or, with ldy, straight into y."""
+    name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + "_pair" + \
+        (f"_to_y{ldy}" + ("_transposed" if trans else "") if ldy is not None else "")
+    variants, dispatch = rvv.pair_dispatch(name, mr, nr, ind,
+                                           rvv.pair_store(nr, mr, ldy, trans))
+    offp = "const int *__restrict off, " if ind else ""
+    return name, NOINLINE + f"""{GUARD}
+{variants}static RVK_NOINLINE void {name}(int lmul, int kb, const float *__restrict a,
+    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t) {{
+{indent(dispatch)}
+}}
+#endif
+"""
+
+
 def trivial(ep: "Epilogue") -> bool:
     """An epilogue that only copies the tile (so the micro-kernel may store it in place)."""
     return ep.alpha == 1.0 and not ep.addends and ep.act is None and ep.grid is None

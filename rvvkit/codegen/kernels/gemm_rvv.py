@@ -197,3 +197,131 @@ def uk_dispatch(name: str, mr: int, nr: int, ind: str, store=None) -> Tuple[str,
     picks = [f"if (rvk_v <= {top // 32}) {name}_lmul{L}(kb, a, b, {offa}t);"
              for top, L in plan[:-1]] + [f"{name}_lmul{plan[-1][1]}(kb, a, b, {offa}t);"]
     return variants, f"const size_t rvk_v = {vsetvlmax(1)};\n" + "\nelse ".join(picks)
+
+
+# --- Panel pairs. A column strip can be no wider than the panel (NR floats), so at VLEN 512 and
+# up a 32-float panel fills only m2 or m1 registers: the row group then pays R scalar loads of a
+# for R*NR products per k. Reading two adjacent panels per call, each row's a value serves both
+# (per k: two b loads, R loads of a, 2R vfmacc), so the same registers carry up to twice the
+# products per scalar load. A pair is one strip per panel (LMUL*VLEN/32 >= NR), at most
+# 16/LMUL - 1 rows per group (2R accumulators and two b vectors of LMUL registers).
+
+def pair_rows(lmul: int) -> int:
+    return 16 // lmul - 1
+
+
+def pair_groups(mr: int, lmul: int) -> Tuple[Tuple[int, int], ...]:
+    n = cdiv(mr, pair_rows(lmul))
+    return tuple((mr * g // n, mr * (g + 1) // n) for g in range(n))
+
+
+def pair_cost(mr: int, nr: int, lmul: int, vlen: int, ind: str = "") -> float:
+    """uk_cost of a pair, per panel: infinite where one strip cannot hold a panel."""
+    if lmul * vlen // 32 < nr:
+        return float("inf")
+    return sum(2 * lmul + (r1 - r0) * (1 + 2 * lmul) + LOOP + (3 if ind else 0)
+               for r0, r1 in pair_groups(mr, lmul)) / 2
+
+
+def pair_plan(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
+    """((max VLEN, LMUL or 0), ...) ascending, as uk_plan: the pair's LMUL where a pair costs
+    less per panel than the best single-panel variant, 0 where it does not."""
+    out = []
+    for vlen in VLENS:
+        single = min(uk_cost(mr, nr, L, vlen, ind) for L in LMULS)
+        lmul = min(LMULS, key=lambda L: (pair_cost(mr, nr, L, vlen, ind), L))
+        pick = lmul if pair_cost(mr, nr, lmul, vlen, ind) < single - 1e-9 else 0
+        if out and out[-1][1] == pick:
+            out[-1] = (vlen, pick)
+        else:
+            out.append((vlen, pick))
+    return tuple(out)
+
+
+def pair_at(mr: int, nr: int, ind: str, vlen: int) -> int:
+    plan = pair_plan(mr, nr, ind)
+    return next((L for top, L in plan if vlen <= top), plan[-1][1])
+
+
+def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) -> str:
+    """Rows r0..r1-1 of two panels (b and b + bs): accumulators c<i>_0, c<i>_1 over all kb
+    steps, k = 0 peeled as in _uk_group; tile rows of the second panel follow the first's."""
+    vty, R = vt(lmul), r1 - r0
+
+    def step(init: bool) -> List[str]:
+        out = []
+        if ind == "a":
+            out.append(f"const float *__restrict au = a + {'off[0]' if init else '*ok'} + {r0};")
+            aref, b0 = "au[{i}]", "bk"
+        elif ind == "b":
+            aref, b0 = "ak[{i}]", f"b + {'off[0]' if init else '*ok'}"
+        else:
+            aref, b0 = "ak[{i}]", "bk"
+        out.append(f"b0 = {vle(lmul, b0)};")
+        out.append(f"b1 = {vle(lmul, f'{b0} + bs')};")
+        for i in range(R):
+            a_i = aref.format(i=i)
+            for h in (0, 1):
+                out.append(f"c{i}_{h} = {vop('vfmul_vf', lmul)}(b{h}, {a_i}, vl);" if init else
+                           f"c{i}_{h} = {vop('vfmacc_vf', lmul)}(c{i}_{h}, {a_i}, b{h}, vl);")
+        return out
+
+    bump = " ".join(([] if ind == "a" else [f"ak += {mr};"]) +
+                    ([] if ind == "b" else [f"bk += {nr};"]) + (["++ok;"] if ind else []))
+    ptrs = ([] if ind == "a" else [f"const float *__restrict ak = a + {r0};"]) + \
+        ([] if ind == "b" else ["const float *__restrict bk = b;"]) + \
+        (["const int *__restrict ok = off + 1;"] if ind else [])
+    lines = [" ".join(ptrs), f"{vty} b0, b1;"] + \
+        [f"{vty} c{i}_{h};" for i in range(R) for h in (0, 1)]
+    lines += step(True) + [bump.replace("++ok;", "").strip()]
+    lines += ["for (int k = 1; k < kb; ++k) {", indent("\n".join(step(False) + [bump])), "}"]
+    for i in range(R):
+        lines += [store(r0 + i, h, f"c{i}_{h}", lmul) for h in (0, 1)]
+    return f"{{ /* rows {r0}..{r1 - 1} of both panels */\n{indent(chr(10).join(lines))}\n}}"
+
+
+def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store) -> str:
+    offp = "const int *__restrict off, " if ind else ""
+    groups = "\n".join(_pair_group(mr, nr, lmul, ind, r0, r1, store)
+                       for r0, r1 in pair_groups(mr, lmul))
+    return f"""static inline void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t) {{
+    const size_t vl = {nr};   /* one strip per panel: the caller checked VLMAX >= {nr} */
+{indent(groups)}
+}}
+"""
+
+
+def pair_store(nr: int, mr: int, ldy: Optional[int] = None, trans: bool = False):
+    """Stores of a pair: into t (two MR x NR tiles, the second after the first) or, with ldy,
+    straight into y (the second tile NR columns on: y_store's layout)."""
+    def store(row: int, half: int, var: str, lmul: int) -> str:
+        if ldy is None:
+            return vse(lmul, f"t + {half * mr * nr + row * nr}", var)
+        if trans:
+            from ..rvv import vsse
+            return vsse(lmul, f"t + (ptrdiff_t){half * nr * ldy} + {row}", ldy, var)
+        return vse(lmul, f"t + (ptrdiff_t){row} * {ldy} + {half * nr}", var)
+    return store
+
+
+def pair_dispatch(name: str, mr: int, nr: int, ind: str, store) -> Tuple[str, str]:
+    """(variants, statements) as uk_dispatch, over the VLENs where a pair wins (the caller
+    tests rvk_pair_lmul(...) != 0 first)."""
+    offa = "off, " if ind else ""
+    lmuls = sorted({L for _, L in pair_plan(mr, nr, ind) if L})
+    variants = "".join(pair_variant(f"{name}_lmul{L}", mr, nr, L, ind, store) for L in lmuls)
+    picks = [f"if (lmul == {L}) {name}_lmul{L}(kb, a, b, bs, {offa}t);" for L in lmuls]
+    return variants, "\nelse ".join(picks) or "(void)lmul;"
+
+
+def pair_lmul_expr(mr: int, nr: int, ind: str) -> str:
+    """C expression: the pair's LMUL at the VLEN the code runs at, 0 where pairs do not win."""
+    vlen = target_vlen()
+    if vlen is not None:
+        return str(pair_at(mr, nr, ind, vlen))
+    plan = pair_plan(mr, nr, ind)
+    expr = str(plan[-1][1])
+    for top, L in reversed(plan[:-1]):
+        expr = f"(rvk_v1 <= {top // 32} ? {L} : {expr})"
+    return expr
