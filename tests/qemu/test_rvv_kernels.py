@@ -275,9 +275,8 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
     seen = fmacc = 0
     for fam in ("gemm", "conv"):
         for name, text in assembly[fam].items():
-            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?(?:_to_y\d+(?:_transposed)?)?$",
-                         name)
-            if not m:
+            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?(?:_to_y\w*)?$", name)
+            if not m or re.search(r"_lmul\d$", name):
                 continue
             seen += 1
             mr, nr, ind = int(m.group(1)), int(m.group(2)), m.group(3) or ""
@@ -290,7 +289,7 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
             for _, lmul in uk_plan(mr, nr, ind):
                 assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
             assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
-    assert seen >= 5 and fmacc >= seen - 2
+    assert seen >= 5 and fmacc >= 0.9 * seen
 
 
 def test_gemm_panel_pairs_at_large_vlen(assembly):
@@ -300,9 +299,9 @@ def test_gemm_panel_pairs_at_large_vlen(assembly):
     seen = fmacc = 0
     for fam in ("gemm", "conv"):
         for name, text in assembly[fam].items():
-            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?_pair"
-                         r"(?:_to_y\d+(?:_transposed)?)?$", name)
-            if not m:
+            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?_pair(?:_to_y\w*)?$",
+                         name)
+            if not m or re.search(r"_lmul\d$", name):
                 continue
             seen += 1
             mr, nr, ind = int(m.group(1)), int(m.group(2)), m.group(3) or ""
@@ -315,7 +314,7 @@ def test_gemm_panel_pairs_at_large_vlen(assembly):
                 if lmul:
                     assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
             assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
-    assert seen >= 3 and fmacc >= seen - 2
+    assert seen >= 3 and fmacc >= 0.85 * seen
 
 
 @pytest.mark.parametrize("family,pattern", [

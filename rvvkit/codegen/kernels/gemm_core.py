@@ -12,8 +12,9 @@ from ..loops import cdiv
 from ...ops.activations import act_rvv_support
 from ..rvv import GUARD, header, vsetvlmax
 from . import gemm_rvv as rvv
-from .gemm_emit import (Epilogue, Side, epilogue, strided_packer, trivial, ukernel,
-                        ukernel_pair, ukernel_to_y)
+from .gemm_emit import (Epilogue, Side, epilogue, strided_packer, ukernel, ukernel_pair,
+                        ukernel_to_y)
+from . import gemm_rvv_fused as fused
 from .gemm_rvv_move import EP_LMULS
 from .gemm_tiling import L2_BLOCK, kc_of
 
@@ -89,15 +90,16 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     offa = 'off, ' if ind else ''
     call = f"""{ukn}(kb, @APTR@, @BPTR@, {offa}t);
 {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);"""
-    # a trivial epilogue, some full tile and one k-block (kb is then k, and is not tested:
-    # clang would propagate the constant into the micro-kernel and unroll it with spills)
-    if trivial(ep) and p >= mr and q >= nr and kc == k:
-        dn, dc = ukernel_to_y(mr, nr, ind, ep.ldy, ep.trans)
+    # an epilogue the micro-kernel can apply in registers, some full tile and one k-block
+    # (kb is then k, and is not tested: clang would propagate the constant into the
+    # micro-kernel and unroll it with spills)
+    if fused.fusable(ep, rvv.uk_variants(mr, nr, ind)) and p >= mr and q >= nr and kc == k:
+        dn, dc = ukernel_to_y(mr, nr, ind, ep)
         support[dn] = dc
         origin = f"(ptrdiff_t)j * {ep.ldy} + i0" if ep.trans else f"(ptrdiff_t)i0 * {ep.ldy} + j"
         call = f"""{GUARD}
-if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): into y */
-    {dn}(kb, @APTR@, @BPTR@, {offa}y + {origin});
+if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished into y */
+    {dn}(kb, @APTR@, @BPTR@, {offa}y + {origin}{fused.origins(ep)});
 }} else
 #endif
 {{
@@ -154,12 +156,12 @@ def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
     both = f"""{pn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}t);
 {epn}(t, i0, j, mr, {nr}, k0 == 0, {last}, {args}y);
 {epn}(t + {mr * nr}, i0, j + {nr}, mr, {nr}, k0 == 0, {last}, {args}y);"""
-    if trivial(ep) and kc == k:
-        dn, dc = ukernel_pair(mr, nr, ind, ep.ldy, ep.trans)
+    if fused.fusable(ep, rvv.pair_variants(mr, nr, ind)) and kc == k:
+        dn, dc = ukernel_pair(mr, nr, ind, ep)
         support[dn] = dc
         origin = f"(ptrdiff_t)j * {ep.ldy} + i0" if ep.trans else f"(ptrdiff_t)i0 * {ep.ldy} + j"
-        both = f"""if (mr == {mr}) {{   /* full tiles: into y */
-    {dn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}y + {origin});
+        both = f"""if (mr == {mr}) {{   /* full tiles: finished into y */
+    {dn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}y + {origin}{fused.origins(ep)});
 }} else {{
 {indent(both)}
 }}"""

@@ -13,6 +13,7 @@ from ..cfmt import flt, indent
 from ..loops import loop
 from ..rvv import GUARD
 from . import gemm_rvv as rvv
+from . import gemm_rvv_fused as fused
 from . import gemm_rvv_move as rvv_move
 
 
@@ -151,36 +152,45 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 """
 
 
-def ukernel_to_y(mr: int, nr: int, ind: str, ldy: int, trans: bool) -> Tuple[str, str]:
-    """RVV only: the micro-kernel storing its accumulators straight into y (row stride ldy;
-    transposed: tile rows are y columns), for a full tile of one k-block under a trivial
-    epilogue, which would only copy t to y (Winograd's 36 GEMMs, MatMul: with k = 16..64 the
-    copy costs a tenth of the tile)."""
-    name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + \
-        f"_to_y{ldy}" + ("_transposed" if trans else "")
-    variants, dispatch = rvv.uk_dispatch(name, mr, nr, ind, rvv.y_store(ldy, trans))
+def _fused_name(base: str, ep: "Epilogue") -> str:
+    """Name of a micro-kernel storing into y with `ep` applied in registers."""
+    name = f"{base}_to_y{ep.ldy}{ep.describe()}"
+    return name if trivial(ep) else f"{name}_{ep.tag()}"
+
+
+def ukernel_to_y(mr: int, nr: int, ind: str, ep: "Epilogue") -> Tuple[str, str]:
+    """RVV only: the micro-kernel finishing a full tile of a one-k-block GEMM in registers and
+    storing it straight into y (gemm_rvv_fused.py), `t` pointing at the tile's origin in y and
+    the addends' pointers at theirs."""
+    name = _fused_name(f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else ""), ep)
+    extra, names = fused.params(ep), _extra_names(ep)
+    variants, dispatch = rvv.uk_dispatch(name, mr, nr, ind, fused.store(ep, nr), extra, names)
     offp = "const int *__restrict off, " if ind else ""
     return name, NOINLINE + f"""{GUARD}
 {variants}static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
-    const float *__restrict b, {offp}float *__restrict t) {{
+    const float *__restrict b, {offp}float *__restrict t{extra}) {{
 {indent(dispatch)}
 }}
 #endif
 """
 
 
-def ukernel_pair(mr: int, nr: int, ind: str, ldy: Optional[int] = None,
-                 trans: bool = False) -> Tuple[str, str]:
+def _extra_names(ep: "Epilogue") -> str:
+    return "".join(f", e{i}" for i in range(len(ep.addends)))
+
+
+def ukernel_pair(mr: int, nr: int, ind: str, ep: Optional["Epilogue"] = None) -> Tuple[str, str]:
     """RVV only: the micro-kernel over two adjacent NR-wide panels (gemm_rvv's panel pairs),
-    `bs` floats apart, into t (two MR x NR tiles) or, with ldy, straight into y."""
-    name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + "_pair" + \
-        (f"_to_y{ldy}" + ("_transposed" if trans else "") if ldy is not None else "")
-    variants, dispatch = rvv.pair_dispatch(name, mr, nr, ind,
-                                           rvv.pair_store(nr, mr, ldy, trans))
+    `bs` floats apart, into t (two MR x NR tiles) or, with `ep`, finished into y."""
+    base = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + "_pair"
+    name = base if ep is None else _fused_name(base, ep)
+    store = rvv.pair_store(nr, mr) if ep is None else fused.store(ep, nr)
+    extra, names = (fused.params(ep), _extra_names(ep)) if ep is not None else ("", "")
+    variants, dispatch = rvv.pair_dispatch(name, mr, nr, ind, store, extra, names)
     offp = "const int *__restrict off, " if ind else ""
     return name, NOINLINE + f"""{GUARD}
 {variants}static RVK_NOINLINE void {name}(int lmul, int kb, const float *__restrict a,
-    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t) {{
+    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}) {{
 {indent(dispatch)}
 }}
 #endif
@@ -188,7 +198,7 @@ def ukernel_pair(mr: int, nr: int, ind: str, ldy: Optional[int] = None,
 
 
 def trivial(ep: "Epilogue") -> bool:
-    """An epilogue that only copies the tile (so the micro-kernel may store it in place)."""
+    """An epilogue that only copies the tile."""
     return ep.alpha == 1.0 and not ep.addends and ep.act is None and ep.grid is None
 
 

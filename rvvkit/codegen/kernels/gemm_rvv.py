@@ -43,6 +43,14 @@ def target_vlen() -> Optional[int]:
     return _VLEN.get()
 
 
+def uk_variants(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
+    """(LMUL, accumulator groups) of every row group of every variant the kernel holds."""
+    vlen = target_vlen()
+    lmuls = {uk_lmul_at(mr, nr, ind, vlen)} if vlen is not None else {L for _, L in
+                                                                       uk_plan(mr, nr, ind)}
+    return tuple((L, r1 - r0) for L in lmuls for r0, r1 in row_groups(mr, L))
+
+
 def rows_per_group(lmul: int) -> int:
     """Rows (accumulator groups) of one row group at this LMUL."""
     return 32 // lmul - 1
@@ -147,27 +155,15 @@ def _uk_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store=Non
     return f"{{ /* rows {r0}..{r1 - 1} */\n{indent(chr(10).join(lines))}\n}}"
 
 
-def y_store(ldy: int, trans: bool):
-    """Stores of a micro-kernel writing its tile straight into y (a trivial epilogue: no
-    scaling, addends or activation, one k-block), `t` pointing at the tile's origin in y: a
-    row of accumulators is a run of a y row, or (transposed) a column of y, stored strided."""
-    from ..rvv import vsse
-
-    def store(row: int, var: str, lmul: int) -> str:
-        if trans:
-            return vsse(lmul, f"t + (ptrdiff_t)j0 * {ldy} + {row}", ldy, var)
-        return vse(lmul, f"t + (ptrdiff_t){row} * {ldy} + j0", var)
-    return store
-
-
-def uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store=None) -> str:
+def uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store=None,
+               extra: str = "") -> str:
     """One LMUL variant: column strips of vl = min(NR - j0, VLMAX) columns, then row groups of
     at most rows_per_group(LMUL) rows, each sweeping k with its accumulators in registers."""
     offp = "const int *__restrict off, " if ind else ""
     groups = "\n".join(_uk_group(mr, nr, lmul, ind, r0, r1, store)
                        for r0, r1 in row_groups(mr, lmul))
     return f"""static inline void {name}(int kb, const float *__restrict a,
-    const float *__restrict b, {offp}float *__restrict t) {{
+    const float *__restrict b, {offp}float *__restrict t{extra}) {{
     /* vl = min(NR - j0, VLMAX) in scalar code: clang 16 puts a vsetvli inside the k loops
      * when the strip's vl comes from the vsetvl intrinsic (its "mu" vtype differs) */
     const size_t vlmax = {vsetvlmax(lmul)};
@@ -180,7 +176,8 @@ def uk_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store=None) -> 
 """
 
 
-def uk_dispatch(name: str, mr: int, nr: int, ind: str, store=None) -> Tuple[str, str]:
+def uk_dispatch(name: str, mr: int, nr: int, ind: str, store=None, extra: str = "",
+                extra_args: str = "") -> Tuple[str, str]:
     """(definitions of the LMUL variants, statements calling the right one) of the MR x NR
     micro-kernel `name`: every variant of uk_plan picked at run time by VLEN, or, when the
     source is built for one VLEN, that VLEN's variant alone, called directly."""
@@ -188,14 +185,15 @@ def uk_dispatch(name: str, mr: int, nr: int, ind: str, store=None) -> Tuple[str,
     vlen = target_vlen()
     if vlen is not None:
         L = uk_lmul_at(mr, nr, ind, vlen)
-        return (uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store),
-                f"/* built for VLEN {vlen} */\n{name}_lmul{L}(kb, a, b, {offa}t);")
+        return (uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store, extra),
+                f"/* built for VLEN {vlen} */\n{name}_lmul{L}(kb, a, b, {offa}t{extra_args});")
     plan = uk_plan(mr, nr, ind)
-    variants = "".join(uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store)
+    variants = "".join(uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store, extra)
                        for L in sorted({L for _, L in plan}, reverse=True))
     # VLEN/32 = vsetvlmax(e32, m1); the last variant also takes any larger VLEN
-    picks = [f"if (rvk_v <= {top // 32}) {name}_lmul{L}(kb, a, b, {offa}t);"
-             for top, L in plan[:-1]] + [f"{name}_lmul{plan[-1][1]}(kb, a, b, {offa}t);"]
+    picks = [f"if (rvk_v <= {top // 32}) {name}_lmul{L}(kb, a, b, {offa}t{extra_args});"
+             for top, L in plan[:-1]] + \
+        [f"{name}_lmul{plan[-1][1]}(kb, a, b, {offa}t{extra_args});"]
     return variants, f"const size_t rvk_v = {vsetvlmax(1)};\n" + "\nelse ".join(picks)
 
 
@@ -238,6 +236,14 @@ def pair_plan(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
     return tuple(out)
 
 
+def pair_variants(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
+    """uk_variants of the pair kernel (two accumulator groups per row)."""
+    vlen = target_vlen()
+    lmuls = {pair_at(mr, nr, ind, vlen)} if vlen is not None else {L for _, L in
+                                                                    pair_plan(mr, nr, ind)}
+    return tuple((L, 2 * (r1 - r0)) for L in lmuls if L for r0, r1 in pair_groups(mr, L))
+
+
 def pair_at(mr: int, nr: int, ind: str, vlen: int) -> int:
     plan = pair_plan(mr, nr, ind)
     return next((L for top, L in plan if vlen <= top), plan[-1][1])
@@ -276,42 +282,42 @@ def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) 
     lines += step(True) + [bump.replace("++ok;", "").strip()]
     lines += ["for (int k = 1; k < kb; ++k) {", indent("\n".join(step(False) + [bump])), "}"]
     for i in range(R):
-        lines += [store(r0 + i, h, f"c{i}_{h}", lmul) for h in (0, 1)]
+        lines += [store(r0 + i, f"c{i}_{h}", lmul, h) for h in (0, 1)]
     return f"{{ /* rows {r0}..{r1 - 1} of both panels */\n{indent(chr(10).join(lines))}\n}}"
 
 
-def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store) -> str:
+def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
+                 extra: str = "") -> str:
     offp = "const int *__restrict off, " if ind else ""
     groups = "\n".join(_pair_group(mr, nr, lmul, ind, r0, r1, store)
                        for r0, r1 in pair_groups(mr, lmul))
     return f"""static inline void {name}(int kb, const float *__restrict a,
-    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t) {{
+    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}) {{
     const size_t vl = {nr};   /* one strip per panel: the caller checked VLMAX >= {nr} */
+    const size_t j0 = 0;      /* (the strip's first column, as in the single-panel kernel) */
+    (void)j0;
 {indent(groups)}
 }}
 """
 
 
-def pair_store(nr: int, mr: int, ldy: Optional[int] = None, trans: bool = False):
-    """Stores of a pair: into t (two MR x NR tiles, the second after the first) or, with ldy,
-    straight into y (the second tile NR columns on: y_store's layout)."""
-    def store(row: int, half: int, var: str, lmul: int) -> str:
-        if ldy is None:
-            return vse(lmul, f"t + {half * mr * nr + row * nr}", var)
-        if trans:
-            from ..rvv import vsse
-            return vsse(lmul, f"t + (ptrdiff_t){half * nr * ldy} + {row}", ldy, var)
-        return vse(lmul, f"t + (ptrdiff_t){row} * {ldy} + {half * nr}", var)
+def pair_store(nr: int, mr: int):
+    """Stores of a pair into t: two MR x NR tiles, the second after the first."""
+    def store(row: int, var: str, lmul: int, half: int = 0) -> str:
+        return vse(lmul, f"t + {half * mr * nr + row * nr}", var)
     return store
 
 
-def pair_dispatch(name: str, mr: int, nr: int, ind: str, store) -> Tuple[str, str]:
+def pair_dispatch(name: str, mr: int, nr: int, ind: str, store, extra: str = "",
+                  extra_args: str = "") -> Tuple[str, str]:
     """(variants, statements) as uk_dispatch, over the VLENs where a pair wins (the caller
     tests rvk_pair_lmul(...) != 0 first)."""
     offa = "off, " if ind else ""
     lmuls = sorted({L for _, L in pair_plan(mr, nr, ind) if L})
-    variants = "".join(pair_variant(f"{name}_lmul{L}", mr, nr, L, ind, store) for L in lmuls)
-    picks = [f"if (lmul == {L}) {name}_lmul{L}(kb, a, b, bs, {offa}t);" for L in lmuls]
+    variants = "".join(pair_variant(f"{name}_lmul{L}", mr, nr, L, ind, store, extra)
+                       for L in lmuls)
+    picks = [f"if (lmul == {L}) {name}_lmul{L}(kb, a, b, bs, {offa}t{extra_args});"
+             for L in lmuls]
     return variants, "\nelse ".join(picks) or "(void)lmul;"
 
 
