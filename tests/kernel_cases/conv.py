@@ -97,7 +97,7 @@ CONV = table(0, [
     # Winograd F(4x4, 3x3) (the cost model's choice for these): whole and partial tiles,
     # batch 2 (tiles of both images in one GEMM), asymmetric pads
     _c(1, 32, 14, 14, 32, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, True, RELU),
-    _c(2, 24, 10, 13, 40, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, CLIP),
+    _c(2, 24, 16, 13, 48, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True, False, CLIP),
     _c(1, 24, 20, 19, 40, (3, 3), 1, (1, 1), (0, 2, 1, 0), (1, 1), False, False, SIGMOID),
     # implicit-GEMM conv on CUDA: several row/column tiles, k-slices, every tile shape
     _cu((2, 4, 7, 9), (6, 2, 3, 3), group=2, strides=(2, 2), pads=(1, 1, 1, 1), bias=True,
@@ -121,7 +121,7 @@ CONV = table(0, [
     _cu((1, 2, 20, 20), (2, 1, 3, 3), group=2, pads=(1, 1, 1, 1), bias=True,
         act=RELU),                                                  # 400 positions: 2 blocks
     # Winograd on CUDA: transforms, the batched GEMM over the 36 elements, clipped borders
-    _cu((2, 24, 10, 13), (40, 24, 3, 3), pads=(1, 1, 1, 1), bias=True, residual=True,
+    _cu((2, 24, 16, 13), (48, 24, 3, 3), pads=(1, 1, 1, 1), bias=True, residual=True,
         act=RELU),
 ])
 

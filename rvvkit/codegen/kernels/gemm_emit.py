@@ -275,11 +275,15 @@ def _ep_cols(ep: Epilogue, nr: int, rows, cols) -> str:
     """Transposed orientation: tile rows are output columns, stored with stride ldy (scalar).
     With a grid, tile rows on wrap-around cells (grid column >= wo) are skipped."""
     t, y = f"t[i * {nr} + j]", f"y[(ptrdiff_t)(j0 + j) * {ep.ldy} + n]"
-    store = f"""float v = {t};
+    value = _ep_value(ep, "v", "(j0 + j)", "n")
+    if value == "v" and ep.act is None:         # nothing to apply: a copy
+        store = f"float v = {t};\nif (!first) v += {y};\n(void)last;\n{y} = v;"
+    else:
+        fin = f"    v = {value};\n" if value != "v" else ""
+        store = f"""float v = {t};
 if (!first) v += {y};
 if (last) {{
-    v = {_ep_value(ep, "v", "(j0 + j)", "n")};
-    {y} = {act_expr(ep.act, 'v')};
+{fin}    {y} = {act_expr(ep.act, 'v')};
 }} else {{
     {y} = v;
 }}"""

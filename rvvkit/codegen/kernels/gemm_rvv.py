@@ -6,6 +6,7 @@ the build-time weight transforms stay shared with x86; gemm_emit.py places these
 from __future__ import annotations
 
 import contextlib
+import re
 import contextvars
 from typing import Iterator, List, Optional, Tuple
 
@@ -49,6 +50,14 @@ def uk_variants(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
     lmuls = {uk_lmul_at(mr, nr, ind, vlen)} if vlen is not None else {L for _, L in
                                                                        uk_plan(mr, nr, ind)}
     return tuple((L, r1 - r0) for L in lmuls for r0, r1 in row_groups(mr, L))
+
+
+def vname(name: str, lmul: int) -> str:
+    """The name of a kernel's LMUL variant (before the kernel's hash, if it ends in one)."""
+    head, _, tail = name.rpartition("_")
+    if head and re.fullmatch(r"[0-9a-f]{8,}", tail):
+        return f"{head}_lmul{lmul}_{tail}"
+    return f"{name}_lmul{lmul}"
 
 
 def rows_per_group(lmul: int) -> int:
@@ -185,15 +194,15 @@ def uk_dispatch(name: str, mr: int, nr: int, ind: str, store=None, extra: str = 
     vlen = target_vlen()
     if vlen is not None:
         L = uk_lmul_at(mr, nr, ind, vlen)
-        return (uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store, extra),
-                f"/* built for VLEN {vlen} */\n{name}_lmul{L}(kb, a, b, {offa}t{extra_args});")
+        return (uk_variant(vname(name, L), mr, nr, L, ind, store, extra),
+                f"/* built for VLEN {vlen} */\n{vname(name, L)}(kb, a, b, {offa}t{extra_args});")
     plan = uk_plan(mr, nr, ind)
-    variants = "".join(uk_variant(f"{name}_lmul{L}", mr, nr, L, ind, store, extra)
+    variants = "".join(uk_variant(vname(name, L), mr, nr, L, ind, store, extra)
                        for L in sorted({L for _, L in plan}, reverse=True))
     # VLEN/32 = vsetvlmax(e32, m1); the last variant also takes any larger VLEN
-    picks = [f"if (rvk_v <= {top // 32}) {name}_lmul{L}(kb, a, b, {offa}t{extra_args});"
+    picks = [f"if (rvk_v <= {top // 32}) {vname(name, L)}(kb, a, b, {offa}t{extra_args});"
              for top, L in plan[:-1]] + \
-        [f"{name}_lmul{plan[-1][1]}(kb, a, b, {offa}t{extra_args});"]
+        [f"{vname(name, plan[-1][1])}(kb, a, b, {offa}t{extra_args});"]
     return variants, f"const size_t rvk_v = {vsetvlmax(1)};\n" + "\nelse ".join(picks)
 
 
@@ -314,9 +323,9 @@ def pair_dispatch(name: str, mr: int, nr: int, ind: str, store, extra: str = "",
     tests rvk_pair_lmul(...) != 0 first)."""
     offa = "off, " if ind else ""
     lmuls = sorted({L for _, L in pair_plan(mr, nr, ind) if L})
-    variants = "".join(pair_variant(f"{name}_lmul{L}", mr, nr, L, ind, store, extra)
+    variants = "".join(pair_variant(vname(name, L), mr, nr, L, ind, store, extra)
                        for L in lmuls)
-    picks = [f"if (lmul == {L}) {name}_lmul{L}(kb, a, b, bs, {offa}t{extra_args});"
+    picks = [f"if (lmul == {L}) {vname(name, L)}(kb, a, b, bs, {offa}t{extra_args});"
              for L in lmuls]
     return variants, "\nelse ".join(picks) or "(void)lmul;"
 
