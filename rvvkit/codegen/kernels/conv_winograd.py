@@ -306,8 +306,11 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
     _, trans, mr, nr = _gemm_plan(g)
     vside = Side("strided", si=1, sk=g.t)
     ep = Epilogue(ldy=g.t, trans=trans)
+    # the 36 GEMMs are the parts of one region, each whole on one thread (a region per GEMM
+    # left small maps' GEMMs, below the pool's grain, on one thread one after another)
     c = core("wino", g.t if trans else g.m, g.m if trans else g.t, g.c,
-             vside if trans else Side("packed"), Side("packed") if trans else vside, ep, mr, nr)
+             vside if trans else Side("packed"), Side("packed") if trans else vside, ep, mr, nr,
+             driver=False)
     upw = nr if trans else mr                       # panel width of the packed U_e
     usz = cdiv(g.m, upw) * upw * g.c                # packed floats per element e
     support = header()
@@ -334,13 +337,20 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
     ops = ("v + (ptrdiff_t)e * {ct}, w + (ptrdiff_t)e * {usz}" if trans else
            "w + (ptrdiff_t)e * {usz}, v + (ptrdiff_t)e * {ct}")
     ops = ops.format(ct=g.c * g.t, usz=usz)
-    import os
-    skip = os.environ.get("WSKIP", "")
+    gpart = f"{base}_gemm"
+    support[gpart] = f"""static void {gpart}(const float *__restrict w, const float *__restrict v,
+    float *__restrict mb, float *__restrict sc, int e) {{   /* OUT_e = U_e . V_e */
+    {c.range}({ops}, mb + (ptrdiff_t)e * {g.m * g.t}, sc, 0, {c.extent});
+}}
+"""
+    tg, tg_c, call_gemm = _pool_trio(gpart, [("const float *", "w"), ("const float *", "v"),
+                                             ("float *", "mb")],
+                                     wg.NE, wg.NE * g.m * g.t * g.c, c.workspace)
+    support[tg] = tg_c
     body = f"""float *__restrict v = ws, *__restrict mb = ws + {vsz}, *__restrict sc = ws + {vsz + msz};
-{call_in if 'in' not in skip else ''}
-for (int e = 0; e < {wg.NE}; ++e)   /* one GEMM per element of the 6x6 tile */
-    {c.name if 'gemm' not in skip else '(void)'}({ops}, mb + (ptrdiff_t)e * {g.m * g.t}, sc);
-{call_out if 'out' not in skip else ''}
+{call_in}
+{call_gemm}
+{call_out}
 """
     spec = make_spec("conv_winograd", x_shape=xs, w_shape=ws_, y_shape=ys, pads=tuple(pads),
                      bias=bias, residual=residual, act=act, u_panel=upw, trans=trans)

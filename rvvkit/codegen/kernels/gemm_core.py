@@ -21,10 +21,13 @@ from .gemm_tiling import L2_BLOCK, kc_of
 
 @dataclass
 class Core:
-    """An emitted GEMM driver: call `name(row side, column side, <addend ptrs>, y, ws)`."""
+    """An emitted GEMM driver: call `name(row side, column side, <addend ptrs>, y, ws)`; or
+    (driver=False) its single-thread range function `range(..., y, ws, 0, extent)`."""
     name: str
     support: Dict[str, str] = field(default_factory=dict)
     workspace: int = 0
+    range: str = ""
+    extent: int = 0
 
 
 def _blocks(var: str, cnt: str, start: str, total: str, step: int, body: str,
@@ -66,7 +69,7 @@ def _side_prep(side: Side, which: str, pw: int, kdim: int, ws: str,
 
 
 def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
-         mr: int, nr: int) -> Core:
+         mr: int, nr: int, driver: bool = True) -> Core:
     """Emit the blocked driver for OUT[p x q] = A'[p x k] . B'[k x q] with epilogue `ep`.
 
     Default loop order (_cols_blocked): column blocks (qb) > k blocks (kb) > row panels (MR) >
@@ -139,8 +142,11 @@ const int rvk_pl = {rvv.pair_lmul_expr(mr, nr, ind)};
     names = {part: f"{base}_{part}_{digest}" for part in ("range", "task")}
     names["driver"] = f"{base}_{digest}"
     support[names["range"]] = text.replace("@NAME@", names["range"])
+    extent = p if split == "rows" else q
+    if not driver:      # the caller runs whole GEMMs as parts of its own region
+        return Core("", support, ws, names["range"], extent)
     support.update(_parallel(names, ep, split, (p, q, k), ws, mr if split == "rows" else nr))
-    return Core(names["driver"], support, ws)
+    return Core(names["driver"], support, ws, names["range"], extent)
 
 
 def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
