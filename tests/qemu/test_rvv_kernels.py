@@ -269,13 +269,15 @@ def assembly(built, tmp_path_factory):
     return out
 
 
-def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
-    """Every micro-kernel is an RVV kernel: vfmacc.vf with scalar broadcasts of the packed A
-    panel, one LMUL variant per VLEN range of its plan, no vector spills."""
+def _checked_micro_kernels(assembly, kind: str, plan):
+    """Checks every micro-kernel of `kind` ("" or "_pair") in the gemm and conv families:
+    vfmacc.vf (or vfmul.vf) with scalar loads of A, a vsetvli per LMUL of its plan, no vector
+    spills; returns (kernels seen, kernels with vfmacc.vf)."""
     seen = fmacc = 0
+    pattern = rf"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?{kind}(?:_to_y\w*)?$"
     for fam in ("gemm", "conv"):
         for name, text in assembly[fam].items():
-            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?(?:_to_y\w*)?$", name)
+            m = re.match(pattern, name)
             if not m or re.search(r"_lmul\d(_|$)", name):
                 continue
             seen += 1
@@ -287,9 +289,17 @@ def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
             # (clang propagates a constant kb = 1 into a kernel only used with K = 1: vfmul)
             assert re.search(r"vf(macc|mul)\.vf", text) and "flw" in text, name
             fmacc += "vfmacc.vf" in text
-            for _, lmul in uk_plan(mr, nr, ind):
-                assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
+            for _, lmul in plan(mr, nr, ind):
+                if lmul:
+                    assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
             assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
+    return seen, fmacc
+
+
+def test_gemm_micro_kernels_use_vfmacc_at_every_lmul(assembly):
+    """Every micro-kernel is an RVV kernel: vfmacc.vf with scalar broadcasts of the packed A
+    panel, one LMUL variant per VLEN range of its plan, no vector spills."""
+    seen, fmacc = _checked_micro_kernels(assembly, "", uk_plan)
     assert seen >= 5 and fmacc >= 0.9 * seen
 
 
@@ -297,25 +307,7 @@ def test_gemm_panel_pairs_at_large_vlen(assembly):
     """The pair micro-kernels (two adjacent panels per call, for VLEN >= 512) exist for the
     tables' GEMMs, have a variant per LMUL of their plan, and keep their accumulators in
     registers."""
-    seen = fmacc = 0
-    for fam in ("gemm", "conv"):
-        for name, text in assembly[fam].items():
-            m = re.match(r"rvk_gemm_micro_(\d+)x(\d+)(?:_indirect_([ab]))?_pair(?:_to_y\w*)?$",
-                         name)
-            if not m or re.search(r"_lmul\d(_|$)", name):
-                continue
-            seen += 1
-            mr, nr, ind = int(m.group(1)), int(m.group(2)), m.group(3) or ""
-            names = {vname(name, L) for L in (1, 2, 4, 8)}
-            variants = [t for n, t in assembly[fam].items() if n in names]
-            text = "\n".join([text] + variants)
-            # (a kernel only used with K = 1 gets kb = 1 propagated into it: vfmul alone)
-            assert re.search(r"vf(macc|mul)\.vf", text) and "flw" in text, name
-            fmacc += "vfmacc.vf" in text
-            for _, lmul in pair_plan(mr, nr, ind):
-                if lmul:
-                    assert re.search(rf"vsetvli\s+\w+, \w+, e32, m{lmul}\b", text), (name, lmul)
-            assert not re.search(r"vs\dr\.v|vl\dre", text), f"{name}: vector spills"
+    seen, fmacc = _checked_micro_kernels(assembly, "_pair", pair_plan)
     assert seen >= 3 and fmacc >= 0.85 * seen
 
 

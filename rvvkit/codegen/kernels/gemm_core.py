@@ -99,10 +99,9 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     if fused.fusable(ep, rvv.uk_variants(mr, nr, ind)) and p >= mr and q >= nr and kc == k:
         dn, dc = ukernel_to_y(mr, nr, ind, ep)
         support[dn] = dc
-        origin = f"(ptrdiff_t)j * {ep.ldy} + i0" if ep.trans else f"(ptrdiff_t)i0 * {ep.ldy} + j"
         call = f"""{GUARD}
 if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished into y */
-    {dn}(kb, @APTR@, @BPTR@, {offa}y + {origin}{fused.origins(ep)});
+    {dn}(kb, @APTR@, @BPTR@, {offa}y + {fused.y_origin(ep)}{fused.origins(ep)});
 }} else
 #endif
 {{
@@ -165,9 +164,8 @@ def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
     if fused.fusable(ep, rvv.pair_variants(mr, nr, ind)) and kc == k:
         dn, dc = ukernel_pair(mr, nr, ind, ep)
         support[dn] = dc
-        origin = f"(ptrdiff_t)j * {ep.ldy} + i0" if ep.trans else f"(ptrdiff_t)i0 * {ep.ldy} + j"
         both = f"""if (mr == {mr}) {{   /* full tiles: finished into y */
-    {dn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}y + {origin}{fused.origins(ep)});
+    {dn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}y + {fused.y_origin(ep)}{fused.origins(ep)});
 }} else {{
 {indent(both)}
 }}"""

@@ -55,14 +55,18 @@ def params(ep) -> str:
     return "".join(f", const float *__restrict e{i}" for i in range(len(ep.addends)))
 
 
+def y_origin(ep, i0: str = "i0", j: str = "j") -> str:
+    """Offset of the tile at core row i0, column j in y (and in an addend laid out as y)."""
+    return f"(ptrdiff_t){j} * {ep.ldy} + {i0}" if ep.trans else f"(ptrdiff_t){i0} * {ep.ldy} + {j}"
+
+
 def origins(ep, i0: str = "i0", j: str = "j") -> str:
     """Call arguments: each addend's pointer at the tile's origin (row i0, column j)."""
     out = []
     for ptr, idx, _ in ep.addends:
         kind = _kind(idx, ep.ldy, ep.trans)
         off = {"scalar": "", "row": f" + {i0}", "col": f" + {j}",
-               "full": (f" + (ptrdiff_t){j} * {ep.ldy} + {i0}" if ep.trans else
-                        f" + (ptrdiff_t){i0} * {ep.ldy} + {j}")}[kind]
+               "full": f" + {y_origin(ep, i0, j)}"}[kind]
         out.append(f", {ptr}{off}")
     return "".join(out)
 
