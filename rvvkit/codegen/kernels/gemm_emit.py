@@ -153,9 +153,11 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 
 
 def _fused_name(base: str, ep: "Epilogue") -> str:
-    """Name of a micro-kernel storing into y with `ep` applied in registers."""
-    name = f"{base}_to_y{ep.ldy}{ep.describe()}"
-    return name if trivial(ep) else f"{name}_{ep.tag()}"
+    """Name of a micro-kernel storing into y with `ep` applied in registers: one per epilogue
+    form, whatever y's stride (a parameter), so the layers of a model share it."""
+    name = f"{base}_to_y{ep.describe()}"
+    digest = hashlib.sha1(fused.form(ep).encode()).hexdigest()[:8]
+    return name if trivial(ep) else f"{name}_{digest}"
 
 
 def ukernel_to_y(mr: int, nr: int, ind: str, ep: "Epilogue") -> Tuple[str, str]:
@@ -163,7 +165,7 @@ def ukernel_to_y(mr: int, nr: int, ind: str, ep: "Epilogue") -> Tuple[str, str]:
     storing it straight into y (gemm_rvv_fused.py), `t` pointing at the tile's origin in y and
     the addends' pointers at theirs."""
     name = _fused_name(f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else ""), ep)
-    extra, names = fused.params(ep), _extra_names(ep)
+    extra, names = fused.params(ep), fused.arg_names(ep)
     variants, dispatch = rvv.uk_dispatch(name, mr, nr, ind, fused.store(ep, nr), extra, names)
     offp = "const int *__restrict off, " if ind else ""
     return name, NOINLINE + f"""{GUARD}
@@ -175,17 +177,13 @@ def ukernel_to_y(mr: int, nr: int, ind: str, ep: "Epilogue") -> Tuple[str, str]:
 """
 
 
-def _extra_names(ep: "Epilogue") -> str:
-    return "".join(f", e{i}" for i in range(len(ep.addends)))
-
-
 def ukernel_pair(mr: int, nr: int, ind: str, ep: Optional["Epilogue"] = None) -> Tuple[str, str]:
     """RVV only: the micro-kernel over two adjacent NR-wide panels (gemm_rvv's panel pairs),
     `bs` floats apart, into t (two MR x NR tiles) or, with `ep`, finished into y."""
     base = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + "_pair"
     name = base if ep is None else _fused_name(base, ep)
     store = rvv.pair_store(nr, mr) if ep is None else fused.store(ep, nr)
-    extra, names = (fused.params(ep), _extra_names(ep)) if ep is not None else ("", "")
+    extra, names = (fused.params(ep), fused.arg_names(ep)) if ep is not None else ("", "")
     variants, dispatch = rvv.pair_dispatch(name, mr, nr, ind, store, extra, names)
     offp = "const int *__restrict off, " if ind else ""
     return name, NOINLINE + f"""{GUARD}

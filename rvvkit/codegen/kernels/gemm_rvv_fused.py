@@ -52,7 +52,21 @@ def fusable(ep, variants=()) -> bool:
 
 
 def params(ep) -> str:
-    return "".join(f", const float *__restrict e{i}" for i in range(len(ep.addends)))
+    """Parameters after the tile pointer: y's row stride (a run-time value, so that layers
+    with one epilogue form share the kernel), then each addend's pointer."""
+    return ", ptrdiff_t ldy" + "".join(f", const float *__restrict e{i}"
+                                       for i in range(len(ep.addends)))
+
+
+def arg_names(ep) -> str:
+    return ", ldy" + "".join(f", e{i}" for i in range(len(ep.addends)))
+
+
+def form(ep) -> str:
+    """What the kernel's code depends on: everything of the epilogue but y's stride and the
+    addends' names (their index only by kind)."""
+    kinds = tuple((_kind(idx, ep.ldy, ep.trans), scale) for _, idx, scale in ep.addends)
+    return repr((ep.trans, ep.alpha, kinds, ep.act))
 
 
 def y_origin(ep, i0: str = "i0", j: str = "j") -> str:
@@ -61,8 +75,9 @@ def y_origin(ep, i0: str = "i0", j: str = "j") -> str:
 
 
 def origins(ep, i0: str = "i0", j: str = "j") -> str:
-    """Call arguments: each addend's pointer at the tile's origin (row i0, column j)."""
-    out = []
+    """Call arguments after the tile pointer: y's stride, each addend's pointer at the tile's
+    origin (row i0, column j)."""
+    out = [f", {ep.ldy}"]
     for ptr, idx, _ in ep.addends:
         kind = _kind(idx, ep.ldy, ep.trans)
         off = {"scalar": "", "row": f" + {i0}", "col": f" + {j}",
@@ -87,13 +102,14 @@ def _clamp(act, var: str, lmul: int) -> List[str]:
 
 def store(ep, nr: int) -> Callable[..., str]:
     """store(row, var, lmul, half=0): statements finishing accumulator `var` (tile row `row`,
-    columns j0.. of panel `half`) and storing it at t, the tile's origin in y."""
-    ldy, trans = ep.ldy, ep.trans
+    columns j0.. of panel `half`) and storing it at t, the tile's origin in y (row stride
+    ldy, a parameter)."""
+    ldy, trans = "ldy", ep.trans
 
     def at(row: int, col: str) -> Tuple[str, bool]:     # (address, strided)
         if trans:
-            return f"(ptrdiff_t)({col}) * {ldy} + {row}", True
-        return f"(ptrdiff_t){row} * {ldy} + {col}", False
+            return f"(ptrdiff_t)({col}) * ldy + {row}", True
+        return f"{row} * ldy + {col}", False
 
     def fin(row: int, var: str, lmul: int, half: int = 0) -> str:
         col = f"j0 + {half * nr}" if half else "j0"
@@ -102,7 +118,7 @@ def store(ep, nr: int) -> Callable[..., str]:
             lines.append(f"{var} = {vop('vfmul_vf', lmul)}({var}, {flt(ep.alpha)}, vl);")
         scal = []
         for i, (_, idx, scale) in enumerate(ep.addends):
-            kind = _kind(idx, ldy, trans)
+            kind = _kind(idx, ep.ldy, trans)
             if kind in ("scalar", "row"):
                 term = f"e{i}[{row if kind == 'row' else 0}]"
                 scal.append(term if scale in (None, 1.0) else f"{flt(scale)} * {term}")
