@@ -1,8 +1,10 @@
 // Runs an ncnn model for benchmarks/peer_ncnn.py (built by peer_ncnn_build.py, never by rvvkit).
 //
-//   ncnn_runner MODEL.param MODEL.bin INPUT.raw C H W REPEAT OUTDIR IN_BLOB OUT_BLOB...
+//   ncnn_runner MODEL.param MODEL.bin INPUT.raw SHAPE REPEAT OUTDIR IN_BLOB OUT_BLOB...
 //
-// Loads the model, reads a float32 C x H x W tensor from INPUT.raw, runs one warm-up inference
+// SHAPE is the input's dimensions without the batch, outermost first, joined by 'x': "3x224x224"
+// (C x H x W) or "128x512" (tokens x width; ncnn keeps it a 2-D Mat, as pnnx's graph expects).
+// Loads the model, reads the float32 tensor from INPUT.raw, runs one warm-up inference
 // and then REPEAT more (one thread, ncnn's default options except that fp16/bf16 storage and
 // arithmetic are off, so everything is fp32 or ncnn's int8), and writes each OUT_BLOB of the
 // last inference to OUTDIR/out<i>.raw as flat float32 in (c, d, h, w) order. Counting a run
@@ -45,16 +47,22 @@ static bool write_mat(const std::string& path, const ncnn::Mat& m)
 
 int main(int argc, char** argv)
 {
-    if (argc < 11)
+    if (argc < 9)
     {
-        fprintf(stderr, "usage: %s MODEL.param MODEL.bin INPUT.raw C H W REPEAT OUTDIR IN_BLOB "
+        fprintf(stderr, "usage: %s MODEL.param MODEL.bin INPUT.raw SHAPE REPEAT OUTDIR IN_BLOB "
                         "OUT_BLOB...\n", argv[0]);
         return 2;
     }
-    const int c = atoi(argv[4]), h = atoi(argv[5]), w = atoi(argv[6]);
-    const int repeat = atoi(argv[7]);
-    const std::string outdir = argv[8];
-    const char* in_blob = argv[9];
+    int dims[3] = {1, 1, 1}, ndim = 0;     // outermost first
+    for (const char* p = argv[4]; *p && ndim < 3; ndim++)
+    {
+        char* end;
+        dims[ndim] = (int)strtol(p, &end, 10);
+        p = *end == 'x' ? end + 1 : end;
+    }
+    const int repeat = atoi(argv[5]);
+    const std::string outdir = argv[6];
+    const char* in_blob = argv[7];
 
     ncnn::Net net;
     net.opt.num_threads = 1;
@@ -69,17 +77,31 @@ int main(int argc, char** argv)
         return 1;
     }
 
+    const size_t count = (size_t)dims[0] * dims[1] * dims[2];
     std::vector<float> data;
-    if (!read_floats(argv[3], data, (size_t)c * h * w))
+    if (ndim < 1 || count == 0 || !read_floats(argv[3], data, count))
     {
-        fprintf(stderr, "cannot read %d x %d x %d floats from %s\n", c, h, w, argv[3]);
+        fprintf(stderr, "cannot read a %s tensor of floats from %s\n", argv[4], argv[3]);
         return 1;
     }
-    ncnn::Mat input(w, h, c);
-    for (int q = 0; q < c; q++)
-        memcpy(input.channel(q), &data[(size_t)q * h * w], sizeof(float) * h * w);
+    ncnn::Mat input;
+    if (ndim == 3)
+    {
+        const int c = dims[0], h = dims[1], w = dims[2];
+        input.create(w, h, c);
+        for (int q = 0; q < c; q++)   // channels are cstep apart
+            memcpy(input.channel(q), &data[(size_t)q * h * w], sizeof(float) * h * w);
+    }
+    else
+    {
+        if (ndim == 2)
+            input.create(dims[1], dims[0]);
+        else
+            input.create(dims[0]);
+        memcpy(input.data, data.data(), sizeof(float) * count);
+    }
 
-    std::vector<ncnn::Mat> outs(argc - 10);
+    std::vector<ncnn::Mat> outs(argc - 8);
     for (int r = 0; r < 1 + repeat; r++)
     {
         ncnn::Extractor ex = net.create_extractor();
@@ -88,9 +110,9 @@ int main(int argc, char** argv)
             fprintf(stderr, "no input blob %s\n", in_blob);
             return 1;
         }
-        for (int i = 10; i < argc; i++)
+        for (int i = 8; i < argc; i++)
         {
-            if (ex.extract(argv[i], outs[i - 10]) != 0)
+            if (ex.extract(argv[i], outs[i - 8]) != 0)
             {
                 fprintf(stderr, "cannot extract blob %s\n", argv[i]);
                 return 1;

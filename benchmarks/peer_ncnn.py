@@ -3,11 +3,15 @@
     python3 benchmarks/peer_ncnn.py --markdown            # squeezenet+resnet50, VLEN 128/256/512
     python3 benchmarks/peer_ncnn.py --models squeezenet --vlens 256
     python3 benchmarks/peer_ncnn.py --int8 --ncnn-tools ~/src/ncnn.git --vlens 256 --json peer.json
+    python3 benchmarks/peer_ncnn.py --models mobilenet_v2 encoder --vlens 128 256 512 1024
 
-For each model (rvvkit.zoo light models: the onnx wheel's architectures with seeded random
-weights) and VLEN, one inference of ncnn and of rvvkit is counted by rvvkit's QEMU TCG plugin
-with the same qemu-riscv64, sysroot and -cpu string: a run doing one inference after a warm-up
-minus a run doing only the warm-up (rvvkit: QemuSession.instruction_counts, the same scheme).
+For each model and VLEN (models: the onnx wheel's light architectures with seeded random
+weights; tests/models' float models such as mobilenet_v2, via rvvkit.zoo_quant.float_model;
+"encoder", benchmarks/encoder.py's BERT-style encoder, 2 layers x 512 wide x 128 tokens, its
+attention mask made a constant so both engines take one input), one inference of ncnn and of
+rvvkit is counted by rvvkit's QEMU TCG plugin with the same qemu-riscv64, sysroot and -cpu
+string: a run doing one inference after a warm-up minus a run doing only the warm-up (rvvkit:
+QemuSession.instruction_counts, the same scheme).
 Columns: "raw" = every dynamic instruction; "weighted" = insns - vector_insns +
 lmul_weighted_vector_ops (each vector instruction counted as its LMUL register-group size,
 other instructions as 1); the vector-only LMUL-weighted figures; MACs per raw instruction.
@@ -73,15 +77,16 @@ def _cached(path: Path, key: str, compute, recount: bool):
     return value
 
 
-def ncnn_argv(runner, model: dict, inp: Path, chw, repeat: int, outdir: Path, blobs) -> list:
-    return [str(runner), model["param"], model["bin"], str(inp), *map(str, chw), str(repeat),
+def ncnn_argv(runner, model: dict, inp: Path, shape, repeat: int, outdir: Path, blobs) -> list:
+    return [str(runner), model["param"], model["bin"], str(inp), "x".join(map(str, shape)),
+            str(repeat),
             str(outdir), model["input"], *blobs]
 
 
-def ncnn_outputs(runner, model: dict, inp: Path, chw, vlen: int, blobs) -> list:
+def ncnn_outputs(runner, model: dict, inp: Path, shape, vlen: int, blobs) -> list:
     """Run the ncnn model once under QEMU (no counting) and read back `blobs`."""
     with tempfile.TemporaryDirectory(prefix="peer-ncnn-") as d:
-        subprocess_run(qemu_prefix(vlen) + ncnn_argv(runner, model, inp, chw, 0, Path(d), blobs))
+        subprocess_run(qemu_prefix(vlen) + ncnn_argv(runner, model, inp, shape, 0, Path(d), blobs))
         return [np.fromfile(Path(d) / f"out{i}.raw", dtype=np.float32) for i in range(len(blobs))]
 
 
@@ -95,7 +100,7 @@ def subprocess_run(argv: list) -> None:
         raise PeerError(f"ncnn runner failed (exit {proc.returncode}): {' '.join(argv)}\n{tail}")
 
 
-def ncnn_counts(runner, model: dict, inp: Path, chw, vlen: int, jobs: int) -> dict:
+def ncnn_counts(runner, model: dict, inp: Path, shape, vlen: int, jobs: int) -> dict:
     """One inference: a run with REPEAT=1 minus one with REPEAT=0 (in parallel if jobs > 1)."""
     from concurrent.futures import ThreadPoolExecutor
     from rvvkit.runtime.icount import COUNT_KEYS, count_instructions, per_run
@@ -103,7 +108,7 @@ def ncnn_counts(runner, model: dict, inp: Path, chw, vlen: int, jobs: int) -> di
     def count(repeat: int) -> dict:
         with tempfile.TemporaryDirectory(prefix="peer-ncnn-") as d:
             return count_instructions(qemu_prefix(vlen), ncnn_argv(
-                runner, model, inp, chw, repeat, Path(d), [model["output"]]), timeout=7200)
+                runner, model, inp, shape, repeat, Path(d), [model["output"]]), timeout=7200)
     with ThreadPoolExecutor(max_workers=max(1, min(2, jobs))) as pool:
         hi, lo = pool.map(count, (1, 0))
     c = per_run(hi, lo, 1)
@@ -127,28 +132,29 @@ def prepare(name: str, prec: str, work: Path, tools, runner, vlen0: int, tol: fl
     import rvvkit
     from rvvkit import zoo, zoo_quant
     label = f"{name} {prec}"
+    top1 = True
     if prec == "fp32":
-        model = zoo.light_model(name)
-        feeds = zoo.sample_inputs(model)
-        exposed = M.ort_outputs(M.with_logits(model), feeds)
-        refs = [exposed[n] for n in (M.logits_name(model), model.graph.output[0].name)]
+        model, feeds, refs, top1 = M.fp32_model(name)
     else:
         model, feeds = zoo_quant.float_model(name)      # opset 13, ends at the logits
         refs = list(M.ort_outputs(model, feeds).values())
     base = work / "models" / name / prec
     conv = M.pnnx_convert(model, feeds, base / "pnnx", label)
     inp = base / "input.raw"
-    chw = M.write_input(feeds, inp)
-    blobs = ([conv["softmax_input"], conv["output"]] if prec == "fp32" and conv["softmax_input"]
-             else [conv["output"]])
+    shape = M.write_input(feeds, inp)
+    if len(refs) == 2 and conv["softmax_input"]:     # logits and the final output
+        blobs = [conv["softmax_input"], conv["output"]]
+    else:
+        blobs, refs = [conv["output"]], refs[-1:]
     key = M.digest(conv["key"], Path(conv["param"]).read_bytes(), runner.read_bytes(), vlen0)
     got = _cached(base / "check_fp32.json", key, lambda: [
-        a.tolist() for a in ncnn_outputs(runner, conv, inp, chw, vlen0, blobs)], False)
-    res = {"fp32": M.check(label, [np.array(g) for g in got], refs[:len(got)], tol, True)}
+        a.tolist() for a in ncnn_outputs(runner, conv, inp, shape, vlen0, blobs)], False)
+    res = {"fp32": M.check(label, [np.array(g) for g in got], refs, tol, True, top1)}
     if conv.get("note"):
         res["fix"] = conv["note"]
         log(f"{label}: {conv['note']}")
-    out = {"ncnn": conv, "input": inp, "chw": chw, "feeds": feeds, "checks": res}
+    out = {"ncnn": conv, "input": inp, "shape": shape, "feeds": feeds, "checks": res,
+           "verify": (base, blobs, refs, top1, label)}
     if prec == "fp32":
         out["art"] = rvvkit.build(model)
         return out
@@ -156,7 +162,7 @@ def prepare(name: str, prec: str, work: Path, tools, runner, vlen0: int, tol: fl
     q = M.quantize_int8(tools, conv, calib, base / "int8", label)
     qkey = M.digest(q["key"], runner.read_bytes(), vlen0)
     (qgot,) = _cached(base / "check_int8.json", qkey, lambda: [
-        a.tolist() for a in ncnn_outputs(runner, q, inp, chw, vlen0, [q["output"]])], False)
+        a.tolist() for a in ncnn_outputs(runner, q, inp, shape, vlen0, [q["output"]])], False)
     res["ncnn_int8"] = M.agreement(np.array(qgot), refs[0])
     qpath = base / f"{name}_qop_int8.onnx"        # what zoo_quant.quantized writes
     qkey = M.digest(model.SerializeToString(), metadata.version("onnxruntime"))
@@ -174,6 +180,22 @@ def prepare(name: str, prec: str, work: Path, tools, runner, vlen0: int, tol: fl
     return out
 
 
+def vlen_check(p: dict, runner, vlen: int, tol: float) -> bool:
+    """Whether ncnn's fp32 output at this VLEN still matches onnxruntime (prepare checked the
+    first VLEN only; ncnn picks other RVV code paths as VLEN grows)."""
+    base, blobs, refs, top1, label = p["verify"]
+    conv = p["ncnn"]
+    key = M.digest(conv["key"], Path(conv["param"]).read_bytes(), runner.read_bytes(), vlen)
+    got = _cached(base / f"check_fp32_{vlen}.json", key, lambda: [
+        a.tolist() for a in ncnn_outputs(runner, conv, p["input"], p["shape"], vlen, blobs)],
+        False)
+    res = M.check(f"{label} VLEN {vlen}", [np.array(g) for g in got], refs, tol, False, top1)
+    if not res["agrees"]:
+        log(f"{label}: ncnn's output at VLEN {vlen} does not match onnxruntime: its count there "
+            "is not comparable")
+    return res["agrees"]
+
+
 def measure(name, prec, vlens, work, tools, runner, args) -> tuple:
     p = prepare(name, prec, work, tools, runner, vlens[0], args.tolerance)
     macs = int(p["art"].meta["macs"])
@@ -185,15 +207,17 @@ def measure(name, prec, vlens, work, tools, runner, args) -> tuple:
         nkey = M.digest(Path(p["ncnn"]["param"]).read_bytes(), Path(p["ncnn"]["bin"]).read_bytes(),
                         runner.read_bytes(), p["input"].read_bytes(), *cpu)
         nc = _cached(work / "counts" / f"ncnn-{name}-{prec}-{vlen}.json", nkey,
-                     lambda: ncnn_counts(runner, p["ncnn"], p["input"], p["chw"], vlen,
+                     lambda: ncnn_counts(runner, p["ncnn"], p["input"], p["shape"], vlen,
                                          args.jobs),
                      args.recount)
+        ok = vlen_check(p, runner, vlen, args.tolerance) if prec == "fp32" else None
         rkey = M.digest(art_key, *cpu, os.environ.get("RVVKIT_COMPILER", ""))
         rc = _cached(work / "counts" / f"rvvkit-{name}-{prec}-{vlen}.json", rkey,
                      lambda: rvvkit_counts(p["art"], p["feeds"], vlen), args.recount)
         row = {"model": name, "precision": prec, "vlen": vlen, "macs": macs,
                "ncnn": dict(nc, weighted=weighted(nc)), "rvvkit": dict(rc, weighted=weighted(rc))}
         row["weighted_ratio"] = row["ncnn"]["weighted"] / row["rvvkit"]["weighted"]
+        row["ncnn_output_ok"] = ok
         rows.append(row)
         log(f"{name} {prec} VLEN {vlen}: weighted ncnn {row['ncnn']['weighted'] / 1e6:.1f} M, "
             f"rvvkit {row['rvvkit']['weighted'] / 1e6:.1f} M ({time.perf_counter() - t0:.0f}s)")
@@ -208,13 +232,14 @@ def print_tables(rows, checks, markdown: bool) -> None:
     from rvvkit.report import table
     heads = ["model", "VLEN", "ncnn raw", "rvvkit raw", "ncnn weighted", "rvvkit weighted",
              "weighted ncnn / rvvkit", "ncnn vec LMUL-weighted", "rvvkit vec LMUL-weighted",
-             "ncnn MACs/insn", "rvvkit MACs/insn"]
+             "ncnn MACs/insn", "rvvkit MACs/insn", "ncnn output ok"]
     for prec in ("fp32", "int8"):
         body = [[r["model"], r["vlen"], _m(r["ncnn"]["insns"]), _m(r["rvvkit"]["insns"]),
                  _m(r["ncnn"]["weighted"]), _m(r["rvvkit"]["weighted"]),
                  f"{r['weighted_ratio']:.3f}", _m(r["ncnn"]["lmul_weighted_vector_ops"]),
                  _m(r["rvvkit"]["lmul_weighted_vector_ops"]),
-                 f"{r['macs'] / r['ncnn']['insns']:.2f}", f"{r['macs'] / r['rvvkit']['insns']:.2f}"]
+                 f"{r['macs'] / r['ncnn']['insns']:.2f}", f"{r['macs'] / r['rvvkit']['insns']:.2f}",
+                 {True: "yes", False: "NO: not comparable", None: "-"}[r.get("ncnn_output_ok")]]
                 for r in rows if r["precision"] == prec]
         if body:
             print(f"\n{prec} (one inference, dynamic instructions under QEMU)\n")
@@ -226,8 +251,9 @@ def print_tables(rows, checks, markdown: bool) -> None:
               f"{c['rvvkit_int8']['max_diff_of_range']:.3f} / {c['rvvkit_int8']['same_top1']}"
               ] if q else ["-", "-"]
         body.append([c["model"], c["precision"], f"{c['fp32']['max_diff_of_range']:.1e}",
-                     c["fp32"]["same_top1"], *i8, c.get("fix", "") or "-"])
-    print("\nchecks against onnxruntime fp32 on the logits (max diff / range, same top-1)\n")
+                     c["fp32"].get("same_top1", "n/a (encoder)"), *i8, c.get("fix", "") or "-"])
+    print("\nchecks against onnxruntime fp32 on the logits, or the output where a model has no "
+          "softmax (max diff / range, same top-1)\n")
     _emit(["model", "source model", "ncnn fp32 max diff / range", "ncnn fp32 top-1",
            "ncnn int8", "rvvkit int8 (host)", "param fix"], body, markdown, table, "l" * 7)
 
@@ -274,7 +300,7 @@ def _main(args) -> int:
     work = Path(args.work_dir).expanduser().resolve()
     if HERE.parent in work.parents or work == HERE.parent:
         raise PeerError(f"--work-dir {work} is inside the repository; use a cache directory")
-    B.need("pnnx", "pip install pnnx")
+    B.need_pnnx()
     qemu_prefix(args.vlens[0])                 # fails early without QEMU or the sysroot
     src = B.fetch_source(work)
     tools = B.build_host_tools(work, src, args.ncnn_tools, args.jobs) if args.int8 else None

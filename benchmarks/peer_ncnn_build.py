@@ -24,6 +24,9 @@ from pathlib import Path
 
 NCNN_VERSION = "1.0.20260526"   # the PyPI sdist
 NCNN_TAG = "20260526"           # the git tag of the same source (for tools/quantize)
+# pnnx of the same release: later ones write Reshape shapes as expressions ("//(1000,0n)")
+# that this ncnn fails to load ("expr divide by zero")
+PNNX_VERSION = "20260526"
 NCNN_SDIST = ("https://files.pythonhosted.org/packages/5b/77/d6acfd9b652463a2037a1113954f2cf0aa"
               "7d4c414de31b01aeb1fd9bf9e7/ncnn-1.0.20260526.tar.gz")
 NCNN_SHA256 = "282f0f4a1beec1f5212aa0d22c00737418645055f33c2d2082922931cdbdc537"
@@ -76,6 +79,21 @@ def _stamp_ok(stamp: Path, key: dict) -> bool:
 
 def _file_hash(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def need_pnnx() -> str:
+    """The pnnx executable of PNNX_VERSION."""
+    from importlib import metadata
+    hint = f"pip install pnnx=={PNNX_VERSION}"
+    exe = need("pnnx", hint)
+    try:
+        have = metadata.version("pnnx")
+    except metadata.PackageNotFoundError:
+        have = "unknown"
+    if have != PNNX_VERSION:
+        raise PeerError(f"pnnx {have} found; ncnn {NCNN_VERSION} loads what pnnx {PNNX_VERSION} "
+                        f"writes: {hint}")
+    return exe
 
 
 def need(tool: str, hint: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from peer_ncnn_build import PeerError, log, need, run
+from peer_ncnn_build import PNNX_VERSION, PeerError, log, need_pnnx, run
 
 
 def digest(*parts) -> str:
@@ -40,18 +40,67 @@ def agreement(got: np.ndarray, want: np.ndarray) -> dict:
             "same_top1": bool(int(g.argmax()) == int(w.argmax()))}
 
 
-def check(label, got: list, refs: list, tolerance: float, strict: bool) -> dict:
-    """got/refs: [logits] or [logits, final output]; refuse (strict) on a mismatch."""
+def check(label, got: list, refs: list, tolerance: float, strict: bool,
+          top1: bool = True) -> dict:
+    """got/refs: [logits] or [logits, final output]; refuse (strict) on a mismatch. `top1`:
+    the output is a classifier's, whose top-1 class must agree too (not an encoder's)."""
     res = agreement(got[0], refs[0])
     res["final_same_top1"] = all(agreement(g, r)["same_top1"] for g, r in zip(got, refs))
-    log(f"{label}: ncnn vs onnxruntime: max diff / range {res['max_diff_of_range']:.2e}, "
-        f"same top-1 {res['same_top1']}")
-    if strict and not (res["max_diff_of_range"] <= tolerance and res["same_top1"]
-                       and res["final_same_top1"]):
+    if not top1:
+        res = {"max_diff_of_range": res["max_diff_of_range"]}
+    log(f"{label}: ncnn vs onnxruntime: max diff / range {res['max_diff_of_range']:.2e}"
+        + (f", same top-1 {res['same_top1']}" if top1 else ""))
+    agrees = res["max_diff_of_range"] <= tolerance and (
+        not top1 or (res["same_top1"] and res["final_same_top1"]))
+    res["agrees"] = bool(agrees)
+    if strict and not agrees:
         raise PeerError(f"{label}: the ncnn conversion does not match onnxruntime (max diff / "
                         f"range {res['max_diff_of_range']:.3g} > {tolerance:g} or top-1 differs); "
                         "not reporting its counts")
     return res
+
+
+def fp32_model(name: str) -> tuple:
+    """(model, feeds, refs, top1): a model both engines run; onnxruntime's outputs to check
+    ncnn against, [logits, final output] for the onnx light models (their random weights
+    saturate the softmax) or [final output]; whether top-1 agreement applies.
+
+    Names: the onnx light models; tests/models' float models (rvvkit.zoo_quant.float_model,
+    e.g. mobilenet_v2, the one bench_threads.py counts); "encoder", benchmarks/encoder.py's
+    BERT-style encoder with its attention mask a constant (the runner feeds one input)."""
+    from rvvkit import zoo
+    if name in zoo.LIGHT_MODELS:
+        model = zoo.light_model(name)
+        feeds = zoo.sample_inputs(model)
+        exposed = ort_outputs(with_logits(model), feeds)
+        return model, feeds, [exposed[n] for n in (logits_name(model),
+                                                   model.graph.output[0].name)], True
+    if name == "encoder":
+        model, feeds = encoder_model()
+        return model, feeds, list(ort_outputs(model, feeds).values()), False
+    from rvvkit.zoo_quant import float_model
+    try:
+        model, feeds = float_model(name)
+    except OSError:
+        raise PeerError(f"unknown model {name!r}: an onnx light model, one of tests/models' "
+                        "(e.g. mobilenet_v2) or encoder") from None
+    if len(feeds) != 1 or len(model.graph.output) != 1:
+        raise PeerError(f"{name}: the ncnn runner takes one input and one output")
+    return model, feeds, list(ort_outputs(model, feeds).values()), True
+
+
+def encoder_model():
+    """(model, feeds): the BERT-style encoder (2 layers, 512 wide, 8 heads, 128 tokens) with
+    the (1, 128) attention mask made an initializer, so that x is the only input."""
+    from onnx import numpy_helper
+    from encoder import bert_encoder
+    model, feeds = bert_encoder()
+    mask = feeds.pop("mask")
+    model.graph.initializer.append(numpy_helper.from_array(mask, "mask"))
+    keep = [i for i in model.graph.input if i.name != "mask"]
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    return model, feeds
 
 
 def logits_name(model) -> str:
@@ -138,9 +187,9 @@ def fix_softmax_axis(param: Path, model) -> str:
 def pnnx_convert(model, feeds: dict, out: Path, label: str) -> dict:
     """ONNX -> model.ncnn.param/.bin under `out` (cached by the model's hash)."""
     import onnx
-    pnnx = need("pnnx", "pip install pnnx")
+    pnnx = need_pnnx()
     blob = model.SerializeToString()
-    key = digest(blob)
+    key = digest(blob, PNNX_VERSION)
     param, binf = out / "model.ncnn.param", out / "model.ncnn.bin"
     meta = out / "convert.json"
     try:
@@ -169,10 +218,11 @@ def pnnx_convert(model, feeds: dict, out: Path, label: str) -> dict:
 
 
 def write_input(feeds: dict, path: Path) -> tuple:
-    """The single (1, C, H, W) input as raw float32; returns (C, H, W)."""
+    """The single batch-1 input, (1, C, H, W) or (1, tokens, width), as raw float32; returns
+    its shape without the batch (the runner's SHAPE)."""
     (x,) = feeds.values()
-    if x.ndim != 4 or x.shape[0] != 1:
-        raise PeerError(f"the runner takes one (1, C, H, W) input, not {x.shape}")
+    if x.ndim not in (2, 3, 4) or x.shape[0] != 1:
+        raise PeerError(f"the runner takes one (1, C, H, W) or (1, T, D) input, not {x.shape}")
     path.parent.mkdir(parents=True, exist_ok=True)
     np.ascontiguousarray(x[0], dtype=np.float32).tofile(path)
     return tuple(int(d) for d in x.shape[1:])

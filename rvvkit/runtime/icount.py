@@ -105,16 +105,20 @@ def _qemu_opt_escape(value: str) -> str:
 
 
 def qemu_plugin_args(out_path: PathLike, *, mode: str = "tb",
-                     plugin: Optional[PathLike] = None) -> list:
+                     plugin: Optional[PathLike] = None,
+                     blocks: Optional[PathLike] = None) -> list:
     """The argv fragment ["-plugin", "<lib>,out=<path>"] to put among qemu's options (before
     the program). mode "tb" counts per translation block (fast), "insn" per instruction (slow;
-    for cross-checking). Uses the `key=value` spelling: QEMU 7.2 warns on `arg=...`."""
+    for cross-checking). `blocks`: also write the per-block profile there (iprofile.py).
+    Uses the `key=value` spelling: QEMU 7.2 warns on `arg=...`."""
     if mode not in MODES:
         raise ValueError(f"unknown counting mode {mode!r}; expected one of {MODES}")
     lib = Path(plugin) if plugin is not None else plugin_path()
     spec = f"{_qemu_opt_escape(os.fspath(lib))},out={_qemu_opt_escape(os.fspath(out_path))}"
     if mode != "tb":
         spec += f",mode={mode}"
+    if blocks is not None:
+        spec += f",blocks={_qemu_opt_escape(os.fspath(blocks))}"
     return ["-plugin", spec]
 
 

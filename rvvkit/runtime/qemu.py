@@ -187,6 +187,24 @@ class QemuSession(RunnerSession):
                               f"do not subtract: {exc} (threads that spin while waiting make "
                               "counts depend on timing)") from None
 
+    def instruction_profile(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, Dict[str, int]]:
+        """The counts of one inference per function (iprofile.KEYS: insns, vector_insns,
+        lmul_weighted_vector_ops; the generated kernels by name, other code by its file), as
+        instruction_counts: one inference minus none, after a warm-up."""
+        from . import iprofile
+        from .icount import qemu_plugin_args
+        rundir = self.write_inputs(feeds)
+        try:
+            runs = []
+            for repeat in (1, 0):
+                out, blocks = rundir / "counts.json", rundir / "blocks.txt"
+                self.run_raw(rundir, repeat=repeat, warmup=1, untimed=True,
+                             extra_args=qemu_plugin_args(out, blocks=blocks))
+                runs.append(iprofile.by_function(blocks))
+        finally:
+            self.transport.remove(rundir)
+        return iprofile.difference(*runs)
+
     def measure(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, warmup: int = 2, *,
                 count: bool = True) -> Dict:
         """The runner's mean under QEMU (emulation speed, not a board's) and, with `count`,

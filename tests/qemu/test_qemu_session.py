@@ -3,6 +3,7 @@ crashes, the raw command interface, and `rvvkit run --on qemu` from the command 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -115,6 +116,22 @@ def test_session_contract_measure_and_describe(art_path):
         assert "dynamic_instructions" not in lat
         counted = sess.measure(small_feeds(), repeat=1, warmup=0)
         assert counted["dynamic_instructions"] > counted["vector_instructions"] > 0
+
+
+@needs_qemu
+def test_instruction_profile_adds_up_to_the_counts(art_path, monkeypatch):
+    """The per-function profile of one inference sums to instruction_counts exactly (one
+    thread: how often pool workers wake depends on timing), and the work is in the generated
+    kernels (named from the kernel library's symbols)."""
+    from rvvkit.runtime.iprofile import KEYS
+    monkeypatch.setenv("RVVKIT_NUM_THREADS", "1")
+    with QemuSession(art_path, vlen=256, compiler=RV_COMPILER) as sess:
+        prof = sess.instruction_profile(small_feeds())
+        total = sess.instruction_counts(small_feeds())
+    for k in KEYS:
+        assert sum(r[k] for r in prof.values()) == total[k], k
+    top = max(prof, key=lambda n: prof[n]["lmul_weighted_vector_ops"])
+    assert re.match(r"(rvk_|k\d+_)", top), top       # a generated kernel, found by name
 
 
 @needs_qemu

@@ -55,6 +55,12 @@
  *                   visible only with "-d plugin")
  *     mode=tb       (default) counts per translation block: fastest
  *     mode=insn     one callback per instruction: slower, kept to cross-check mode=tb
+ *     blocks=PATH   (mode=tb) also write a profile to PATH: the lines of /proc/self/maps that
+ *                   map files ("M <line>"; qemu-user on a 64-bit host maps the guest at its
+ *                   own addresses, so they give each block's file and offset), then one line
+ *                   per translated block that ran: "B <guest vaddr hex> <executions> <insns>
+ *                   <vector insns> <LMUL-weighted ops>", the last three summed over its
+ *                   executions (rvvkit/runtime/iprofile.py attributes them to functions)
  *   A comma inside PATH must be doubled (QEMU's option syntax).
  *
  * Why it is written this way:
@@ -164,6 +170,7 @@ extern size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb,
                                            void *userdata);
 extern void qemu_plugin_outs(const char *string);
+extern uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 
 PLUGIN_EXPORT int qemu_plugin_version = 1;
 
@@ -190,6 +197,7 @@ static vcpu_slot slots[MAX_VCPUS + 1]; /* [MAX_VCPUS]: every vCPU with a larger 
 
 static char *out_path;          /* NULL: qemu_plugin_outs */
 static bool per_insn;           /* mode=insn */
+static char *blocks_path;       /* blocks=PATH: the per-block profile */
 static bool threaded;           /* a second guest thread exists or is being started */
 static unsigned int first_vcpu; /* the vCPU of the guest's first thread (inline adds) */
 static unsigned int vcpus_seen;
@@ -303,21 +311,31 @@ static insn_info classify(const struct qemu_plugin_insn *insn)
 /* ---- mode=tb ----------------------------------------------------------------------------- */
 /* What one translated block adds each time it runs (exec callback userdata). A block holds
  * at most 512 instructions (TCG_MAX_INSNS), so 32-bit fields suffice. */
-typedef struct {
+typedef struct tb_info {
     uint32_t n[N_KEYS];  /* the block's static totals; added here unless added inline */
     uint32_t leading;    /* vtype-dependent vector insns before its first setter */
     bool add_totals;     /* false: n[] is added inline (single-threaded guest) */
     bool has_setter;
     uint8_t setter_lmul; /* the LMUL its last setter leaves (LMUL_UNKNOWN: a vsetvl) */
+    /* blocks=PATH only: where it is, and what it added over its executions */
+    uint64_t vaddr, execs, weighted;
+    struct tb_info *next;
 } tb_info;
+
+static tb_info *profiled; /* blocks=PATH: every instrumented block, newest first */
 
 static void on_tb_exec(unsigned int vcpu_index, void *userdata)
 {
-    const tb_info *t = userdata;
+    tb_info *t = userdata;
     vcpu_slot *s = slot_of(vcpu_index);
     if (t->add_totals) {
         for (int k = 0; k < N_KEYS; k++)
             add(s, k, t->n[k]);
+    }
+    if (blocks_path) { /* the weight of its leading instructions is the vtype at entry */
+        uint64_t lead = t->leading * (s->lmul == LMUL_UNKNOWN ? 1 : s->lmul);
+        __atomic_fetch_add(&t->execs, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->weighted, t->n[K_WEIGHTED] + lead, __ATOMIC_RELAXED);
     }
     if (t->leading)
         add_under_cur(s, t->leading);
@@ -328,7 +346,7 @@ static void on_tb_exec(unsigned int vcpu_index, void *userdata)
 /* A block's static totals, and what its callback must do at run time. */
 static tb_info summarise_tb(struct qemu_plugin_tb *tb)
 {
-    tb_info t = { { 0 }, 0, false, false, LMUL_UNKNOWN };
+    tb_info t = { { 0 }, 0, false, false, LMUL_UNKNOWN, 0, 0, 0, NULL };
     size_t n = qemu_plugin_tb_n_insns(tb);
     t.n[K_INSNS] = (uint32_t)n;
     for (size_t i = 0; i < n; i++) {
@@ -363,7 +381,8 @@ static tb_info summarise_tb(struct qemu_plugin_tb *tb)
 static void instrument_tb(struct qemu_plugin_tb *tb)
 {
     tb_info t = summarise_tb(tb);
-    t.add_totals = __atomic_load_n(&threaded, __ATOMIC_ACQUIRE);
+    /* a profiled block counts in its callback: the profile needs its executions anyway */
+    t.add_totals = blocks_path || __atomic_load_n(&threaded, __ATOMIC_ACQUIRE);
     if (!t.add_totals) {
         vcpu_slot *s = slot_of(first_vcpu);
         for (int k = 0; k < N_KEYS; k++) {
@@ -380,6 +399,13 @@ static void instrument_tb(struct qemu_plugin_tb *tb)
         abort();
     }
     *heap = t;
+    if (blocks_path) {
+        heap->vaddr = qemu_plugin_tb_vaddr(tb);
+        heap->next = __atomic_load_n(&profiled, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&profiled, &heap->next, heap, true,
+                                            __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
+    }
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, heap);
 }
 
@@ -502,6 +528,30 @@ static char *counts_json(void)
     return fclose(f) == 0 ? text : NULL;
 }
 
+/* blocks=PATH: the file mappings, then every block that ran (see the header). */
+static void write_blocks(void)
+{
+    FILE *f = fopen(blocks_path, "w");
+    FILE *maps = fopen("/proc/self/maps", "r");
+    bool ok = f && maps;
+    char line[4096];
+    while (ok && fgets(line, sizeof line, maps)) {
+        if (strchr(line, '/'))
+            ok = fprintf(f, "M %s", line) > 0;
+    }
+    for (const tb_info *t = profiled; ok && t; t = t->next) {
+        uint64_t execs = __atomic_load_n(&t->execs, __ATOMIC_RELAXED);
+        if (execs)
+            ok = fprintf(f, "B %" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+                         t->vaddr, execs, execs * t->n[K_INSNS], execs * t->n[K_VECTOR],
+                         __atomic_load_n(&t->weighted, __ATOMIC_RELAXED)) > 0;
+    }
+    if (maps)
+        fclose(maps);
+    if (!f || fclose(f) != 0 || !ok)
+        fprintf(stderr, "qemu_icount: cannot write %s: %s\n", blocks_path, strerror(errno));
+}
+
 static void write_counts(qemu_plugin_id_t id, void *userdata)
 {
     (void)id;
@@ -509,6 +559,8 @@ static void write_counts(qemu_plugin_id_t id, void *userdata)
     if (OVERFLOW->n[K_INSNS]) /* stderr is the guest's too, but this must not go unseen */
         fprintf(stderr, "qemu_icount: %" PRIu64 " instructions ran on vCPUs with index >= %d; "
                 "counted together in per_thread_overflow\n", OVERFLOW->n[K_INSNS], MAX_VCPUS);
+    if (blocks_path)
+        write_blocks();
     char *line = counts_json();
     if (!line) {
         fputs("qemu_icount: out of memory writing the counts\n", stderr);
@@ -543,15 +595,22 @@ PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *in
         if (strncmp(a, "out=", 4) == 0 && a[4]) {
             free(out_path);
             out_path = strdup(a + 4);
+        } else if (strncmp(a, "blocks=", 7) == 0 && a[7]) {
+            free(blocks_path);
+            blocks_path = strdup(a + 7);
         } else if (strcmp(a, "mode=tb") == 0) {
             per_insn = false;
         } else if (strcmp(a, "mode=insn") == 0) {
             per_insn = true;
         } else {
             fprintf(stderr, "qemu_icount: unknown argument '%s' (expected out=PATH, "
-                            "mode=tb or mode=insn)\n", argv[i]);
+                            "blocks=PATH, mode=tb or mode=insn)\n", argv[i]);
             return -1;
         }
+    }
+    if (blocks_path && per_insn) {
+        fputs("qemu_icount: blocks=PATH profiles per block: it needs mode=tb\n", stderr);
+        return -1;
     }
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);

@@ -52,12 +52,17 @@ def uk_variants(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
     return tuple((L, r1 - r0) for L in lmuls for r0, r1 in row_groups(mr, L))
 
 
-def vname(name: str, lmul: int) -> str:
-    """The name of a kernel's LMUL variant (before the kernel's hash, if it ends in one)."""
+def suffixed(name: str, part: str) -> str:
+    """`name` with `_part` added before the kernel's hash, if it ends in one."""
     head, _, tail = name.rpartition("_")
     if head and re.fullmatch(r"[0-9a-f]{8,}", tail):
-        return f"{head}_lmul{lmul}_{tail}"
-    return f"{name}_lmul{lmul}"
+        return f"{head}_{part}_{tail}"
+    return f"{name}_{part}"
+
+
+def vname(name: str, lmul: int) -> str:
+    """The name of a kernel's LMUL variant."""
+    return suffixed(name, f"lmul{lmul}")
 
 
 def rows_per_group(lmul: int) -> int:
@@ -289,23 +294,39 @@ def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) 
     lines = [" ".join(ptrs), f"{vty} b0, b1;"] + \
         [f"{vty} c{i}_{h};" for i in range(R) for h in (0, 1)]
     lines += step(True) + [bump.replace("++ok;", "").strip()]
-    lines += ["for (int k = 1; k < kb; ++k) {", indent("\n".join(step(False) + [bump])), "}"]
+    # the loop runs on a read pointer, as _uk_group's: a k counter costs an instruction per step
+    cursor, end = ("ok", "off + kb") if ind else ("ak", f"a + {r0} + (ptrdiff_t)kb * {mr}")
+    ctype = "int" if ind else "float"
+    lines += [f"for (const {ctype} *const end = {end}; {cursor} != end;) {{",
+              indent("\n".join(step(False) + [bump])), "}"]
     for i in range(R):
         lines += [store(r0 + i, f"c{i}_{h}", lmul, h) for h in (0, 1)]
     return f"{{ /* rows {r0}..{r1 - 1} of both panels */\n{indent(chr(10).join(lines))}\n}}"
 
 
 def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
-                 extra: str = "") -> str:
+                 extra: str = "", extra_args: str = "") -> str:
+    """One LMUL variant of the pair kernel: each row group a function of its own (noinline),
+    since clang 16 keeps a vsetvli inside the k loop of every group after a function's first
+    (it cannot prove the vtype the previous group's stores leave equal to the loop's): one
+    call per group and tile instead of one vsetvli per k step."""
     offp = "const int *__restrict off, " if ind else ""
-    groups = "\n".join(_pair_group(mr, nr, lmul, ind, r0, r1, store)
-                       for r0, r1 in pair_groups(mr, lmul))
-    return f"""static inline void {name}(int kb, const float *__restrict a,
-    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}) {{
+    params = f"""int kb, const float *__restrict a,
+    const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}"""
+    args = f"kb, a, b, bs, {'off, ' if ind else ''}t{extra_args}"
+    parts, calls = [], []
+    for r0, r1 in pair_groups(mr, lmul):
+        gname = suffixed(name, f"rows{r0}")
+        parts.append(f"""static RVK_NOINLINE void {gname}({params}) {{
     const size_t vl = {nr};   /* one strip per panel: the caller checked VLMAX >= {nr} */
     const size_t j0 = 0;      /* (the strip's first column, as in the single-panel kernel) */
     (void)j0;
-{indent(groups)}
+{indent(_pair_group(mr, nr, lmul, ind, r0, r1, store))}
+}}
+""")
+        calls.append(f"{gname}({args});")
+    return "".join(parts) + f"""static inline void {name}({params}) {{
+{indent(chr(10).join(calls))}
 }}
 """
 
@@ -323,7 +344,7 @@ def pair_dispatch(name: str, mr: int, nr: int, ind: str, store, extra: str = "",
     tests rvk_pair_lmul(...) != 0 first)."""
     offa = "off, " if ind else ""
     lmuls = sorted({L for _, L in pair_plan(mr, nr, ind) if L})
-    variants = "".join(pair_variant(vname(name, L), mr, nr, L, ind, store, extra)
+    variants = "".join(pair_variant(vname(name, L), mr, nr, L, ind, store, extra, extra_args)
                        for L in lmuls)
     picks = [f"if (lmul == {L}) {vname(name, L)}(kb, a, b, bs, {offa}t{extra_args});"
              for L in lmuls]

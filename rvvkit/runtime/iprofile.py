@@ -1,0 +1,132 @@
+"""Where the instructions go: the counting plugin's block profile (blocks=PATH, see
+toolchain/qemu_plugin/qemu_icount.c) attributed to the functions of the files QEMU mapped.
+
+qemu-user on a 64-bit host maps the guest at its own addresses, so the plugin's copy of
+/proc/self/maps gives each block's file and file offset; the file's ELF program headers turn
+that offset into the address its symbol table uses. Generated kernels are static functions, so
+the kernel library keeps them in .symtab (the JIT does not strip)."""
+from __future__ import annotations
+
+import bisect
+import re
+import struct
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import RvvkitError
+
+KEYS = ("insns", "vector_insns", "lmul_weighted_vector_ops")
+
+_EHDR = struct.Struct("<16xHHIQQQIHHHHHH")
+_PHDR = struct.Struct("<IIQQQQQQ")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_SYM = struct.Struct("<IBBHQQ")
+_PT_LOAD, _SHT_SYMTAB, _SHT_DYNSYM, _STT_FUNC = 1, 2, 11, 2
+
+
+class ElfFunctions:
+    """The functions of one ELF file, by the address its symbol table uses."""
+
+    def __init__(self, path: str):
+        data = Path(path).read_bytes()
+        if data[:4] != b"\x7fELF" or data[4] != 2:
+            raise ValueError(f"{path}: not an ELF64 file")
+        (_, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
+         _) = _EHDR.unpack_from(data)
+        self.loads = []          # (file offset, size in the file, vaddr)
+        for i in range(phnum):
+            p_type, _, off, vaddr, _, filesz, _, _ = _PHDR.unpack_from(data, phoff + i * phentsize)
+            if p_type == _PT_LOAD:
+                self.loads.append((off, filesz, vaddr))
+        sections = [_SHDR.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+        funcs = {}
+        for want in (_SHT_SYMTAB, _SHT_DYNSYM):      # .dynsym only where .symtab is stripped
+            for sh in sections:
+                if sh[1] != want or funcs:
+                    continue
+                strs = sections[sh[6]]
+                for k in range(sh[5] // _SYM.size):
+                    name, info, _, shndx, value, size = _SYM.unpack_from(data, sh[4] + k * _SYM.size)
+                    if info & 0xF == _STT_FUNC and shndx and value:
+                        end = data.index(b"\0", strs[4] + name)
+                        funcs[value] = (data[strs[4] + name:end].decode(errors="replace"),
+                                        size)
+        self.starts = sorted(funcs)
+        self.funcs = [funcs[a] for a in self.starts]
+
+    def vaddr_of(self, file_offset: int) -> Optional[int]:
+        for off, size, vaddr in self.loads:
+            if off <= file_offset < off + size:
+                return vaddr + file_offset - off
+        return None
+
+    def function_at(self, vaddr: int) -> Optional[str]:
+        i = bisect.bisect_right(self.starts, vaddr) - 1
+        if i < 0:
+            return None
+        name, size = self.funcs[i]
+        return name if vaddr < self.starts[i] + max(size, 1) else None
+
+
+def read_profile(path) -> Tuple[List[Tuple[int, int, int, str]], List[Tuple[int, ...]]]:
+    """(mappings (start, end, file offset, path), blocks (vaddr, execs, insns, vector,
+    weighted)) of a blocks=PATH file."""
+    maps, blocks = [], []
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("M "):
+            m = re.match(r"M ([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \d+\s+(/.*)$", line)
+            if m:
+                maps.append((int(m[1], 16), int(m[2], 16), int(m[3], 16), m[4]))
+        elif line.startswith("B "):
+            f = line.split()
+            blocks.append((int(f[1], 16),) + tuple(int(x) for x in f[2:6]))
+    if not maps and not blocks:
+        raise RvvkitError(f"{path}: no block profile in it")
+    return sorted(maps), blocks
+
+
+def by_function(path) -> Dict[str, Dict[str, int]]:
+    """Counts per function ("name" in a file with symbols, "file:?" for a block no symbol
+    covers, "?" outside any file), summed over the profile's blocks."""
+    maps, blocks = read_profile(path)
+    starts = [m[0] for m in maps]
+    elves: Dict[str, Optional[ElfFunctions]] = {}
+    out: Dict[str, Dict[str, int]] = {}
+    for vaddr, _, insns, vector, weighted in blocks:
+        i = bisect.bisect_right(starts, vaddr) - 1
+        label = "?"
+        if i >= 0 and vaddr < maps[i][1]:
+            start, _, offset, file = maps[i]
+            if file not in elves:
+                try:
+                    elves[file] = ElfFunctions(file)
+                except (OSError, ValueError, struct.error):
+                    elves[file] = None
+            elf = elves[file]
+            where = elf.vaddr_of(vaddr - start + offset) if elf else None
+            name = elf.function_at(where) if where is not None else None
+            label = name or f"{Path(file).name}:?"
+        row = out.setdefault(label, dict.fromkeys(KEYS, 0))
+        for k, v in zip(KEYS, (insns, vector, weighted)):
+            row[k] += v
+    return out
+
+
+def difference(hi: Dict[str, Dict[str, int]], lo: Dict[str, Dict[str, int]]
+               ) -> Dict[str, Dict[str, int]]:
+    """hi - lo per function (the work of the inferences one run did more), zero rows dropped."""
+    out = {}
+    for name, row in hi.items():
+        base = lo.get(name, {})
+        d = {k: row[k] - base.get(k, 0) for k in KEYS}
+        if any(d.values()):
+            out[name] = d
+    return out
+
+
+def family(name: str) -> str:
+    """A function's kernel family: its name without shapes, hashes and LMUL variant."""
+    name = re.sub(r"_rows\d+(?=_|$)", "", name)       # a pair kernel's row-group function
+    name = re.sub(r"_lmul\d(?=_|$)", "", name)
+    name = re.sub(r"_[0-9a-f]{8}(?=_|$)", "", name)
+    return re.sub(r"\d+", "#", name)
