@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import struct
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -17,40 +16,21 @@ from ..errors import RvvkitError
 
 KEYS = ("insns", "vector_insns", "lmul_weighted_vector_ops")
 
-_EHDR = struct.Struct("<16xHHIQQQIHHHHHH")
-_PHDR = struct.Struct("<IIQQQQQQ")
-_SHDR = struct.Struct("<IIQQQQIIQQ")
-_SYM = struct.Struct("<IBBHQQ")
-_PT_LOAD, _SHT_SYMTAB, _SHT_DYNSYM, _STT_FUNC = 1, 2, 11, 2
-
 
 class ElfFunctions:
-    """The functions of one ELF file, by the address its symbol table uses."""
+    """The functions of one ELF file (pyelftools), by the address its symbol table uses."""
 
     def __init__(self, path: str):
-        data = Path(path).read_bytes()
-        if data[:4] != b"\x7fELF" or data[4] != 2:
-            raise ValueError(f"{path}: not an ELF64 file")
-        (_, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
-         _) = _EHDR.unpack_from(data)
-        self.loads = []          # (file offset, size in the file, vaddr)
-        for i in range(phnum):
-            p_type, _, off, vaddr, _, filesz, _, _ = _PHDR.unpack_from(data, phoff + i * phentsize)
-            if p_type == _PT_LOAD:
-                self.loads.append((off, filesz, vaddr))
-        sections = [_SHDR.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
-        funcs = {}
-        for want in (_SHT_SYMTAB, _SHT_DYNSYM):      # .dynsym only where .symtab is stripped
-            for sh in sections:
-                if sh[1] != want or funcs:
-                    continue
-                strs = sections[sh[6]]
-                for k in range(sh[5] // _SYM.size):
-                    name, info, _, shndx, value, size = _SYM.unpack_from(data, sh[4] + k * _SYM.size)
-                    if info & 0xF == _STT_FUNC and shndx and value:
-                        end = data.index(b"\0", strs[4] + name)
-                        funcs[value] = (data[strs[4] + name:end].decode(errors="replace"),
-                                        size)
+        from elftools.elf.elffile import ELFFile
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            self.loads = [(seg["p_offset"], seg["p_filesz"], seg["p_vaddr"])
+                          for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
+            # .symtab has the static functions (the generated kernels); .dynsym where stripped
+            table = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+            funcs = {sym["st_value"]: (sym.name, sym["st_size"])
+                     for sym in (table.iter_symbols() if table else ())
+                     if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"]}
         self.starts = sorted(funcs)
         self.funcs = [funcs[a] for a in self.starts]
 
@@ -100,7 +80,7 @@ def by_function(path) -> Dict[str, Dict[str, int]]:
             if file not in elves:
                 try:
                     elves[file] = ElfFunctions(file)
-                except (OSError, ValueError, struct.error):
+                except Exception:   # noqa: BLE001 - pyelftools raises many types; not ours
                     elves[file] = None
             elf = elves[file]
             where = elf.vaddr_of(vaddr - start + offset) if elf else None
