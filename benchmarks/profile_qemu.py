@@ -4,9 +4,10 @@ QEMU (exact, from the counting plugin's block profile; rvvkit.runtime.iprofile),
     python3 benchmarks/profile_qemu.py resnet50 --vlen 512 [--top 25] [--functions] [--markdown]
 
 Models: the onnx light models, tests/models' float models (rvvkit.zoo_quant.float_model),
-"encoder" (benchmarks/encoder.py's BERT-style encoder), or a path to an .onnx file (its inputs from rvvkit.zoo.sample_inputs). Rows are kernel families
-(function names without shapes, hashes and LMUL variants) unless --functions; "weighted" =
-instructions - vector instructions + LMUL-weighted vector operations, as everywhere.
+"encoder" (benchmarks/encoder.py's BERT-style encoder), or a path to an .onnx file (its inputs
+from rvvkit.zoo.sample_inputs). Rows are kernel families (function names without shapes,
+hashes and LMUL variants) unless --functions; "weighted" = instructions - vector instructions
++ LMUL-weighted vector operations (rvvkit.cycle_model.weighted_instructions), as everywhere.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     os.environ["RVVKIT_NUM_THREADS"] = "1"      # exact: no worker wake-ups in the counts
     import rvvkit
+    from rvvkit.cycle_model import weighted_instructions
     from rvvkit.errors import RvvkitError
     from rvvkit.report import table
     from rvvkit.runtime.iprofile import family
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
     for name, r in prof.items():
         key = name if args.functions else family(name)
         acc = rows.setdefault(key, [0, 0, 0])
-        acc[0] += r["insns"] - r["vector_insns"] + r["lmul_weighted_vector_ops"]
+        acc[0] += weighted_instructions(r)
         acc[1] += r["insns"] - r["vector_insns"]
         acc[2] += r["lmul_weighted_vector_ops"]
     total = sum(v[0] for v in rows.values())

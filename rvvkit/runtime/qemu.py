@@ -167,19 +167,8 @@ class QemuSession(RunnerSession):
         and the start of worker threads are in both and cancel; the argv strings have equal
         lengths."""
         from .icount import per_run, qemu_plugin_args, read_counts
-        if not 1 <= inferences <= 9:
-            raise ValueError("inferences must be 1..9 (equal-length argv keeps counts exact)")
-        rundir = self.write_inputs(feeds)
-        try:
-            totals = []
-            for repeat in (inferences, 0):
-                out = rundir / "counts.json"
-                self.run_raw(rundir, repeat=repeat, warmup=1, untimed=True,
-                             extra_args=qemu_plugin_args(out))
-                totals.append(read_counts(out))
-        finally:
-            self.transport.remove(rundir)
-        hi, lo = totals
+        hi, lo = self._counted_runs(feeds, inferences, lambda d: (
+            qemu_plugin_args(d / "counts.json"), lambda: read_counts(d / "counts.json")))
         try:
             return per_run(hi, lo, inferences, whole=True)
         except ValueError as exc:  # a count that shrinks with more work cannot be trusted
@@ -193,17 +182,26 @@ class QemuSession(RunnerSession):
         instruction_counts: one inference minus none, after a warm-up."""
         from . import iprofile
         from .icount import qemu_plugin_args
+        return iprofile.difference(*self._counted_runs(feeds, 1, lambda d: (
+            qemu_plugin_args(d / "counts.json", blocks=d / "blocks.txt"),
+            lambda: iprofile.by_function(d / "blocks.txt"))))
+
+    def _counted_runs(self, feeds, inferences: int, plugin) -> tuple:
+        """(what a run of `inferences` inferences read, what a run of none read), each run
+        warmed up once: plugin(rundir) gives the QEMU arguments and the reader of their
+        output."""
+        if not 1 <= inferences <= 9:
+            raise ValueError("inferences must be 1..9 (equal-length argv keeps counts exact)")
         rundir = self.write_inputs(feeds)
         try:
-            runs = []
-            for repeat in (1, 0):
-                out, blocks = rundir / "counts.json", rundir / "blocks.txt"
-                self.run_raw(rundir, repeat=repeat, warmup=1, untimed=True,
-                             extra_args=qemu_plugin_args(out, blocks=blocks))
-                runs.append(iprofile.by_function(blocks))
+            out = []
+            for repeat in (inferences, 0):
+                args, read = plugin(rundir)
+                self.run_raw(rundir, repeat=repeat, warmup=1, untimed=True, extra_args=args)
+                out.append(read())
+            return tuple(out)
         finally:
             self.transport.remove(rundir)
-        return iprofile.difference(*runs)
 
     def measure(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, warmup: int = 2, *,
                 count: bool = True) -> Dict:
