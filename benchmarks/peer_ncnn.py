@@ -1,13 +1,14 @@
 """Peer benchmark: ncnn against rvvkit under QEMU (RVV 1.0), by exact instruction counts.
 
-    python3 benchmarks/peer_ncnn.py --markdown            # squeezenet+resnet50, VLEN 128/256/512
+    python3 benchmarks/peer_ncnn.py --markdown    # the issue's four models, VLEN 128 to 1024
     python3 benchmarks/peer_ncnn.py --models squeezenet --vlens 256
     python3 benchmarks/peer_ncnn.py --int8 --ncnn-tools ~/src/ncnn.git --vlens 256 --json peer.json
-    python3 benchmarks/peer_ncnn.py --models mobilenet_v2 encoder --vlens 128 256 512 1024
+    python3 benchmarks/peer_ncnn.py --models mobilenet_v2 --vlens 128 256 512 1024
 
 For each model and VLEN (models: the onnx wheel's light architectures with seeded random
-weights; tests/models' float models such as mobilenet_v2, via rvvkit.zoo_quant.float_model;
-"encoder", benchmarks/encoder.py's BERT-style encoder, 2 layers x 512 wide x 128 tokens, its
+weights; "mobilenet_v2_224", benchmarks/mobilenet.py's MobileNetV2 at its published size
+(300 M MACs); tests/models' float models such as mobilenet_v2 (its width-0.25 64x64 test model,
+2.9 M MACs), via rvvkit.zoo_quant.float_model; "encoder", benchmarks/encoder.py's BERT-style encoder, 2 layers x 512 wide x 128 tokens, its
 attention mask made a constant so both engines take one input), one inference of ncnn and of
 rvvkit is counted by rvvkit's QEMU TCG plugin with the same qemu-riscv64, sysroot and -cpu
 string: a run doing one inference after a warm-up minus a run doing only the warm-up (rvvkit:
@@ -269,8 +270,9 @@ def _emit(heads, body, markdown, table, align=None) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"])
-    p.add_argument("--vlens", nargs="+", type=int, default=[128, 256, 512])
+    p.add_argument("--models", nargs="+",
+                   default=["squeezenet", "resnet50", "mobilenet_v2_224", "encoder"])
+    p.add_argument("--vlens", nargs="+", type=int, default=[128, 256, 512, 1024])
     p.add_argument("--int8", action="store_true", help="also count ncnn int8 vs rvvkit int8")
     p.add_argument("--ncnn-tools", default=os.environ.get("RVVKIT_NCNN_TOOLS", ""),
                    help=f"Tencent/ncnn checkout or git dir with tag {B.NCNN_TAG} (for --int8)")

@@ -66,8 +66,10 @@ def fp32_model(name: str) -> tuple:
     saturate the softmax) or [final output]; whether top-1 agreement applies.
 
     Names: the onnx light models; tests/models' float models (rvvkit.zoo_quant.float_model,
-    e.g. mobilenet_v2, the one bench_threads.py counts); "encoder", benchmarks/encoder.py's
-    BERT-style encoder with its attention mask a constant (the runner feeds one input)."""
+    e.g. mobilenet_v2, the width-0.25 64x64 test model bench_threads.py counts);
+    "mobilenet_v2_224", benchmarks/mobilenet.py's full-size MobileNetV2; "encoder",
+    benchmarks/encoder.py's BERT-style encoder with its attention mask a constant (the runner
+    feeds one input)."""
     from rvvkit import zoo
     if name in zoo.LIGHT_MODELS:
         model = zoo.light_model(name)
@@ -78,12 +80,16 @@ def fp32_model(name: str) -> tuple:
     if name == "encoder":
         model, feeds = encoder_model()
         return model, feeds, list(ort_outputs(model, feeds).values()), False
+    if name == "mobilenet_v2_224":
+        from mobilenet import mobilenet_v2
+        model, feeds = mobilenet_v2()
+        return model, feeds, list(ort_outputs(model, feeds).values()), True
     from rvvkit.zoo_quant import float_model
     try:
         model, feeds = float_model(name)
     except OSError:
         raise PeerError(f"unknown model {name!r}: an onnx light model, one of tests/models' "
-                        "(e.g. mobilenet_v2) or encoder") from None
+                        "(e.g. mobilenet_v2), mobilenet_v2_224 or encoder") from None
     if len(feeds) != 1 or len(model.graph.output) != 1:
         raise PeerError(f"{name}: the ncnn runner takes one input and one output")
     return model, feeds, list(ort_outputs(model, feeds).values()), True

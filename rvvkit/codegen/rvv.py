@@ -35,16 +35,58 @@ GUARD = "#if defined(__riscv_v_intrinsic)"
 HEADER_KEY = "0_rvk_rvv_header"
 HEADER = """#if defined(__riscv_v_intrinsic)
 #include <riscv_vector.h>
-/* Vector copy/zero of whole floats (glibc's memcpy/memset are scalar on riscv64). */
+/* Vector copy/zero of whole floats (glibc's memcpy/memset are scalar on riscv64). A run that
+   fits one register group takes the smallest LMUL that holds it: the rows these copy are often
+   a few floats (a 7-wide plane row), and an m8 access costs a core eight register writes. */
 __attribute__((unused)) static inline void rvk_vcopy(float *__restrict d,
                                                      const float *__restrict s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        const size_t vl = __riscv_vsetvl_e32m8(n - i);
-        __riscv_vse32_v_f32m8(d + i, __riscv_vle32_v_f32m8(s + i, vl), vl);
-        i += vl;
+    const size_t v1 = __riscv_vsetvlmax_e32m1();
+    if (n <= v1) {
+        const size_t vl = __riscv_vsetvl_e32m1(n);
+        __riscv_vse32_v_f32m1(d, __riscv_vle32_v_f32m1(s, vl), vl);
+    } else if (n <= 2 * v1) {
+        const size_t vl = __riscv_vsetvl_e32m2(n);
+        __riscv_vse32_v_f32m2(d, __riscv_vle32_v_f32m2(s, vl), vl);
+    } else if (n <= 4 * v1) {
+        const size_t vl = __riscv_vsetvl_e32m4(n);
+        __riscv_vse32_v_f32m4(d, __riscv_vle32_v_f32m4(s, vl), vl);
+    } else {
+        for (size_t i = 0; i < n;) {
+            const size_t vl = __riscv_vsetvl_e32m8(n - i);
+            __riscv_vse32_v_f32m8(d + i, __riscv_vle32_v_f32m8(s + i, vl), vl);
+            i += vl;
+        }
+    }
+}
+/* d[0..n) = s[0, stride, 2*stride, ...): the same fitting, by strided loads. */
+__attribute__((unused)) static inline void rvk_vcopy_strided(float *__restrict d,
+    const float *__restrict s, ptrdiff_t stride, size_t n) {
+    const size_t v1 = __riscv_vsetvlmax_e32m1();
+    const ptrdiff_t bytes = stride * (ptrdiff_t)sizeof(float);
+    if (n <= v1) {
+        const size_t vl = __riscv_vsetvl_e32m1(n);
+        __riscv_vse32_v_f32m1(d, __riscv_vlse32_v_f32m1(s, bytes, vl), vl);
+    } else if (n <= 2 * v1) {
+        const size_t vl = __riscv_vsetvl_e32m2(n);
+        __riscv_vse32_v_f32m2(d, __riscv_vlse32_v_f32m2(s, bytes, vl), vl);
+    } else if (n <= 4 * v1) {
+        const size_t vl = __riscv_vsetvl_e32m4(n);
+        __riscv_vse32_v_f32m4(d, __riscv_vlse32_v_f32m4(s, bytes, vl), vl);
+    } else {
+        for (size_t i = 0; i < n;) {
+            const size_t vl = __riscv_vsetvl_e32m8(n - i);
+            __riscv_vse32_v_f32m8(d + i, __riscv_vlse32_v_f32m8(s + i * stride, bytes, vl), vl);
+            i += vl;
+        }
     }
 }
 __attribute__((unused)) static inline void rvk_vzero(float *__restrict d, size_t n) {
+    const size_t v1 = __riscv_vsetvlmax_e32m1();
+    if (n <= v1) {
+        const size_t vl = __riscv_vsetvl_e32m1(n);
+        __riscv_vse32_v_f32m1(d, __riscv_vfmv_v_f_f32m1(0.0f, vl), vl);
+        return;
+    }
     const vfloat32m8_t z = __riscv_vfmv_v_f_f32m8(0.0f, __riscv_vsetvlmax_e32m8());
     for (size_t i = 0; i < n;) {
         const size_t vl = __riscv_vsetvl_e32m8(n - i);

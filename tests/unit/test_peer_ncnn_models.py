@@ -42,3 +42,26 @@ def test_check_refuses_a_mismatch_and_skips_top1_for_an_encoder():
     swapped[[0, -1]] = swapped[[-1, 0]]
     with pytest.raises(PeerError, match="top-1"):
         M.check("cls", [swapped], [ref], 10.0, True, top1=True)
+
+
+def test_mobilenet_v2_has_the_published_shape_and_runs_like_onnxruntime():
+    """benchmarks/mobilenet.py: the full-size model has MobileNetV2's 3.5 M parameters (BN
+    folded into the convs' biases) and 17 depthwise convs; a narrow, small instance of the
+    same builder computes on rvvkit's host path what onnxruntime computes."""
+    import onnx
+    from mobilenet import mobilenet_v2
+    from rvvkit.runtime.host import HostSession
+    import rvvkit
+    model, feeds = mobilenet_v2()
+    onnx.checker.check_model(model)
+    params = sum(int(np.prod(t.dims)) for t in model.graph.initializer if len(t.dims))
+    assert 3.45e6 < params < 3.55e6, params
+    dw = [n for n in model.graph.node if n.op_type == "Conv"
+          and next(a.i for a in n.attribute if a.name == "group") > 1]
+    assert len(dw) == 17 and feeds["x"].shape == (1, 3, 224, 224)
+    small, small_feeds = mobilenet_v2(width=0.35, size=64, classes=10)
+    (want,) = M.ort_outputs(small, small_feeds).values()
+    with HostSession(rvvkit.build(small)) as s:
+        (got,) = s.run(small_feeds).values()
+    assert want.shape == (1, 10)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))

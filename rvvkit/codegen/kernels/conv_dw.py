@@ -9,7 +9,7 @@ from ..cfmt import indent
 from ..kernel import Kernel, Lowered
 from ..parallel import Split
 from ..loops import cdiv, loop
-from ..rvv import GUARD, guarded, header, vle, vop, vse, vsetvl, vt
+from ..rvv import GUARD, guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vt
 from .conv_input import PhaseGrid, tag
 from .gemm_emit import NOINLINE
 
@@ -44,34 +44,55 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 """
 
 
-def _grid_rvv(pg: PhaseGrid, act: Optional[Act]) -> str:
-    """RVV body of the depthwise grid sweep: strips of vl = vsetvl(cols - q0) cells (LMUL 4),
-    one vector load and FMA per tap from the split plane at the tap's constant offset, then
-    bias and activation in registers (one without a vector form: a scalar pass over the
-    strip)."""
-    L, nt, cols = 4, len(pg.taps), pg.cols   # m8 spills: clang hoists the tap loads
+def _strip_rvv(pg: PhaseGrid, act: Optional[Act], L: int, vfin: bool) -> str:
+    """One strip of vl grid cells at LMUL L: a vector load and FMA per tap from the split plane
+    at the tap's constant offset, then bias (and the activation, where it has a vector form)
+    in registers."""
+    nt = len(pg.taps)
+    w0 = "w0" if nt <= DW_UNROLL else "wc[0]"
     if nt <= DW_UNROLL:
-        taps = "\n".join(f"acc = {vop('vfmacc_vf', L)}(acc, wc[{i}], "
+        taps = "\n".join(f"acc = {vop('vfmacc_vf', L)}(acc, w{i}, "
                          f"{vle(L, f'xp + q0 + {t}')}, vl);" for i, t in enumerate(pg.taps[1:], 1))
-        tab = ""
     else:
-        tab = f"static const int tap[{nt}] = {{{', '.join(str(t) for t in pg.taps)}}};\n"
         taps = f"""for (int k = 1; k < {nt}; ++k)
     acc = {vop('vfmacc_vf', L)}(acc, wc[k], {vle(L, 'xp + q0 + tap[k]')}, vl);"""
+    fin = f"\nacc = {act.rvv_expr('acc', L)};" if vfin and act else ""
+    return f"""const size_t vl = {vsetvl(L, 'left')};
+{vt(L)} acc = {vop('vfmul_vf', L)}({vle(L, f'xp + q0 + {pg.taps[0]}')}, {w0}, vl);
+{taps}
+acc = {vop('vfadd_vf', L)}(acc, bias, vl);{fin}
+{vse(L, 'g + q0', 'acc')}
+q0 += vl;"""
+
+
+def _grid_rvv(pg: PhaseGrid, act: Optional[Act]) -> str:
+    """RVV body of the depthwise grid sweep: strips of up to 4 registers of cells (m8 spills:
+    clang hoists the tap loads); the last strip takes the smallest LMUL that holds what is
+    left, since a plane is often a few registers long (a 7x7 stage's 61 cells) and a strip at
+    m4 costs four times one at m1 whatever its vl. An activation without a vector form is a
+    scalar pass over the plane."""
+    nt, cols = len(pg.taps), pg.cols
+    # the unrolled taps' weights in registers: read inside the strips, clang reloaded all of
+    # them per strip (its alias analysis does not see past the three LMUL branches)
+    tab = (f"static const int tap[{nt}] = {{{', '.join(str(t) for t in pg.taps)}}};\n"
+           if nt > DW_UNROLL else
+           "const float " + ", ".join(f"w{i} = wc[{i}]" for i in range(nt)) + ";\n")
     vfin = has_vector_form(act)
-    fin = f"acc = {act.rvv_expr('acc', L)};\n" if vfin and act else ""
     post = "" if vfin else f"""
 for (size_t q = 0; q < {cols}; ++q) {{
     const float v = g[q];
     g[q] = {act_expr(act, 'v')};
 }}"""
-    return f"""{tab}for (size_t q0 = 0; q0 < {cols};) {{
-    const size_t vl = {vsetvl(L, f'{cols} - q0')};
-    {vt(L)} acc = {vop('vfmul_vf', L)}({vle(L, f'xp + q0 + {pg.taps[0]}')}, wc[0], vl);
-{indent(taps)}
-    acc = {vop('vfadd_vf', L)}(acc, bias, vl);
-{indent(fin)}{"" if not fin else chr(10)}    {vse(L, 'g + q0', 'acc')}
-    q0 += vl;
+    return f"""{tab}const size_t v1 = {vsetvlmax(1)};
+for (size_t q0 = 0; q0 < {cols};) {{
+    const size_t left = {cols} - q0;
+    if (left > 2 * v1) {{
+{indent(_strip_rvv(pg, act, 4, vfin), 2)}
+    }} else if (left > v1) {{
+{indent(_strip_rvv(pg, act, 2, vfin), 2)}
+    }} else {{
+{indent(_strip_rvv(pg, act, 1, vfin), 2)}
+    }}
 }}{post}"""
 
 
@@ -166,7 +187,7 @@ def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -
     pg = PhaseGrid((1, 1, h, w), ws_, ys, strides, pads, dil)
     ch, nt = DW_CHUNK, kh * kw
     qpad = cdiv(pg.cols, ch) * ch
-    sname, scode = pg.split(ch)
+    sname, scode = pg.split(ch, zero=False)   # zeroed once per part, below
     tname, tcode = _dw_taps()
     gname, gcode = _grid(pg, act, residual, tname)
     gbuf = pg.size + ch
@@ -185,14 +206,16 @@ for (int j = 0; j < {wo}; ++j) {{
     # planes' portable form transposes whole tensors, so it stays on one thread
     parts = not small and n * cin > 1
     first, last = ("rvk_lo", "rvk_hi") if parts else ("0", str(n * cin))
-    body = f"""for (int nc = {first}; nc < {last}; ++nc) {{
+    body = f"""RVK_MEMZERO(ws, (size_t){gbuf} * sizeof(float));
+for (int nc = {first}; nc < {last}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
     {sname}(x + (ptrdiff_t)nc * {h * w}, ws);
     {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf});
 {indent(store)}
 }}
 """
-    support = {**header(), **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
+    support = {**header(), **act_rvv_support(act, 1), **act_rvv_support(act, 2),
+               **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
     code = indent(body) + "\n"
     wsize = gbuf + qpad
     if small:   # RVV keeps the vector grid sweep; other targets take the direct loop

@@ -141,8 +141,10 @@ class PhaseGrid:
             if ihi > ilo and jhi > jlo:
                 yield ph, a, b, ilo, ihi, jlo, jhi
 
-    def split(self, slack: int) -> Tuple[str, str]:
+    def split(self, slack: int, zero: bool = True) -> Tuple[str, str]:
         """C routine x -> phase planes (size floats, zeroed), then `slack` zeros for over-reads.
+        zero=False: the routine copies the valid rectangles only; the caller zeroes the buffer
+        once for every plane it splits into it (the padding cells are never written).
 
         All bounds are constants: the buffer is zeroed once, then each phase gets the rectangle
         of valid rows/columns, a row at a time (memcpy for stride 1, a constant-stride copy
@@ -150,7 +152,8 @@ class PhaseGrid:
         with an `if` for pad rows was miscompiled by gcc 12.2 -O3 -mavx2 (outer loop
         vectorised); with runtime phase offsets the strided copy became a gather loop.
         """
-        name = f"rvk_conv_phase_split_{self.cin}x{self.h}x{self.w}_{tag(self.key(), slack)}"
+        name = f"rvk_conv_phase_split_{self.cin}x{self.h}x{self.w}_{tag(self.key(), slack)}" \
+            + ("" if zero else "_nozero")
         h, w, sh, sw, wq = self.h, self.w, self.sh, self.sw, self.wq
         pt, pl = self.pads[0], self.pads[1]
         blocks = []
@@ -164,20 +167,16 @@ class PhaseGrid:
                 row = f"""float *__restrict d = {dst};
 const float *__restrict r = {src};
 {GUARD}
-for (size_t j = 0; j < {n};) {{
-    const size_t vl = {vsetvl(8, f'{n} - j')};
-    {vse(8, 'd + j', vlse(8, f'r + j * {sw}', sw))}
-    j += vl;
-}}
+rvk_vcopy_strided(d, r, {sw}, {n});
 #else
 for (int j = 0; j < {n}; ++j) d[j] = r[j * {sw}];
 #endif"""
             blocks.append(loop("i", ilo, ihi, row))
         body = loop("c", 0, self.cin, f"const float *__restrict xc = x + (ptrdiff_t)c * {h * w};\n"
                     + "\n".join(blocks), flat=True)
+        clear = f"RVK_MEMZERO(xp, (size_t){self.size + slack} * sizeof(float));\n" if zero else ""
         return name, f"""static void {name}(const float *__restrict x, float *__restrict xp) {{
-    RVK_MEMZERO(xp, (size_t){self.size + slack} * sizeof(float));
-{indent(body)}
+{indent(clear + body)}
 }}
 """
 

@@ -121,13 +121,15 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished
         loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support, split,
                                               two)
     loops = loops.replace("@APTR@", aptr).replace("@BPTR@", bptr)
-    decls = f"float t[{(2 if pairs else 1) * mr * nr}];\n" + \
+    decls = f"float t[{(rvv.pair_max_panels(mr, nr, ind) if pairs else 1) * mr * nr}];\n" + \
         (f"int off[{kc}];\n" if ind else "") + "(void)ws;\n"
     if pairs:   # the pair's LMUL at this VLEN (0: single panels)
         decls += f"""{GUARD}
 const size_t rvk_v1 = {vsetvlmax(1)};
 const int rvk_pl = {rvv.pair_lmul_expr(mr, nr, ind)};
+const int rvk_pp = {rvv.pair_panels_expr(mr, nr, ind)};
 (void)rvk_v1;
+(void)rvk_pp;
 #endif
 """
     text = f"""static void @NAME@(const float *__restrict opa, const float *__restrict opb,
@@ -150,17 +152,17 @@ const int rvk_pl = {rvv.pair_lmul_expr(mr, nr, ind)};
 
 def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
     """(call, (pre, post)): `call` behind a branch that, where rvk_two says the panel and its
-    right neighbour are both full (RVV, a VLEN where pairs win), runs the pair micro-kernel on
-    both and the epilogue on each (or stores straight into y); pre/post wrap the statement
-    the column loop runs per panel: pre decides rvk_two (given the loop's end), post skips
-    the partner panel."""
+    right neighbours (rvk_pp panels in all) are full (RVV, a VLEN where pairs win), runs the
+    pair micro-kernel on them and the epilogue on each (or stores straight into y); pre/post
+    wrap the statement the column loop runs per panel: pre decides rvk_two (given the loop's
+    end), post skips the partner panels."""
     bs = {"packed": f"{k * nr}", "indirect": f"{nr}"}.get(b.kind, f"(ptrdiff_t)kb * {nr}")
     pn, pc = ukernel_pair(mr, nr, ind)
     support[pn] = pc
     last = f"k0 + kb == {k}"
     both = f"""{pn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}t);
-{epn}(t, i0, j, mr, {nr}, k0 == 0, {last}, {args}y);
-{epn}(t + {mr * nr}, i0, j + {nr}, mr, {nr}, k0 == 0, {last}, {args}y);"""
+for (int h = 0; h < rvk_pp; ++h)
+    {epn}(t + h * {mr * nr}, i0, j + h * {nr}, mr, {nr}, k0 == 0, {last}, {args}y);"""
     if fused.fusable(ep, rvv.pair_variants(mr, nr, ind)) and kc == k:
         dn, dc = ukernel_pair(mr, nr, ind, ep)
         support[dn] = dc
@@ -170,15 +172,15 @@ def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
 {indent(both)}
 }}"""
     call = f"""{GUARD}
-if (rvk_two) {{   /* this panel and the next */
+if (rvk_two) {{   /* this panel and the next rvk_pp - 1 */
 {indent(both)}
 }} else
 #endif
 {{
 {indent(call)}
 }}"""
-    pre = lambda end: f"{GUARD}\nconst int rvk_two = rvk_pl && j + {2 * nr} <= {end};\n#endif"  # noqa: E731
-    post = f"{GUARD}\nif (rvk_two) j += {nr};   /* the partner panel is done */\n#endif"
+    pre = lambda end: f"{GUARD}\nconst int rvk_two = rvk_pl && j + rvk_pp * {nr} <= {end};\n#endif"  # noqa: E731
+    post = f"{GUARD}\nif (rvk_two) j += (rvk_pp - 1) * {nr};   /* the partners are done */\n#endif"
     return call, (pre, post)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 import contextvars
+import functools
 from typing import Iterator, List, Optional, Tuple
 
 from ..cfmt import indent
@@ -213,26 +214,53 @@ def uk_dispatch(name: str, mr: int, nr: int, ind: str, store=None, extra: str = 
 
 # --- Panel pairs. A column strip can be no wider than the panel (NR floats), so at VLEN 512 and
 # up a 32-float panel fills only m2 or m1 registers: the row group then pays R scalar loads of a
-# for R*NR products per k. Reading two adjacent panels per call, each row's a value serves both
-# (per k: two b loads, R loads of a, 2R vfmacc), so the same registers carry up to twice the
-# products per scalar load. A pair is one strip per panel (LMUL*VLEN/32 >= NR), at most
-# 16/LMUL - 1 rows per group (2R accumulators and two b vectors of LMUL registers).
+# for R*NR products per k. Reading P adjacent panels per call, each row's a value serves all of
+# them (per k: P b loads, R loads of a, P*R vfmacc), so the same registers carry up to P times
+# the products per scalar load. A "pair" is one strip per panel (LMUL*VLEN/32 >= NR) over P = 2
+# to 4 panels, whichever costs least for the tile's rows: at LMUL 1 (VLEN 1024 and up) two
+# panels of 7 rows leave half the register file idle and a third of the loop's cost is the a
+# loads. A row group holds at most (32/LMUL - P)/P rows (P*R accumulators, P b vectors).
+PAIR_PANELS = (2, 3, 4)
 
-def pair_rows(lmul: int) -> int:
-    return 16 // lmul - 1
+
+def _pair_rows(lmul: int, p: int) -> int:
+    return (32 // lmul - p) // p
 
 
-def pair_groups(mr: int, lmul: int) -> Tuple[Tuple[int, int], ...]:
-    n = cdiv(mr, pair_rows(lmul))
+def _pair_groups(mr: int, lmul: int, p: int) -> Tuple[Tuple[int, int], ...]:
+    rows = _pair_rows(lmul, p)
+    if rows < 1:
+        return ()
+    n = cdiv(mr, rows)
     return tuple((mr * g // n, mr * (g + 1) // n) for g in range(n))
+
+
+def _pair_cost_p(mr: int, lmul: int, p: int, ind: str) -> float:
+    """Per panel and k step: each group's b loads, a loads and FMAs, its loop, and an address
+    add per panel after the first."""
+    groups = _pair_groups(mr, lmul, p)
+    if not groups:
+        return float("inf")
+    return sum(p * lmul + (r1 - r0) * (1 + p * lmul) + LOOP + (p - 1) + (3 if ind else 0)
+               for r0, r1 in groups) / p
+
+
+@functools.lru_cache(maxsize=None)
+def pair_panels(mr: int, lmul: int, ind: str = "") -> int:
+    """P, the panels one pair kernel of MR rows reads at LMUL (the cheapest per panel; ties
+    go to fewer panels, which need fewer full panels in a row)."""
+    return min(PAIR_PANELS, key=lambda p: (_pair_cost_p(mr, lmul, p, ind), p))
+
+
+def pair_groups(mr: int, lmul: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
+    return _pair_groups(mr, lmul, pair_panels(mr, lmul, ind))
 
 
 def pair_cost(mr: int, nr: int, lmul: int, vlen: int, ind: str = "") -> float:
     """uk_cost of a pair, per panel: infinite where one strip cannot hold a panel."""
     if lmul * vlen // 32 < nr:
         return float("inf")
-    return sum(2 * lmul + (r1 - r0) * (1 + 2 * lmul) + LOOP + (3 if ind else 0)
-               for r0, r1 in pair_groups(mr, lmul)) / 2
+    return _pair_cost_p(mr, lmul, pair_panels(mr, lmul, ind), ind)
 
 
 def pair_plan(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
@@ -255,7 +283,8 @@ def pair_variants(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...
     vlen = target_vlen()
     lmuls = {pair_at(mr, nr, ind, vlen)} if vlen is not None else {L for _, L in
                                                                     pair_plan(mr, nr, ind)}
-    return tuple((L, 2 * (r1 - r0)) for L in lmuls if L for r0, r1 in pair_groups(mr, L))
+    return tuple((L, pair_panels(mr, L, ind) * (r1 - r0)) for L in lmuls if L
+                 for r0, r1 in pair_groups(mr, L, ind))
 
 
 def pair_at(mr: int, nr: int, ind: str, vlen: int) -> int:
@@ -264,9 +293,9 @@ def pair_at(mr: int, nr: int, ind: str, vlen: int) -> int:
 
 
 def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) -> str:
-    """Rows r0..r1-1 of two panels (b and b + bs): accumulators c<i>_0, c<i>_1 over all kb
-    steps, k = 0 peeled as in _uk_group; tile rows of the second panel follow the first's."""
-    vty, R = vt(lmul), r1 - r0
+    """Rows r0..r1-1 of P panels (b, b + bs, ...): accumulators c<i>_<h> over all kb steps,
+    k = 0 peeled as in _uk_group; the tiles of panel h follow panel h - 1's."""
+    vty, R, P = vt(lmul), r1 - r0, pair_panels(mr, lmul, ind)
 
     def step(init: bool) -> List[str]:
         out = []
@@ -278,10 +307,11 @@ def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) 
         else:
             aref, b0 = "ak[{i}]", "bk"
         out.append(f"b0 = {vle(lmul, b0)};")
-        out.append(f"b1 = {vle(lmul, f'{b0} + bs')};")
+        out += [f"b{h} = {vle(lmul, f'{b0} + ' + ('bs' if h == 1 else f'{h} * bs'))};"
+                for h in range(1, P)]
         for i in range(R):
             a_i = aref.format(i=i)
-            for h in (0, 1):
+            for h in range(P):
                 out.append(f"c{i}_{h} = {vop('vfmul_vf', lmul)}(b{h}, {a_i}, vl);" if init else
                            f"c{i}_{h} = {vop('vfmacc_vf', lmul)}(c{i}_{h}, {a_i}, b{h}, vl);")
         return out
@@ -291,17 +321,19 @@ def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) 
     ptrs = ([] if ind == "a" else [f"const float *__restrict ak = a + {r0};"]) + \
         ([] if ind == "b" else ["const float *__restrict bk = b;"]) + \
         (["const int *__restrict ok = off + 1;"] if ind else [])
-    lines = [" ".join(ptrs), f"{vty} b0, b1;"] + \
-        [f"{vty} c{i}_{h};" for i in range(R) for h in (0, 1)]
+    lines = [" ".join(ptrs), f"{vty} {', '.join(f'b{h}' for h in range(P))};"] + \
+        [f"{vty} c{i}_{h};" for i in range(R) for h in range(P)]
     lines += step(True) + [bump.replace("++ok;", "").strip()]
     # the loop runs on a read pointer, as _uk_group's: a k counter costs an instruction per step
+    # (unrolled k steps gain nothing: vle takes no offset, so each step still bumps every
+    # b pointer, and the quads have no registers for a second step's b vectors)
     cursor, end = ("ok", "off + kb") if ind else ("ak", f"a + {r0} + (ptrdiff_t)kb * {mr}")
     ctype = "int" if ind else "float"
     lines += [f"for (const {ctype} *const end = {end}; {cursor} != end;) {{",
               indent("\n".join(step(False) + [bump])), "}"]
     for i in range(R):
-        lines += [store(r0 + i, f"c{i}_{h}", lmul, h) for h in (0, 1)]
-    return f"{{ /* rows {r0}..{r1 - 1} of both panels */\n{indent(chr(10).join(lines))}\n}}"
+        lines += [store(r0 + i, f"c{i}_{h}", lmul, h) for h in range(P)]
+    return f"{{ /* rows {r0}..{r1 - 1} of {P} panels */\n{indent(chr(10).join(lines))}\n}}"
 
 
 def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
@@ -315,7 +347,7 @@ def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
     const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}"""
     args = f"kb, a, b, bs, {'off, ' if ind else ''}t{extra_args}"
     parts, calls = [], []
-    for r0, r1 in pair_groups(mr, lmul):
+    for r0, r1 in pair_groups(mr, lmul, ind):
         gname = suffixed(name, f"rows{r0}")
         parts.append(f"""static RVK_NOINLINE void {gname}({params}) {{
     const size_t vl = {nr};   /* one strip per panel: the caller checked VLMAX >= {nr} */
@@ -332,7 +364,7 @@ def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
 
 
 def pair_store(nr: int, mr: int):
-    """Stores of a pair into t: two MR x NR tiles, the second after the first."""
+    """Stores of a pair into t: P MR x NR tiles, one after another."""
     def store(row: int, var: str, lmul: int, half: int = 0) -> str:
         return vse(lmul, f"t + {half * mr * nr + row * nr}", var)
     return store
@@ -349,6 +381,21 @@ def pair_dispatch(name: str, mr: int, nr: int, ind: str, store, extra: str = "",
     picks = [f"if (lmul == {L}) {vname(name, L)}(kb, a, b, bs, {offa}t{extra_args});"
              for L in lmuls]
     return variants, "\nelse ".join(picks) or "(void)lmul;"
+
+
+def pair_panels_expr(mr: int, nr: int, ind: str, lmul: str = "rvk_pl") -> str:
+    """C expression: the panels a pair reads, given its LMUL `lmul` (the C variable)."""
+    picks = sorted({(L, pair_panels(mr, L, ind)) for _, L in pair_plan(mr, nr, ind) if L})
+    if len({p for _, p in picks}) <= 1:
+        return str(picks[0][1] if picks else 2)
+    expr = str(picks[-1][1])
+    for L, p in reversed(picks[:-1]):
+        expr = f"({lmul} == {L} ? {p} : {expr})"
+    return expr
+
+
+def pair_max_panels(mr: int, nr: int, ind: str) -> int:
+    return max([pair_panels(mr, L, ind) for _, L in pair_plan(mr, nr, ind) if L] or [2])
 
 
 def pair_lmul_expr(mr: int, nr: int, ind: str) -> str:
