@@ -165,10 +165,13 @@ def is_nan(lmul: int, v: str, vl: str = "vl") -> str:
 def vclamp(lmul: int, v: str, lo: str, hi: str, vl: str = "vl") -> str:
     """min(max(v, lo), hi) with NaN lanes left NaN (vfmin/vfmax alone turn a NaN into a
     bound): the masked operations take masked-off lanes from `v`, and the vfmax result is NaN
-    exactly where `v` is, so one compare serves both. `v` is repeated: pass a variable."""
+    exactly where `v` is, so one compare serves both. `v` is repeated: pass a variable. The
+    vfmin takes its masked-off lanes from the vfmax result (the same NaNs), not from `v`:
+    with `v` it must keep `v` alive beside the result, a register copy per use (clang 16);
+    the repeated vfmax is computed once."""
     m = not_nan(lmul, v, vl)
     mx = f"{vop('vfmax_vf', lmul)}_mu({m}, {v}, {v}, {lo}, {vl})"
-    return f"{vop('vfmin_vf', lmul)}_mu({m}, {v}, {mx}, {hi}, {vl})"
+    return f"{vop('vfmin_vf', lmul)}_mu({m}, {mx}, {mx}, {hi}, {vl})"
 
 
 def all_lanes(lmul: int, vl: str = "vl") -> str:

@@ -180,7 +180,8 @@ if (rvk_two) {{   /* this panel and the next rvk_pp - 1 */
 {indent(call)}
 }}"""
     pre = lambda end: f"{GUARD}\nconst int rvk_two = rvk_pl && j + rvk_pp * {nr} <= {end};\n#endif"  # noqa: E731
-    post = f"{GUARD}\nif (rvk_two) j += (rvk_pp - 1) * {nr};   /* the partners are done */\n#endif"
+    post = (f"{GUARD}\nif (rvk_two) j += (rvk_pp - 1) * {nr};   /* the partners are done */"
+            "\n#endif")
     return call, (pre, post)
 
 
