@@ -49,6 +49,9 @@ class Kernel:
                when the data is out of range (the step then fails and names its node).
     split:     the body runs parts rvk_lo <= u < rvk_hi of split.units independent parts, which
                the emitter spreads over threads (codegen/parallel.py); None: one thread.
+    prologue:  C statements a thread runs once before the parts it takes of a split kernel (the
+               workspace's setup that every part relies on and no part undoes, e.g. padding
+               cleared once); run before the body wherever the kernel runs whole.
     spec:      what the kernel computes, independent of the C body: {"op": ..., shapes and
                attributes, layouts of transformed weights}, built by `make_spec` with exactly
                the keys SPEC_KEYS declares for the kind. Other dialects (CUDA) generate their
@@ -63,6 +66,7 @@ class Kernel:
     spec: Dict[str, Any] = field(default_factory=dict)
     status: bool = False
     split: Optional[Split] = None
+    prologue: str = ""
 
     def signature(self, name: str) -> str:
         ps = [p.decl() for p in self.params]
@@ -73,7 +77,8 @@ class Kernel:
 
     def key(self) -> Tuple:
         """Identity for de-duplication: two kernels with the same key are the same function."""
-        return (tuple(self.params), self.body, self.workspace, self.status, self.split)
+        return (tuple(self.params), self.prologue, self.body, self.workspace, self.status,
+                self.split)
 
 
 # A lowering may ask for a constant input to be stored transformed (for example a weight matrix

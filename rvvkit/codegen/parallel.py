@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .cfmt import indent
 from .loops import loop
 
 
@@ -36,6 +37,7 @@ def define(name: str, kernel, body: str) -> str:
     names = ", ".join(p.name for p in params)
     scratch = ("ws", kernel.workspace) if kernel.workspace else ("(float *)0", 0)
     unused = "" if kernel.workspace else "\n    (void)ws;"
+    prologue = ("\n" + indent(kernel.prologue.strip())) if kernel.prologue else ""
     return f"""static void {name}_rows({', '.join(decls + ['int rvk_lo', 'int rvk_hi'])}) {{
 {body.rstrip()}
 }}
@@ -43,7 +45,7 @@ def define(name: str, kernel, body: str) -> str:
 static void {name}_task(void *ctx, int task, int ntasks, float *ws) {{
     const void *const *p = (const void *const *)ctx;
     int lo, hi;{unused}
-    rvk_split({split.units}, task, ntasks, &lo, &hi);
+    rvk_split({split.units}, task, ntasks, &lo, &hi);{prologue}
     for (int u = lo; u < hi; ++u)   /* a call per part: its code never depends on the range */
         {name}_rows({', '.join(casts + ['u', 'u + 1'])});
 }}
@@ -57,8 +59,10 @@ static void {name}_task(void *ctx, int task, int ntasks, float *ws) {{
 
 
 def plain(name: str, kernel, body: str, extra: str = "") -> str:
-    """The definition of a kernel that runs on its caller's thread alone."""
-    return f"{kernel.signature(name)} {{{extra}\n{body.rstrip()}\n}}\n"
+    """The definition of a kernel that runs on its caller's thread alone (its prologue, then
+    `body`)."""
+    pro = indent(kernel.prologue.strip()) + "\n" if kernel.prologue else ""
+    return f"{kernel.signature(name)} {{{extra}\n{pro}{body.rstrip()}\n}}\n"
 
 
 def definition(name: str, kernel, body: str, extra: str = "", threads: bool = True) -> str:

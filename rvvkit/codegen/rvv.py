@@ -36,8 +36,8 @@ HEADER_KEY = "0_rvk_rvv_header"
 HEADER = """#if defined(__riscv_v_intrinsic)
 #include <riscv_vector.h>
 /* Vector copy/zero of whole floats (glibc's memcpy/memset are scalar on riscv64). A run that
-   fits one register group takes the smallest LMUL that holds it: the rows these copy are often
-   a few floats (a 7-wide plane row), and an m8 access costs a core eight register writes. */
+ * fits one register group takes the smallest LMUL that holds it: the rows these copy are often
+ * a few floats (a 7-wide plane row), and an m8 access costs a core eight register writes. */
 __attribute__((unused)) static inline void rvk_vcopy(float *__restrict d,
                                                      const float *__restrict s, size_t n) {
     const size_t v1 = __riscv_vsetvlmax_e32m1();

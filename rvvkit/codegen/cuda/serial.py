@@ -55,7 +55,7 @@ def serial(spec: dict, kernel: Kernel) -> CudaKernel:
     if kernel.workspace:
         params.append("float *__restrict__ ws")
         names.append("ws")
-    body = portable(kernel.body)
+    body = portable(kernel.prologue + kernel.body)
     text_key = hashlib.sha1((spec["op"] + ",".join(params) + body).encode()).hexdigest()[:12]
     name = f"rvk_cu_serial_{kernel.hint}_{text_key}"
     fn = (f"/* {spec['op']}: the C kernel run by one thread (no parallel CUDA form yet) */\n"

@@ -206,8 +206,9 @@ for (int j = 0; j < {wo}; ++j) {{
     # planes' portable form transposes whole tensors, so it stays on one thread
     parts = not small and n * cin > 1
     first, last = ("rvk_lo", "rvk_hi") if parts else ("0", str(n * cin))
-    body = f"""RVK_MEMZERO(ws, (size_t){gbuf} * sizeof(float));
-for (int nc = {first}; nc < {last}; ++nc) {{
+    # the split planes' padding is never written: cleared once per thread, not per plane
+    clear = f"RVK_MEMZERO(ws, (size_t){gbuf} * sizeof(float));\n"
+    body = f"""{"" if parts else clear}for (int nc = {first}; nc < {last}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
     {sname}(x + (ptrdiff_t)nc * {h * w}, ws);
     {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf});
@@ -226,5 +227,6 @@ for (int nc = {first}; nc < {last}; ++nc) {{
                    if k in (sname, gname) else v for k, v in support.items()}
     macs = n * cin * ho * wo * kh * kw
     kern = Kernel("dwconv", params, code, wsize, support, macs, spec=spec,
-                  split=Split(n * cin, macs) if parts else None)
+                  split=Split(n * cin, macs) if parts else None,
+                  prologue=clear if parts else "")
     return Lowered(kern)

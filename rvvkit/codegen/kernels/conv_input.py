@@ -152,8 +152,8 @@ class PhaseGrid:
         with an `if` for pad rows was miscompiled by gcc 12.2 -O3 -mavx2 (outer loop
         vectorised); with runtime phase offsets the strided copy became a gather loop.
         """
-        name = f"rvk_conv_phase_split_{self.cin}x{self.h}x{self.w}_{tag(self.key(), slack)}" \
-            + ("" if zero else "_nozero")
+        name = (f"rvk_conv_phase_split{'' if zero else '_nozero'}_{self.cin}x{self.h}x{self.w}_"
+                f"{tag(self.key(), slack)}")
         h, w, sh, sw, wq = self.h, self.w, self.sh, self.sw, self.wq
         pt, pl = self.pads[0], self.pads[1]
         blocks = []
