@@ -187,7 +187,7 @@ def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -
     pg = PhaseGrid((1, 1, h, w), ws_, ys, strides, pads, dil)
     ch, nt = DW_CHUNK, kh * kw
     qpad = cdiv(pg.cols, ch) * ch
-    sname, scode = pg.split(ch, zero=False)   # zeroed once per part, below
+    sname, scode = pg.split(ch, zero=False)   # zeroed once per thread: `clear`, below
     tname, tcode = _dw_taps()
     gname, gcode = _grid(pg, act, residual, tname)
     gbuf = pg.size + ch
