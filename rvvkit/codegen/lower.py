@@ -94,6 +94,12 @@ def _pool(n: Node, g: Graph) -> Lowered:
     xs, ys = _shape(g, n.inputs[0]), _shape(g, n.outputs[0])
     k, st, pads, dil = a["kernel"], a["strides"], a["pads"], a["dilations"]
     cip = bool(a.get("count_include_pad", 0))
+    sp = len(xs) - 2
+    if (tuple(k) == tuple(xs[2:]) and not any(pads) and all(d == 1 for d in dil)
+            and tuple(ys[2:]) == (1,) * sp):
+        # a window over the whole plane (ResNet's final 7x7 AveragePool) is a global pool:
+        # a reduction per channel, not a vector of one output column
+        return pool.global_pool(kind, xs)
     if len(xs) == 5:
         return conv3d.pool_nd(kind, xs, ys, k, st, pads, dil, cip)
     if len(xs) == 3:   # 1-D: the 2-D kernel with H = 1

@@ -33,6 +33,40 @@ GUARD = "#if defined(__riscv_v_intrinsic)"
 # Support key of the header: every kernel that uses the macros or intrinsics lists it first in
 # its support dict, so the emitter writes it once, before any helper that needs it.
 HEADER_KEY = "0_rvk_rvv_header"
+def _copy_rows_arm(L: int) -> str:
+    def load(p: str) -> str:
+        return (f"es == 1 ? __riscv_vle32_v_f32m{L}({p}, vl)\n"
+                f"                   : __riscv_vlse32_v_f32m{L}({p}, bytes, vl)")
+    return f"""if (n <= {L} * v1) {{
+        const size_t vl = n;
+        __riscv_vse32_v_f32m{L}(d, {load("s")}, vl);
+        for (size_t r = 1; r < rows; ++r)
+            __riscv_vse32_v_f32m{L}(d + r * ds, {load("s + r * ss")}, vl);
+    }}"""
+
+
+# A plane's rows (a depthwise conv's input into its padded plane, its output back) copied with
+# one LMUL choice: per row, rvk_vcopy's choice and call cost more scalar instructions than the
+# row's load and store at 14 floats.
+_COPY_ROWS = f"""/* rows x n floats, s (row stride ss, element stride es) -> d (row stride ds): rvk_vcopy's
+ * LMUL chosen once for every row. vl = n (it fits the group), not vsetvl, and row 0 before
+ * the loop: else clang 16 re-issues the vtype inside the row loop. */
+__attribute__((unused)) static inline void rvk_vcopy_rows(float *__restrict d, ptrdiff_t ds,
+    const float *__restrict s, ptrdiff_t ss, ptrdiff_t es, size_t n, size_t rows) {{
+    const size_t v1 = __riscv_vsetvlmax_e32m1();
+    const ptrdiff_t bytes = es * (ptrdiff_t)sizeof(float);
+    if (rows == 0 || n == 0)
+        return;
+    {" else ".join(_copy_rows_arm(L) for L in (1, 2, 4))} else if (es == 1) {{
+        for (size_t r = 0; r < rows; ++r)
+            rvk_vcopy(d + r * ds, s + r * ss, n);
+    }} else {{
+        for (size_t r = 0; r < rows; ++r)
+            rvk_vcopy_strided(d + r * ds, s + r * ss, es, n);
+    }}
+}}
+"""
+
 HEADER = """#if defined(__riscv_v_intrinsic)
 #include <riscv_vector.h>
 /* Vector copy/zero of whole floats (glibc's memcpy/memset are scalar on riscv64). A run that
@@ -94,7 +128,7 @@ __attribute__((unused)) static inline void rvk_vzero(float *__restrict d, size_t
         i += vl;
     }
 }
-#define RVK_MEMCPY(d, s, nbytes) rvk_vcopy((d), (s), (size_t)(nbytes) / sizeof(float))
+""" + _COPY_ROWS + """#define RVK_MEMCPY(d, s, nbytes) rvk_vcopy((d), (s), (size_t)(nbytes) / sizeof(float))
 #define RVK_MEMZERO(d, nbytes) rvk_vzero((d), (size_t)(nbytes) / sizeof(float))
 #else
 #define RVK_MEMCPY(d, s, nbytes) memcpy(d, s, nbytes)

@@ -71,6 +71,10 @@ GEMM = table(0, [gemm(m, n, k, bc, cm, al, be, act)
     gemm(2, 4100, 5, False, "col"),
     gemm(3, 50, 600, True, "full", beta=-0.5),
     gemm(17, 129, 17, False, "row", act=LEAKY),
+    # RVV at VLEN 1024: a group of 4 panels then the fallback pair (6 panels, finished into y);
+    # 3 + 2 panels of 8 rows, through the tile buffer
+    gemm(14, 192, 24, True, "col", act=RELU),
+    gemm(16, 160, 30, False, "full"),
 ])
 
 # The CUDA tests (their g++ and nvcc build time grows with the number of kernels, ~0.5 s per

@@ -4,6 +4,8 @@ Each case is a tiny model, built once and run on every executor of the session (
 argument: host, QEMU at several VLENs, the CUDA emulator; tests/executors.py), and compared
 with onnxruntime (single-threaded). Shapes are deliberately awkward: primes, 1x1 spatial,
 non-square windows, batch 2, padding on one side only."""
+import re
+
 import pytest
 from onnx import helper
 
@@ -90,6 +92,7 @@ MAXPOOL_CASES = [
     ("auto_same_lower", (1, 2, 6, 6), dict(kernel_shape=[2, 2], auto_pad="SAME_LOWER")),
     ("auto_valid", (1, 2, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="VALID")),
     ("spatial_1x1", (1, 4, 1, 1), dict(kernel_shape=[1, 1])),
+    ("whole_plane_strided", (1, 3, 5, 6), dict(kernel_shape=[5, 6], strides=[2, 3])),
 ]
 
 
@@ -117,6 +120,7 @@ AVGPOOL_CASES = [
     ("auto_same_lower_cip1", (1, 2, 6, 6), dict(kernel_shape=[2, 2], auto_pad="SAME_LOWER",
                                                 count_include_pad=1)),
     ("nonsquare_window", (1, 3, 5, 17), dict(kernel_shape=[5, 3], strides=[1, 2])),
+    ("whole_plane", (2, 5, 7, 7), dict(kernel_shape=[7, 7])),     # ResNet's final pool
 ]
 
 
@@ -124,6 +128,15 @@ AVGPOOL_CASES = [
                          ids=[c[0] for c in AVGPOOL_CASES])
 def test_averagepool(x_shape, attrs, executor):
     check_single(executor, "AveragePool", x_shape, attrs, opset=11)
+
+
+@pytest.mark.parametrize("op, kind", [("AveragePool", "avg"), ("MaxPool", "max")])
+def test_whole_plane_pool_lowers_to_global(op, kind):
+    """A window over the whole unpadded plane (one output per channel) runs the global pool's
+    per-channel reduction, not the windowed kernel's one-column vectors."""
+    m = make_model([node(op, ["x"], ["y"], kernel_shape=[7, 7])], [("x", (1, 4, 7, 7))], ["y"])
+    src = rvvkit.build(m).c_source
+    assert re.search(rf"\bk0_global{kind}pool\b", src) and not re.search(rf"_{kind}pool\b", src)
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])

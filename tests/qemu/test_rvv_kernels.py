@@ -297,12 +297,13 @@ def _checked_micro_kernels(assembly, kind: str, plan):
             seen += 1
             mr, nr, ind = int(m.group(1)), int(m.group(2)), m.group(3) or ""
             # a variant called from two VLEN ranges stays a function of its own (not inlined);
-            # a pair variant's row groups are functions of their own (_rows<r0>)
+            # a pair variant's row groups are functions of their own (_rows<r0>), also those
+            # of its fallback panel count (_p2_rows<r0>)
             names = {vname(name, L) for L in (1, 2, 4, 8)}
-            variants = [t for n, t in assembly[fam].items()
-                        if re.sub(r"_rows\d+(?=_|$)", "", n) in names]
+            group = r"(_p\d)?_rows\d+(?=_|$)"
+            variants = [t for n, t in assembly[fam].items() if re.sub(group, "", n) in names]
             for n, t in assembly[fam].items():
-                if re.search(r"_rows\d+(_|$)", n) and re.sub(r"_rows\d+(?=_|$)", "", n) in names:
+                if re.search(r"_rows\d+(_|$)", n) and re.sub(group, "", n) in names:
                     # clang 16 kept a vsetvli per k step in every row group but a function's
                     # first: hence a function per group, whose k loop has none
                     assert _vsetvli_in_loops(t) == 0, n

@@ -200,7 +200,11 @@ for (int j = 0; j < {wo}; ++j) {{
     yr[j] = {act_expr(act, 'v')};
 }}""")
     else:
-        store = loop("i", 0, ho, f"RVK_MEMCPY({yrow}, g + i * {pg.wq}, {wo} * sizeof(float));")
+        store = f"""{GUARD}
+rvk_vcopy_rows(y + (ptrdiff_t)nc * {ho * wo}, {wo}, g, {pg.wq}, 1, {wo}, {ho});
+#else
+{loop("i", 0, ho, f"RVK_MEMCPY({yrow}, g + i * {pg.wq}, {wo} * sizeof(float));")}
+#endif"""
     bexpr = f"b[nc % {cin}]" if bias else "0.0f"
     # one image-channel plane per part (the planes' scratch is reused per plane); the small
     # planes' portable form transposes whole tensors, so it stays on one thread

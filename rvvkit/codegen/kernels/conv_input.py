@@ -158,20 +158,24 @@ class PhaseGrid:
         pt, pl = self.pads[0], self.pads[1]
         blocks = []
         for ph, a, b, ilo, ihi, jlo, jhi in self.rects():
-            src = f"xc + (i * {sh} + {a - pt}) * {w} + {jlo * sw + b - pl}"
-            dst = f"xp + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + i * {wq} + {jlo}"
+            def src(i) -> str:
+                return f"xc + ({i} * {sh} + {a - pt}) * {w} + {jlo * sw + b - pl}"
+
+            def dst(i) -> str:
+                return f"xp + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + {i} * {wq} + {jlo}"
+            n = jhi - jlo
             if sw == 1:
-                row = f"RVK_MEMCPY({dst}, {src}, {jhi - jlo} * sizeof(float));"
-            else:   # RVV: a strided load per strip
-                n = jhi - jlo
-                row = f"""float *__restrict d = {dst};
-const float *__restrict r = {src};
-{GUARD}
-rvk_vcopy_strided(d, r, {sw}, {n});
+                row = f"RVK_MEMCPY({dst('i')}, {src('i')}, {n} * sizeof(float));"
+            else:
+                row = f"""float *__restrict d = {dst('i')};
+const float *__restrict r = {src('i')};
+for (int j = 0; j < {n}; ++j) d[j] = r[j * {sw}];"""
+            # RVV: the rectangle's rows as one copy (one LMUL choice, strided loads for sw > 1)
+            blocks.append(f"""{GUARD}
+rvk_vcopy_rows({dst(ilo)}, {wq}, {src(ilo)}, {sh * w}, {sw}, {n}, {ihi - ilo});
 #else
-for (int j = 0; j < {n}; ++j) d[j] = r[j * {sw}];
-#endif"""
-            blocks.append(loop("i", ilo, ihi, row))
+{loop("i", ilo, ihi, row)}
+#endif""")
         body = loop("c", 0, self.cin, f"const float *__restrict xc = x + (ptrdiff_t)c * {h * w};\n"
                     + "\n".join(blocks), flat=True)
         clear = f"RVK_MEMZERO(xp, (size_t){self.size + slack} * sizeof(float));\n" if zero else ""

@@ -128,8 +128,10 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished
 const size_t rvk_v1 = {vsetvlmax(1)};
 const int rvk_pl = {rvv.pair_lmul_expr(mr, nr, ind)};
 const int rvk_pp = {rvv.pair_panels_expr(mr, nr, ind)};
+const int rvk_pq = {rvv.pair_panels_expr(mr, nr, ind, last=True)};   /* for a row's last panels */
 (void)rvk_v1;
 (void)rvk_pp;
+(void)rvk_pq;
 #endif
 """
     text = f"""static void @NAME@(const float *__restrict opa, const float *__restrict opb,
@@ -151,36 +153,40 @@ const int rvk_pp = {rvv.pair_panels_expr(mr, nr, ind)};
 
 
 def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
-    """(call, (pre, post)): `call` behind a branch that, where rvk_two says the panel and its
-    right neighbours (rvk_pp panels in all) are full (RVV, a VLEN where pairs win), runs the
-    pair micro-kernel on them and the epilogue on each (or stores straight into y); pre/post
-    wrap the statement the column loop runs per panel: pre decides rvk_two (given the loop's
-    end), post skips the partner panels."""
+    """(call, (pre, post)): `call` behind a branch that, where rvk_np says the panel and its
+    right neighbours (rvk_np panels in all: rvk_pp, or rvk_pq where fewer are left) are full
+    (RVV, a VLEN where pairs win), runs the pair micro-kernel on them and the epilogue on each
+    (or stores straight into y); pre/post wrap the statement the column loop runs per panel:
+    pre decides rvk_np (given the loop's end), post skips the partner panels."""
     bs = {"packed": f"{k * nr}", "indirect": f"{nr}"}.get(b.kind, f"(ptrdiff_t)kb * {nr}")
     pn, pc = ukernel_pair(mr, nr, ind)
     support[pn] = pc
     last = f"k0 + kb == {k}"
-    both = f"""{pn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}t);
-for (int h = 0; h < rvk_pp; ++h)
+    both = f"""{pn}(rvk_pl, rvk_np, kb, @APTR@, @BPTR@, {bs}, {offa}t);
+for (int h = 0; h < rvk_np; ++h)
     {epn}(t + h * {mr * nr}, i0, j + h * {nr}, mr, {nr}, k0 == 0, {last}, {args}y);"""
     if fused.fusable(ep, rvv.pair_variants(mr, nr, ind)) and kc == k:
         dn, dc = ukernel_pair(mr, nr, ind, ep)
         support[dn] = dc
         both = f"""if (mr == {mr}) {{   /* full tiles: finished into y */
-    {dn}(rvk_pl, kb, @APTR@, @BPTR@, {bs}, {offa}y + {fused.y_origin(ep)}{fused.origins(ep)});
+    {dn}(rvk_pl, rvk_np, kb, @APTR@, @BPTR@, {bs},
+        {offa}y + {fused.y_origin(ep)}{fused.origins(ep)});
 }} else {{
 {indent(both)}
 }}"""
     call = f"""{GUARD}
-if (rvk_two) {{   /* this panel and the next rvk_pp - 1 */
+if (rvk_np) {{   /* this panel and the next rvk_np - 1 */
 {indent(both)}
 }} else
 #endif
 {{
 {indent(call)}
 }}"""
-    pre = lambda end: f"{GUARD}\nconst int rvk_two = rvk_pl && j + rvk_pp * {nr} <= {end};\n#endif"  # noqa: E731
-    post = (f"{GUARD}\nif (rvk_two) j += (rvk_pp - 1) * {nr};   /* the partners are done */"
+    pre = lambda end: f"""{GUARD}
+const int rvk_np = !rvk_pl ? 0 : j + rvk_pp * {nr} <= {end} ? rvk_pp
+    : j + rvk_pq * {nr} <= {end} ? rvk_pq : 0;
+#endif"""  # noqa: E731
+    post = (f"{GUARD}\nif (rvk_np) j += (rvk_np - 1) * {nr};   /* the partners are done */"
             "\n#endif")
     return call, (pre, post)
 

@@ -178,8 +178,8 @@ def ukernel_to_y(mr: int, nr: int, ind: str, ep: "Epilogue") -> Tuple[str, str]:
 
 
 def ukernel_pair(mr: int, nr: int, ind: str, ep: Optional["Epilogue"] = None) -> Tuple[str, str]:
-    """RVV only: the micro-kernel over two adjacent NR-wide panels (gemm_rvv's panel pairs),
-    `bs` floats apart, into t (two MR x NR tiles) or, with `ep`, finished into y."""
+    """RVV only: the micro-kernel over np adjacent NR-wide panels (gemm_rvv's panel groups),
+    `bs` floats apart, into t (np MR x NR tiles) or, with `ep`, finished into y."""
     base = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + "_pair"
     name = base if ep is None else _fused_name(base, ep)
     store = rvv.pair_store(nr, mr) if ep is None else fused.store(ep, nr)
@@ -187,8 +187,9 @@ def ukernel_pair(mr: int, nr: int, ind: str, ep: Optional["Epilogue"] = None) ->
     variants, dispatch = rvv.pair_dispatch(name, mr, nr, ind, store, extra, names)
     offp = "const int *__restrict off, " if ind else ""
     return name, NOINLINE + f"""{GUARD}
-{variants}static RVK_NOINLINE void {name}(int lmul, int kb, const float *__restrict a,
+{variants}static RVK_NOINLINE void {name}(int lmul, int np, int kb, const float *__restrict a,
     const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}) {{
+    (void)np;
 {indent(dispatch)}
 }}
 #endif

@@ -252,8 +252,23 @@ def pair_panels(mr: int, lmul: int, ind: str = "") -> int:
     return min(PAIR_PANELS, key=lambda p: (_pair_cost_p(mr, lmul, p, ind), p))
 
 
-def pair_groups(mr: int, lmul: int, ind: str = "") -> Tuple[Tuple[int, int], ...]:
-    return _pair_groups(mr, lmul, pair_panels(mr, lmul, ind))
+def pair_groups(mr: int, lmul: int, ind: str = "", p: int = 0) -> Tuple[Tuple[int, int], ...]:
+    return _pair_groups(mr, lmul, p or pair_panels(mr, lmul, ind))
+
+
+@functools.lru_cache(maxsize=None)
+def pair_counts(mr: int, nr: int, lmul: int, ind: str = "") -> Tuple[int, ...]:
+    """The panel counts the pair kernel of MR rows holds at LMUL: P and, where P > 2 and two
+    panels cost less than single ones at every VLEN that runs this LMUL, 2 for a row's last
+    panels (fewer than P full ones left: the 64 columns of ResNet's first stage, which
+    otherwise ran the single-panel kernel throughout)."""
+    p = pair_panels(mr, lmul, ind)
+    if p == 2:
+        return (2,)
+    two = _pair_cost_p(mr, lmul, 2, ind)
+    vlens = [v for v in VLENS if pair_at(mr, nr, ind, v) == lmul]
+    wins = all(two < min(uk_cost(mr, nr, L, v, ind) for L in LMULS) - 1e-9 for v in vlens)
+    return (p, 2) if wins else (p,)
 
 
 def pair_cost(mr: int, nr: int, lmul: int, vlen: int, ind: str = "") -> float:
@@ -283,8 +298,8 @@ def pair_variants(mr: int, nr: int, ind: str = "") -> Tuple[Tuple[int, int], ...
     vlen = target_vlen()
     lmuls = {pair_at(mr, nr, ind, vlen)} if vlen is not None else {L for _, L in
                                                                     pair_plan(mr, nr, ind)}
-    return tuple((L, pair_panels(mr, L, ind) * (r1 - r0)) for L in lmuls if L
-                 for r0, r1 in pair_groups(mr, L, ind))
+    return tuple((L, p * (r1 - r0)) for L in lmuls if L for p in pair_counts(mr, nr, L, ind)
+                 for r0, r1 in pair_groups(mr, L, ind, p))
 
 
 def pair_at(mr: int, nr: int, ind: str, vlen: int) -> int:
@@ -292,10 +307,10 @@ def pair_at(mr: int, nr: int, ind: str, vlen: int) -> int:
     return next((L for top, L in plan if vlen <= top), plan[-1][1])
 
 
-def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) -> str:
+def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store, P: int) -> str:
     """Rows r0..r1-1 of P panels (b, b + bs, ...): accumulators c<i>_<h> over all kb steps,
     k = 0 peeled as in _uk_group; the tiles of panel h follow panel h - 1's."""
-    vty, R, P = vt(lmul), r1 - r0, pair_panels(mr, lmul, ind)
+    vty, R = vt(lmul), r1 - r0
 
     def step(init: bool) -> List[str]:
         out = []
@@ -337,7 +352,7 @@ def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store) 
 
 
 def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
-                 extra: str = "", extra_args: str = "") -> str:
+                 extra: str = "", extra_args: str = "", p: int = 0) -> str:
     """One LMUL variant of the pair kernel: each row group a function of its own (noinline),
     since clang 16 keeps a vsetvli inside the k loop of every group after a function's first
     (it cannot prove the vtype the previous group's stores leave equal to the loop's): one
@@ -347,13 +362,14 @@ def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
     const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}"""
     args = f"kb, a, b, bs, {'off, ' if ind else ''}t{extra_args}"
     parts, calls = [], []
-    for r0, r1 in pair_groups(mr, lmul, ind):
+    p = p or pair_panels(mr, lmul, ind)
+    for r0, r1 in pair_groups(mr, lmul, ind, p):
         gname = suffixed(name, f"rows{r0}")
         parts.append(f"""static RVK_NOINLINE void {gname}({params}) {{
     const size_t vl = {nr};   /* one strip per panel: the caller checked VLMAX >= {nr} */
     const size_t j0 = 0;      /* (the strip's first column, as in the single-panel kernel) */
     (void)j0;
-{indent(_pair_group(mr, nr, lmul, ind, r0, r1, store))}
+{indent(_pair_group(mr, nr, lmul, ind, r0, r1, store, p))}
 }}
 """)
         calls.append(f"{gname}({args});")
@@ -373,19 +389,26 @@ def pair_store(nr: int, mr: int):
 def pair_dispatch(name: str, mr: int, nr: int, ind: str, store, extra: str = "",
                   extra_args: str = "") -> Tuple[str, str]:
     """(variants, statements) as uk_dispatch, over the VLENs where a pair wins (the caller
-    tests rvk_pair_lmul(...) != 0 first)."""
+    tests rvk_pair_lmul(...) != 0 first) and the panel counts np each LMUL holds (P first;
+    the fallback of 2, if any, is named _p2)."""
     offa = "off, " if ind else ""
     lmuls = sorted({L for _, L in pair_plan(mr, nr, ind) if L})
-    variants = "".join(pair_variant(vname(name, L), mr, nr, L, ind, store, extra, extra_args)
-                       for L in lmuls)
-    picks = [f"if (lmul == {L}) {vname(name, L)}(kb, a, b, bs, {offa}t{extra_args});"
-             for L in lmuls]
-    return variants, "\nelse ".join(picks) or "(void)lmul;"
+    variants, picks = [], []
+    for L in lmuls:
+        counts = pair_counts(mr, nr, L, ind)
+        for i, p in enumerate(counts):
+            vn = vname(name, L) if i == 0 else suffixed(vname(name, L), f"p{p}")
+            variants.append(pair_variant(vn, mr, nr, L, ind, store, extra, extra_args, p))
+            test = f"lmul == {L}" + (f" && np == {p}" if i + 1 < len(counts) else "")
+            picks.append(f"if ({test}) {vn}(kb, a, b, bs, {offa}t{extra_args});")
+    return "".join(variants), "\nelse ".join(picks) or "(void)lmul;"
 
 
-def pair_panels_expr(mr: int, nr: int, ind: str, lmul: str = "rvk_pl") -> str:
-    """C expression: the panels a pair reads, given its LMUL `lmul` (the C variable)."""
-    picks = sorted({(L, pair_panels(mr, L, ind)) for _, L in pair_plan(mr, nr, ind) if L})
+def pair_panels_expr(mr: int, nr: int, ind: str, lmul: str = "rvk_pl", last: bool = False) -> str:
+    """C expression: the panels a pair reads, given its LMUL `lmul` (the C variable); `last`:
+    its fallback count for a row's last panels (P itself where it has none)."""
+    picks = sorted({(L, pair_counts(mr, nr, L, ind)[-1 if last else 0])
+                    for _, L in pair_plan(mr, nr, ind) if L})
     if len({p for _, p in picks}) <= 1:
         return str(picks[0][1] if picks else 2)
     expr = str(picks[-1][1])

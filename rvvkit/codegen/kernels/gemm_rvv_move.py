@@ -39,19 +39,27 @@ def fitted_strip(avl: str, start: str, body) -> str:
     return f"{{\n{indent(head)}\n{indent(' else '.join(arms + [last]))}\n}}"
 
 
-def fitted_rows(avl: str, head: str, body) -> str:
-    """fitted_strip's choice made once for a loop of rows (`head`, the loop's opening lines
-    up to its `{`) that each copy a run of the same `avl` elements from u = 0: where one
-    register group holds the run, its LMUL and vl are set before the loop and each row is one
-    strip (a per-row choice and strip loop cost the packer more scalar instructions than its
-    vector loads and stores); longer runs strip-mine each row at m8."""
+def fitted_rows(avl: str, loop: str, decls: str, body, peel: bool = False) -> str:
+    """fitted_strip's choice made once for a loop of rows (`loop`, as "int i < mr": the index,
+    its type and bound; `decls`, the row's pointers) that each copy a run of the same `avl`
+    elements from u = 0: where one register group holds the run, its LMUL and vl are set
+    before the loop and each row is one strip (a per-row choice and strip loop cost the packer
+    more scalar instructions than its vector loads and stores); longer runs strip-mine each
+    row at m8. `peel` (the loop runs at least once): row 0 is run before the loop, so the
+    vector state is set on entry and clang 16 keeps its vsetvli out of the loop."""
+    ctype, var, _, bound = loop.split()
+    head = lambda first: f"for ({ctype} {var} = {first}; {var} < {bound}; ++{var}) {{\n{decls}"  # noqa: E731
+
+    def one(L: int) -> str:
+        if not peel:
+            return f"{head(0)}\n{indent(body(L))}\n}}"
+        return (f"{{   /* row 0, peeled */\n    const {ctype} {var} = 0;\n{decls}\n"
+                f"{indent(body(L))}\n}}\n{head(1)}\n{indent(body(L))}\n}}")
     arms = [f"""if (rvk_n <= {L} * rvk_v) {{
-    const size_t vl = {vsetvl(L, avl)}, u = 0;
-{indent(head)}
-{indent(body(L), 2)}
-    }}
+    const size_t vl = rvk_n, u = 0;   /* (not vsetvl: clang 16 then sets vl in the loop) */
+{indent(one(L))}
 }}""" for L in FIT_LMULS[:-1]]
-    last = f"{{\n{indent(head)}\n{indent(_strip(avl, '0', body(8), 8), 2)}\n    }}\n}}"
+    last = f"{{\n{indent(head(0))}\n{indent(_strip(avl, '0', body(8), 8), 2)}\n    }}\n}}"
     empty = "if (rvk_n == 0) {\n    /* nothing to copy (a grid run of padding) */\n}"
     return f"""{{
     const size_t rvk_n = {avl}, rvk_v = {vsetvlmax(1)};
@@ -90,10 +98,11 @@ for (int u = c; u < {pw}; ++u) {{
     float *__restrict dk = d + kk * {pw};
 {indent(fitted_strip(str(pw), "(size_t)c", lambda L: vse(L, 'dk + u', vsplat(L, '0.0f'))))}
 }}"""
-    rows = f"""for (int kk = 0; kk < kb; ++kk) {{
-    const float *__restrict sk_ = s + (ptrdiff_t)kk * {sk};
+    rows = f"""    const float *__restrict sk_ = s + kk * {sk};
     float *__restrict dk = d + kk * {pw};"""
-    return f"""{fitted_rows("(size_t)c", rows, lambda L: vse(L, 'dk + u', load(L)))}
+    copy = fitted_rows("(size_t)c", "ptrdiff_t kk < kb", rows,
+                       lambda L: vse(L, 'dk + u', load(L)), peel=True)
+    return f"""{copy}
 if (c < {pw}) {{   /* the last panel's padding */
 {indent(pad)}
 }}"""
@@ -159,10 +168,9 @@ def ep_rows(ep: "Epilogue", nr: int) -> str:
         return ld + ("\n" + fin if final and fin else "") + "\n" + vse(L, "yi + u", "v")
 
     def rows(final: bool) -> str:
-        head = f"""for (int i = 0; i < mr; ++i) {{
-    const float *__restrict ti = t + i * {nr} + js;
+        decls = f"""    const float *__restrict ti = t + i * {nr} + js;
     float *__restrict yi = y + (ptrdiff_t)(i0 + i) * {ep.ldy} + yc;"""
-        return fitted_rows("run", head, lambda L: body(L, final))
+        return fitted_rows("run", "int i < mr", decls, lambda L: body(L, final))
     body = f"if (last) {{\n{indent(rows(True))}\n}} else {{\n{indent(rows(False))}\n}}"
     return _over_runs(ep, "j0", "nr", "yc", body)
 
@@ -176,9 +184,8 @@ def ep_cols(ep: "Epilogue", nr: int) -> str:
                 f"if (!first) v = {vop('vfadd_vv', L)}(v, {vle(L, 'yj + u')}, vl);\n"
                 + (f"if (last) {{\n{indent(fin)}\n}}\n" if fin else "")
                 + vse(L, "yj + u", "v"))
-    head = f"""for (int j = 0; j < nr; ++j) {{
-    const float *__restrict tj = t + is * {nr} + j;
+    decls = f"""    const float *__restrict tj = t + is * {nr} + j;
     float *__restrict yj = y + (ptrdiff_t)(j0 + j) * {ep.ldy} + n0;"""
     cols = f"""{'' if _ep_apply(ep, "0", "0", 1) else "(void)last;"}
-{fitted_rows("run", head, body)}"""
+{fitted_rows("run", "int j < nr", decls, body)}"""
     return _over_runs(ep, "i0", "mr", "n0", cols)
