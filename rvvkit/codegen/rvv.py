@@ -28,44 +28,64 @@ vl = min(n - j0, vsetvlmax) in scalar code.
 """
 from __future__ import annotations
 
+from .cfmt import indent
+
 GUARD = "#if defined(__riscv_v_intrinsic)"
 
 # Support key of the header: every kernel that uses the macros or intrinsics lists it first in
 # its support dict, so the emitter writes it once, before any helper that needs it.
 HEADER_KEY = "0_rvk_rvv_header"
-def _copy_rows_arm(L: int) -> str:
-    def load(p: str) -> str:
-        return (f"es == 1 ? __riscv_vle32_v_f32m{L}({p}, vl)\n"
-                f"                   : __riscv_vlse32_v_f32m{L}({p}, bytes, vl)")
+def _copy_rows_arm(L: int, src, strided: bool) -> str:
+    """One LMUL's arm of the row copies: row r from src(r), row 0 before the loop."""
+    def copy(r: str, dst: str) -> str:
+        vle = f"__riscv_vle32_v_f32m{L}({src(r)}, vl)"
+        if strided:
+            vle = f"es == 1 ? {vle} : __riscv_vlse32_v_f32m{L}({src(r)}, bytes, vl)"
+        return (f"{{\n    const vfloat32m{L}_t v = {vle};\n"
+                f"    __riscv_vse32_v_f32m{L}({dst}, v, vl);\n}}")
     return f"""if (n <= {L} * v1) {{
         const size_t vl = n;
-        __riscv_vse32_v_f32m{L}(d, {load("s")}, vl);
-        for (size_t r = 1; r < rows; ++r)
-            __riscv_vse32_v_f32m{L}(d + r * ds, {load("s + r * ss")}, vl);
+{indent(copy("0", "d"), 2)}
+        for (size_t r = 1; r < rows; ++r) {indent(copy("r", "d + r * ds"), 2).lstrip()}
     }}"""
 
 
-# A plane's rows (a depthwise conv's input into its padded plane, its output back) copied with
-# one LMUL choice: per row, rvk_vcopy's choice and call cost more scalar instructions than the
-# row's load and store at 14 floats.
-_COPY_ROWS = f"""/* rows x n floats, s (row stride ss, element stride es) -> d (row stride ds): rvk_vcopy's
- * LMUL chosen once for every row. vl = n (it fits the group), not vsetvl, and row 0 before
- * the loop: else clang 16 re-issues the vtype inside the row loop. */
-__attribute__((unused)) static inline void rvk_vcopy_rows(float *__restrict d, ptrdiff_t ds,
-    const float *__restrict s, ptrdiff_t ss, ptrdiff_t es, size_t n, size_t rows) {{
-    const size_t v1 = __riscv_vsetvlmax_e32m1();
-    const ptrdiff_t bytes = es * (ptrdiff_t)sizeof(float);
-    if (rows == 0 || n == 0)
-        return;
-    {" else ".join(_copy_rows_arm(L) for L in (1, 2, 4))} else if (es == 1) {{
+def _copy_rows(name: str, src_params: str, src, strided: bool) -> str:
+    arms = " else ".join(_copy_rows_arm(L, src, strided) for L in (1, 2, 4))
+    if strided:
+        longer = f"""else if (es == 1) {{
         for (size_t r = 0; r < rows; ++r)
-            rvk_vcopy(d + r * ds, s + r * ss, n);
+            rvk_vcopy(d + r * ds, {src("r")}, n);
     }} else {{
         for (size_t r = 0; r < rows; ++r)
-            rvk_vcopy_strided(d + r * ds, s + r * ss, es, n);
-    }}
+            rvk_vcopy_strided(d + r * ds, {src("r")}, es, n);
+    }}"""
+    else:
+        longer = f"""else {{
+        for (size_t r = 0; r < rows; ++r)
+            rvk_vcopy(d + r * ds, {src("r")}, n);
+    }}"""
+    bytes_ = "\n    const ptrdiff_t bytes = es * (ptrdiff_t)sizeof(float);" if strided else ""
+    return f"""__attribute__((unused)) static inline void {name}(float *__restrict d, ptrdiff_t ds,
+    const float *__restrict s, {src_params}, size_t n, size_t rows) {{
+    const size_t v1 = __riscv_vsetvlmax_e32m1();{bytes_}
+    if (rows == 0 || n == 0)
+        return;
+    {arms} {longer}
 }}
 """
+
+
+# A plane's rows (a depthwise conv's input into its padded plane, its output back; the k-rows
+# of an im2col panel) copied with one LMUL choice: per row, rvk_vcopy's choice and call cost
+# more scalar instructions than the row's load and store at 14 floats.
+_COPY_ROWS = """/* rows x n floats to d (row stride ds) from s (rvk_vcopy_rows: row stride ss,
+ * element stride es; rvk_vcopy_rows_at: row r at s + off[r]), rvk_vcopy's LMUL chosen once
+ * for every row. vl = n (it fits the group), not vsetvl, and row 0 before the loop: else
+ * clang 16 re-issues the vtype inside the row loop. */
+""" + _copy_rows("rvk_vcopy_rows", "ptrdiff_t ss, ptrdiff_t es", lambda r: f"s + {r} * ss"
+                 if r != "0" else "s", True) + \
+    _copy_rows("rvk_vcopy_rows_at", "const int *__restrict off", lambda r: f"s + off[{r}]", False)
 
 HEADER = """#if defined(__riscv_v_intrinsic)
 #include <riscv_vector.h>
@@ -128,7 +148,8 @@ __attribute__((unused)) static inline void rvk_vzero(float *__restrict d, size_t
         i += vl;
     }
 }
-""" + _COPY_ROWS + """#define RVK_MEMCPY(d, s, nbytes) rvk_vcopy((d), (s), (size_t)(nbytes) / sizeof(float))
+""" + _COPY_ROWS + """\
+#define RVK_MEMCPY(d, s, nbytes) rvk_vcopy((d), (s), (size_t)(nbytes) / sizeof(float))
 #define RVK_MEMZERO(d, nbytes) rvk_vzero((d), (size_t)(nbytes) / sizeof(float))
 #else
 #define RVK_MEMCPY(d, s, nbytes) memcpy(d, s, nbytes)

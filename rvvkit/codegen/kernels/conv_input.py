@@ -162,7 +162,8 @@ class PhaseGrid:
                 return f"xc + ({i} * {sh} + {a - pt}) * {w} + {jlo * sw + b - pl}"
 
             def dst(i) -> str:
-                return f"xp + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + {i} * {wq} + {jlo}"
+                return (f"xp + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + {i} * {wq} + "
+                        f"{jlo}")
             n = jhi - jlo
             if sw == 1:
                 row = f"RVK_MEMCPY({dst('i')}, {src('i')}, {n} * sizeof(float));"
@@ -199,7 +200,11 @@ rvk_vcopy_rows({dst(ilo)}, {wq}, {src(ilo)}, {sh * w}, {sw}, {n}, {ihi - ilo});
         const int p = p0 + pp * {pw};
         const float *__restrict s = x + p / {self.wo} * {self.wq} + p % {self.wo};
         float *__restrict d = dst + (ptrdiff_t)pp * kb * {pw};
+{GUARD}
+        rvk_vcopy_rows_at(d, {pw}, s, off, {pw}, (size_t)kb);
+#else
         for (int kk = 0; kk < kb; ++kk) RVK_MEMCPY(d + kk * {pw}, s + off[kk], {pw} * sizeof(float));
+#endif
     }}
 }}
 """

@@ -48,7 +48,9 @@ def fitted_rows(avl: str, loop: str, decls: str, body, peel: bool = False) -> st
     row at m8. `peel` (the loop runs at least once): row 0 is run before the loop, so the
     vector state is set on entry and clang 16 keeps its vsetvli out of the loop."""
     ctype, var, _, bound = loop.split()
-    head = lambda first: f"for ({ctype} {var} = {first}; {var} < {bound}; ++{var}) {{\n{decls}"  # noqa: E731
+
+    def head(first: int) -> str:
+        return f"for ({ctype} {var} = {first}; {var} < {bound}; ++{var}) {{\n{decls}"
 
     def one(L: int) -> str:
         if not peel:
