@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import rvvkit  # noqa: E402
+from rvvkit.cycle_model import weighted_instructions  # noqa: E402
 from rvvkit.reference import ort_session  # noqa: E402
 from rvvkit.zoo_quant import float_model  # noqa: E402
 
@@ -42,9 +43,6 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def weighted(c) -> int:
-    return c["insns"] - c["vector_insns"] + c["lmul_weighted_vector_ops"]
-
 
 def qemu_rows(name, art, feeds, vlen, counts):
     from rvvkit.runtime.qemu import QemuSession
@@ -54,8 +52,8 @@ def qemu_rows(name, art, feeds, vlen, counts):
             t0 = time.perf_counter()
             sess.set_threads(t)
             c = sess.instruction_counts(feeds)
-            per = [weighted(p) for p in c["per_thread"]]
-            total = weighted(c)
+            per = [weighted_instructions(p) for p in c["per_thread"]]
+            total = weighted_instructions(c)
             base = base if base is not None else total
             rows.append({"model": name, "vlen": vlen, "threads": t, "weighted_total": total,
                          "critical_path": max(per), "per_thread": per,

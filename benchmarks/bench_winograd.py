@@ -28,6 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 from host_env import say  # noqa: I100 - finds rvvkit first
 
 import rvvkit
+from rvvkit.cycle_model import weighted_instructions
 from rvvkit.reference import ort_session
 from rvvkit.report import table
 
@@ -62,9 +63,6 @@ def conv_model(c: int, h: int, m: int):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def weighted(c: dict) -> int:
-    return c["insns"] - c["vector_insns"] + c["lmul_weighted_vector_ops"]
-
 
 def qemu_count(art, feeds, vlen: int, ref) -> Dict:
     from rvvkit.runtime.qemu import QemuSession
@@ -74,7 +72,7 @@ def qemu_count(art, feeds, vlen: int, ref) -> Dict:
         c = sess.instruction_counts(feeds)
     y = next(iter(out.values()))
     err = float(np.abs(y - ref).max() / max(float(np.abs(ref).max()), 1e-30))
-    return {"weighted": weighted(c), "insns": c["insns"], "err": err}
+    return {"weighted": weighted_instructions(c), "insns": c["insns"], "err": err}
 
 
 def host_times(arts, feeds, repeat: int) -> List[float]:

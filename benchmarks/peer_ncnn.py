@@ -55,6 +55,8 @@ import peer_ncnn_build as B  # noqa: E402
 import peer_ncnn_models as M  # noqa: E402
 from peer_ncnn_build import PeerError, log  # noqa: E402
 
+from rvvkit.cycle_model import weighted_instructions  # noqa: E402
+
 ENGINES = ("ncnn", "rvvkit")
 
 
@@ -123,9 +125,6 @@ def rvvkit_counts(art, feeds: dict, vlen: int) -> dict:
         c = sess.instruction_counts(feeds)  # totals only here: per_thread is not compared
     return {k: int(c[k]) for k in COUNT_KEYS}
 
-
-def weighted(c: dict) -> int:
-    return c["insns"] - c["vector_insns"] + c["lmul_weighted_vector_ops"]
 
 
 def prepare(name: str, prec: str, work: Path, tools, runner, vlen0: int, tol: float) -> dict:
@@ -216,7 +215,8 @@ def measure(name, prec, vlens, work, tools, runner, args) -> tuple:
         rc = _cached(work / "counts" / f"rvvkit-{name}-{prec}-{vlen}.json", rkey,
                      lambda: rvvkit_counts(p["art"], p["feeds"], vlen), args.recount)
         row = {"model": name, "precision": prec, "vlen": vlen, "macs": macs,
-               "ncnn": dict(nc, weighted=weighted(nc)), "rvvkit": dict(rc, weighted=weighted(rc))}
+               "ncnn": dict(nc, weighted=weighted_instructions(nc)),
+               "rvvkit": dict(rc, weighted=weighted_instructions(rc))}
         row["weighted_ratio"] = row["ncnn"]["weighted"] / row["rvvkit"]["weighted"]
         row["ncnn_output_ok"] = ok
         rows.append(row)

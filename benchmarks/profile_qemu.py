@@ -3,8 +3,8 @@ QEMU (exact, from the counting plugin's block profile; rvvkit.runtime.iprofile),
 
     python3 benchmarks/profile_qemu.py resnet50 --vlen 512 [--top 25] [--functions] [--markdown]
 
-Models: the onnx light models, tests/models' float models (rvvkit.zoo_quant.float_model),
-"encoder" (benchmarks/encoder.py's BERT-style encoder), or a path to an .onnx file (its inputs
+Models: those of benchmarks/peer_ncnn.py (peer_ncnn_models.fp32_model: the onnx light models,
+tests/models' float models, mobilenet_v2_224, encoder), or a path to an .onnx file (its inputs
 from rvvkit.zoo.sample_inputs). Rows are kernel families (function names without shapes,
 hashes and LMUL variants) unless --functions; "weighted" = instructions - vector instructions
 + LMUL-weighted vector operations (rvvkit.cycle_model.weighted_instructions), as everywhere.
@@ -22,19 +22,16 @@ sys.path.insert(0, str(HERE))
 
 
 def _model(name: str):
+    """(model, feeds): an .onnx file, or any model the ncnn peer benchmark knows (one place
+    for the names: peer_ncnn_models.fp32_model)."""
     import onnx
     from rvvkit import zoo
-    from rvvkit.zoo_quant import float_model
     if name.endswith(".onnx"):
         model = onnx.load(name)
         return model, zoo.sample_inputs(model)
-    if name in zoo.LIGHT_MODELS:
-        model = zoo.light_model(name)
-        return model, zoo.sample_inputs(model)
-    if name == "encoder":
-        from encoder import bert_encoder
-        return bert_encoder()
-    return float_model(name)
+    from peer_ncnn_models import fp32_model
+    model, feeds, _, _ = fp32_model(name)
+    return model, feeds
 
 
 def main(argv=None) -> int:
@@ -52,11 +49,12 @@ def main(argv=None) -> int:
     from rvvkit.report import table
     from rvvkit.runtime.iprofile import family
     from rvvkit.runtime.qemu import QemuSession
+    from peer_ncnn_build import PeerError
     try:
         model, feeds = _model(args.model)
         with QemuSession(rvvkit.build(model), vlen=args.vlen) as sess:
             prof = sess.instruction_profile(feeds)
-    except (RvvkitError, OSError) as exc:
+    except (RvvkitError, OSError, PeerError) as exc:
         print(f"profile_qemu: error: {exc}", file=sys.stderr)
         return 1
     rows = {}
