@@ -35,6 +35,8 @@ GUARD = "#if defined(__riscv_v_intrinsic)"
 # Support key of the header: every kernel that uses the macros or intrinsics lists it first in
 # its support dict, so the emitter writes it once, before any helper that needs it.
 HEADER_KEY = "0_rvk_rvv_header"
+
+
 def _copy_rows_arm(L: int, src, strided: bool) -> str:
     """One LMUL's arm of the row copies: row r from src(r), row 0 before the loop."""
     def copy(r: str, dst: str) -> str:

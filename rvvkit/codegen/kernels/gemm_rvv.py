@@ -351,18 +351,17 @@ def _pair_group(mr: int, nr: int, lmul: int, ind: str, r0: int, r1: int, store, 
     return f"{{ /* rows {r0}..{r1 - 1} of {P} panels */\n{indent(chr(10).join(lines))}\n}}"
 
 
-def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store,
-                 extra: str = "", extra_args: str = "", p: int = 0) -> str:
-    """One LMUL variant of the pair kernel: each row group a function of its own (noinline),
-    since clang 16 keeps a vsetvli inside the k loop of every group after a function's first
-    (it cannot prove the vtype the previous group's stores leave equal to the loop's): one
-    call per group and tile instead of one vsetvli per k step."""
+def pair_variant(name: str, mr: int, nr: int, lmul: int, ind: str, store, p: int,
+                 extra: str = "", extra_args: str = "") -> str:
+    """One LMUL variant of the pair kernel, over p panels: each row group a function of its
+    own (noinline), since clang 16 keeps a vsetvli inside the k loop of every group after a
+    function's first (it cannot prove the vtype the previous group's stores leave equal to the
+    loop's): one call per group and tile instead of one vsetvli per k step."""
     offp = "const int *__restrict off, " if ind else ""
     params = f"""int kb, const float *__restrict a,
     const float *__restrict b, ptrdiff_t bs, {offp}float *__restrict t{extra}"""
     args = f"kb, a, b, bs, {'off, ' if ind else ''}t{extra_args}"
     parts, calls = [], []
-    p = p or pair_panels(mr, lmul, ind)
     for r0, r1 in pair_groups(mr, lmul, ind, p):
         gname = suffixed(name, f"rows{r0}")
         parts.append(f"""static RVK_NOINLINE void {gname}({params}) {{
@@ -398,7 +397,7 @@ def pair_dispatch(name: str, mr: int, nr: int, ind: str, store, extra: str = "",
         counts = pair_counts(mr, nr, L, ind)
         for i, p in enumerate(counts):
             vn = vname(name, L) if i == 0 else suffixed(vname(name, L), f"p{p}")
-            variants.append(pair_variant(vn, mr, nr, L, ind, store, extra, extra_args, p))
+            variants.append(pair_variant(vn, mr, nr, L, ind, store, p, extra, extra_args))
             test = f"lmul == {L}" + (f" && np == {p}" if i + 1 < len(counts) else "")
             picks.append(f"if ({test}) {vn}(kb, a, b, bs, {offa}t{extra_args});")
     return "".join(variants), "\nelse ".join(picks) or "(void)lmul;"

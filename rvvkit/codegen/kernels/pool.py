@@ -31,10 +31,10 @@ __all__ = ["pool_terms", "pool2d", "global_pool", "lrn", "softmax", "MAX_INIT", 
 MAX_INIT = flt(-float(np.finfo(np.float32).max))
 
 
-def max_step(v: str) -> str:
-    """The max fold's C step over tap value `v`: a NaN v enters acc, and a NaN acc then stays
-    (no comparison with it is true)."""
-    return f"acc = ({v} > acc || {v} != {v}) ? {v} : acc;"
+def max_step(v: str, acc: str = "acc") -> str:
+    """The max fold's C step over tap value `v` into `acc`: a NaN v enters acc, and a NaN acc
+    then stays (no comparison with it is true)."""
+    return f"{acc} = ({v} > {acc} || {v} != {v}) ? {v} : {acc};"
 
 
 def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_pad: bool):
@@ -105,7 +105,7 @@ def _max_rows(x_shape, y_shape, kernel, strides, pads, dilations) -> str:
                       f"""const float *__restrict r = xp + hh * {w};
 for (long j = 0; j < {w}; ++j) {{
     const float v = r[j];
-    t[j] = (v > t[j] || v != v) ? v : t[j];
+    {max_step("v", "t[j]")}
 }}""")
     inner = f"""const long w0 = ow * {sw} - {pl};
 float acc = {MAX_INIT};
