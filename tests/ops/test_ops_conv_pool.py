@@ -93,6 +93,10 @@ MAXPOOL_CASES = [
     ("auto_valid", (1, 2, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="VALID")),
     ("spatial_1x1", (1, 4, 1, 1), dict(kernel_shape=[1, 1])),
     ("whole_plane_strided", (1, 3, 5, 6), dict(kernel_shape=[5, 6], strides=[2, 3])),
+    # rows of >= 32 inside outputs: the portable kernel folds their columns tap by tap
+    ("wide_row_pad1_s2", (1, 2, 5, 75), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                             pads=[1, 1, 1, 1])),
+    ("wide_row_dilated", (1, 2, 4, 40), dict(kernel_shape=[2, 3], dilations=[1, 2])),
 ]
 
 
@@ -121,6 +125,11 @@ AVGPOOL_CASES = [
                                                 count_include_pad=1)),
     ("nonsquare_window", (1, 3, 5, 17), dict(kernel_shape=[5, 3], strides=[1, 2])),
     ("whole_plane", (2, 5, 7, 7), dict(kernel_shape=[7, 7])),     # ResNet's final pool
+    # rows of >= 32 inside outputs: the portable kernel folds their columns tap by tap
+    ("wide_row_cip0", (1, 2, 5, 40), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ("wide_row_cip1_s2", (1, 2, 6, 75), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                             pads=[1, 2, 1, 0], count_include_pad=1)),
+    ("wide_row_k2x4_s3", (1, 2, 5, 110), dict(kernel_shape=[2, 4], strides=[1, 3])),
 ]
 
 

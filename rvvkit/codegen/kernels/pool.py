@@ -76,8 +76,9 @@ float acc = {init};
     rvv = _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations,
                       count_include_pad, init, window)
     row = f"const long h0 = oh * {sh} - {pt};\n" + loop("ow", 0, wo, window, "long")
-    if kind == "max" and kh * kw > 1 and w <= MAX_ROW:
-        row = _max_rows(x_shape, y_shape, kernel, strides, pads, dilations)
+    if kh * kw > 1 and w <= MAX_ROW:
+        row = _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations,
+                         count_include_pad)
     code = _planes(n * c, h * w, ho * wo, loop("oh", 0, ho, row, "long", flat=True))
     split = split_of(n * c, n * c * ho * wo * kh * kw)   # the parts: _planes's planes
     if rvv is None:
@@ -93,58 +94,92 @@ MAX_ROW = 4096   # floats of the folded row on the stack (a wider 1-D pool keeps
 WIDE_ROW = 32
 
 
-def _max_rows(x_shape, y_shape, kernel, strides, pads, dilations) -> str:
-    """Portable max pool of output row oh in two folds: the window's input rows into t
-    (element-wise over whole rows: vectorised, no bounds checks), then the columns of t: tap
-    by tap over a wide row's inside outputs, else per output (bounds-checked only in the
-    border columns). The per-output window with a bounds
-    check per tap was scalar code (squeezenet's first MaxPool: 8 % of its host latency). Max
-    is exact, and any NaN still gives NaN, so the fold order does not matter."""
+def _row_fold(kind: str, h: int, w: int, kh: int, dh: int) -> str:
+    """The window's input rows of output row oh folded into t[w] (element-wise over whole
+    rows: vectorised, no bounds checks); an average also counts them in `nrow`."""
+    step = max_step("v", "t[j]") if kind == "max" else "t[j] += v;"
+    count = "" if kind == "max" else "++nrow;\n"
+    init = MAX_INIT if kind == "max" else "0.0f"
+    rows = _skip_loop("i", kh, f"const long hh = h0 + i * {dh};", f"hh < 0 || hh >= {h}",
+                      f"""const float *__restrict r = xp + hh * {w};
+{count}for (long j = 0; j < {w}; ++j) {{
+    const float v = r[j];
+    {step}
+}}""")
+    decl = "" if kind == "max" else "long nrow = 0;\n"
+    return f"""float t[{w}];
+for (long j = 0; j < {w}; ++j) t[j] = {init};
+{decl}{rows}"""
+
+
+def _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip: bool) -> str:
+    """Portable pool of output row oh in two folds: the window's rows into t (_row_fold), then
+    the columns of t: tap by tap over a wide row's inside outputs, else per output (bounds
+    checked only in the border columns). The per-output window with a bounds check per tap
+    was scalar code (squeezenet's first MaxPool: 8 % of its host latency; inception_v2's 3x3
+    AveragePools: 8 %). Max is exact and any NaN still gives NaN, so the fold order does not
+    matter for it; an average sums the same taps, rows first (within rounding of the window
+    order). Divisors as pool_terms: the clipped padded window with cip, else the real taps."""
     h, w = x_shape[2:]
     wo = y_shape[3]
     (kh, kw), (sh, sw), (dh, dw), pt, pl = kernel, strides, dilations, pads[0], pads[1]
+    pb, pr = pads[2], pads[3]
     lo = min(wo, -(-pl // sw))                                   # first ow with w0 >= 0
     hi = max(lo, min(wo, (w - 1 - (kw - 1) * dw + pl) // sw + 1))  # past the last inside
-    fold = max_step("v")
-    rows = _skip_loop("i", kh, f"const long hh = h0 + i * {dh};", f"hh < 0 || hh >= {h}",
-                      f"""const float *__restrict r = xp + hh * {w};
-for (long j = 0; j < {w}; ++j) {{
-    const float v = r[j];
-    {max_step("v", "t[j]")}
-}}""")
+    is_max = kind == "max"
+    init = MAX_INIT if is_max else "0.0f"
+
+    def step(acc: str) -> str:
+        return max_step("v", acc) if is_max else f"{acc} += v;"
+
+    if is_max:
+        def div(cols: str) -> str:
+            return ""
+    elif cip:
+        rows_in = f"((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
+
+        def div(cols: str) -> str:
+            return f" / (float)({rows_in} * {cols})"
+    else:
+        def div(cols: str) -> str:
+            return f" / (float)(nrow * {cols})"
     # inside columns: tap by tap over the whole run of outputs (vectorised, strided loads)
     at = " + ".join([f"ow * {sw}" if sw > 1 else "ow"] + (["j"] if dw == 1 else [f"j * {dw}"])) \
         + (f" - {pl}" if pl else "")
-    inner = f"""for (long ow = {lo}; ow < {hi}; ++ow) yr[ow] = {MAX_INIT};
+    scale = "" if is_max else f"\nfor (long ow = {lo}; ow < {hi}; ++ow) yr[ow] = yr[ow]{div(kw)};"
+    inner = f"""for (long ow = {lo}; ow < {hi}; ++ow) yr[ow] = {init};
 for (long j = 0; j < {kw}; ++j) {{
     for (long ow = {lo}; ow < {hi}; ++ow) {{
         const float v = t[{at}];
-        yr[ow] = (v > yr[ow] || v != v) ? v : yr[ow];
+        {step("yr[ow]")}
     }}
-}}"""
+}}{scale}"""
+    # a border column counts its taps inside the input (cip: inside the padded input)
+    ncol = "" if is_max else "long ncol = 0;\n"
+    count = "" if is_max else "\n++ncol;"
+    bcols = f"((w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}) - w0)" if cip else "ncol"
     border = f"""const long w0 = ow * {sw} - {pl};
-float acc = {MAX_INIT};
-{_skip_loop("j", kw, f"const long ww = w0 + j * {dw};", f"ww < 0 || ww >= {w}",
-            f"const float v = t[ww];{chr(10)}{fold}")}
-yp[oh * {wo} + ow] = acc;"""
+float acc = {init};
+{ncol}{_skip_loop("j", kw, f"const long ww = w0 + j * {dw};", f"ww < 0 || ww >= {w}",
+                  f"const float v = t[ww];{chr(10)}{step('acc')}{count}")}
+{"(void)ncol;" + chr(10) if cip else ""}yr[ow] = acc{div(bcols)};"""
     window = f"""const long w0 = ow * {sw} - {pl};
-float acc = {MAX_INIT};
+float acc = {init};
 for (long j = 0; j < {kw}; ++j) {{
     const float v = t[w0 + j * {dw}];
-    {fold}
+    {step("acc")}
 }}
-yr[ow] = acc;"""
+yr[ow] = acc{div(kw)};"""
     cols = [loop("ow", a, b, border, "long") for a, b in ((0, lo), (hi, wo)) if b > a]
     if hi - lo >= WIDE_ROW:
         cols.append(inner)
     elif hi > lo:
         cols.append(loop("ow", lo, hi, window, "long"))
+    unused = "(void)nrow;\n" if kind != "max" and cip else ""
     return f"""const long h0 = oh * {sh} - {pt};
 float *__restrict yr = yp + oh * {wo};
-float t[{w}];
-for (long j = 0; j < {w}; ++j) t[j] = {MAX_INIT};
-{rows}
-""" + "\n".join(cols)
+{_row_fold(kind, h, w, kh, dh)}
+{unused}""" + "\n".join(cols)
 
 
 def _skip_loop(var: str, n: int, decl: str, outside: str, body: str) -> str:
