@@ -40,6 +40,14 @@ COST_RUN = 300.0
 COST_ELEM = 4.0
 COST_K = {"im2col": 320.0, "pointwise": 32.0}   # per k-row per packer call (set-up of a row)
 COST_ROWPACK = 48.0   # per fixed-length panel copy of the row packer
+# per k step of a tile whose rows are read in place (grid, transposed) after the row's first
+# column panel: each step fetches its offset and MR scalars from a different channel plane, a
+# new cache line per k, so with k large the row panel is not L1-resident when the next column
+# panel re-reads it. Fitted to resnet50's 1x1 stride-2 layers (16-64 column panels), where the
+# grid cost 6-7 % more RVV instructions (QEMU, VLEN 128-1024) and 15-50 % more host time
+# (Xeon, AVX-512) than the row packer, which the model without it rated the same; with one
+# column panel (densenet's 3x3 convs to 32 channels) the grid measured fastest on the host.
+COST_GRID_ROWS = 14.0
 
 
 def _plan_conv(mg, hw, k, wo, cols_grid, pointwise, split_cost=0.0):
@@ -59,8 +67,11 @@ def _plan_conv(mg, hw, k, wo, cols_grid, pointwise, split_cost=0.0):
                 run = min(pw, wo) if path == "im2col" else pw * 6
                 per_call = L2_BLOCK // kc_of(k)   # activation columns per packer call
                 pack = k * hw * (COST_RUN / run + COST_ELEM + COST_K[path] / per_call)
+            elif path == "rowpack":
+                pack = split_cost + k * hw * COST_ROWPACK / pw
             else:
-                pack = split_cost + (k * hw * COST_ROWPACK / pw if path == "rowpack" else 0.0)
+                pack = split_cost + (COST_GRID_ROWS * cdiv(p, mr) * (cdiv(q, nr) - 1) * k
+                                     if trans else 0.0)
             out.append((tile_cost(p, q, k, mr, nr, trans) + pack, path, trans, mr, nr, cols))
     return min(out)
 
