@@ -94,19 +94,18 @@ MAX_ROW = 4096   # floats of the folded row on the stack (a wider 1-D pool keeps
 WIDE_ROW = 32
 
 
-def _row_fold(kind: str, h: int, w: int, kh: int, dh: int) -> str:
+def _row_fold(kind: str, h: int, w: int, kh: int, dh: int, count: bool) -> str:
     """The window's input rows of output row oh folded into t[w] (element-wise over whole
-    rows: vectorised, no bounds checks); an average also counts them in `nrow`."""
+    rows: vectorised, no bounds checks), counted in `nrow` when `count`."""
     step = max_step("v", "t[j]") if kind == "max" else "t[j] += v;"
-    count = "" if kind == "max" else "++nrow;\n"
     init = MAX_INIT if kind == "max" else "0.0f"
     rows = _skip_loop("i", kh, f"const long hh = h0 + i * {dh};", f"hh < 0 || hh >= {h}",
                       f"""const float *__restrict r = xp + hh * {w};
-{count}for (long j = 0; j < {w}; ++j) {{
+{"++nrow;" + chr(10) if count else ""}for (long j = 0; j < {w}; ++j) {{
     const float v = r[j];
     {step}
 }}""")
-    decl = "" if kind == "max" else "long nrow = 0;\n"
+    decl = "long nrow = 0;\n" if count else ""
     return f"""float t[{w}];
 for (long j = 0; j < {w}; ++j) t[j] = {init};
 {decl}{rows}"""
@@ -127,22 +126,18 @@ def _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip: bo
     lo = min(wo, -(-pl // sw))                                   # first ow with w0 >= 0
     hi = max(lo, min(wo, (w - 1 - (kw - 1) * dw + pl) // sw + 1))  # past the last inside
     is_max = kind == "max"
+    counted = not is_max and not cip        # an average of the real taps counts them
     init = MAX_INIT if is_max else "0.0f"
 
     def step(acc: str) -> str:
         return max_step("v", acc) if is_max else f"{acc} += v;"
 
-    if is_max:
-        def div(cols: str) -> str:
+    def div(cols: str) -> str:
+        """The divisor of a row's output over `cols` window columns."""
+        if is_max:
             return ""
-    elif cip:
-        rows_in = f"((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
-
-        def div(cols: str) -> str:
-            return f" / (float)({rows_in} * {cols})"
-    else:
-        def div(cols: str) -> str:
-            return f" / (float)(nrow * {cols})"
+        rows = "nrow" if counted else f"((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
+        return f" / (float)({rows} * {cols})"
     # inside columns: tap by tap over the whole run of outputs (vectorised, strided loads)
     at = " + ".join([f"ow * {sw}" if sw > 1 else "ow"] + (["j"] if dw == 1 else [f"j * {dw}"])) \
         + (f" - {pl}" if pl else "")
@@ -154,15 +149,15 @@ for (long j = 0; j < {kw}; ++j) {{
         {step("yr[ow]")}
     }}
 }}{scale}"""
-    # a border column counts its taps inside the input (cip: inside the padded input)
-    ncol = "" if is_max else "long ncol = 0;\n"
-    count = "" if is_max else "\n++ncol;"
-    bcols = f"((w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}) - w0)" if cip else "ncol"
+    # a border column's window columns: those inside the input (counted), else those inside
+    # the padded input
+    bcols = "ncol" if counted else f"((w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}) - w0)"
     border = f"""const long w0 = ow * {sw} - {pl};
 float acc = {init};
-{ncol}{_skip_loop("j", kw, f"const long ww = w0 + j * {dw};", f"ww < 0 || ww >= {w}",
-                  f"const float v = t[ww];{chr(10)}{step('acc')}{count}")}
-{"(void)ncol;" + chr(10) if cip else ""}yr[ow] = acc{div(bcols)};"""
+{"long ncol = 0;" + chr(10) if counted else ""}{_skip_loop(
+        "j", kw, f"const long ww = w0 + j * {dw};", f"ww < 0 || ww >= {w}",
+        f"const float v = t[ww];{chr(10)}{step('acc')}" + (f"{chr(10)}++ncol;" if counted else ""))}
+yr[ow] = acc{div(bcols)};"""
     window = f"""const long w0 = ow * {sw} - {pl};
 float acc = {init};
 for (long j = 0; j < {kw}; ++j) {{
@@ -175,11 +170,10 @@ yr[ow] = acc{div(kw)};"""
         cols.append(inner)
     elif hi > lo:
         cols.append(loop("ow", lo, hi, window, "long"))
-    unused = "(void)nrow;\n" if kind != "max" and cip else ""
     return f"""const long h0 = oh * {sh} - {pt};
 float *__restrict yr = yp + oh * {wo};
-{_row_fold(kind, h, w, kh, dh)}
-{unused}""" + "\n".join(cols)
+{_row_fold(kind, h, w, kh, dh, counted)}
+""" + "\n".join(cols)
 
 
 def _skip_loop(var: str, n: int, decl: str, outside: str, body: str) -> str:
