@@ -37,6 +37,12 @@ def max_step(v: str, acc: str = "acc") -> str:
     return f"{acc} = ({v} > {acc} || {v} != {v}) ? {v} : {acc};"
 
 
+def padded_extent(origin: str, k: int, end: int) -> str:
+    """C expression: how many of a window's k taps from `origin` lie before `end`, the far edge
+    of the padded input (an average's divisor with count_include_pad, per axis)."""
+    return f"(({origin} + {k} < {end} ? {origin} + {k} : {end}) - {origin})"
+
+
 def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_pad: bool):
     """(init, update, finish) of one output's window, shared by the C and CUDA kernels: `update`
     folds tap value `v` into `acc` (and counts taps in `cnt` for averages), `finish` is the
@@ -46,8 +52,8 @@ def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_
         return MAX_INIT, max_step("v"), "acc"
     _, _, pb, pr = pads
     if count_include_pad:
-        finish = (f"acc / (float)(((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
-                  f" * ((w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}) - w0))")
+        finish = (f"acc / (float)({padded_extent('h0', kh, h + pb)}"
+                  f" * {padded_extent('w0', kw, w + pr)})")
     else:
         finish = "acc / (float)cnt"
     return "0.0f", "acc += v; ++cnt;", finish
@@ -78,7 +84,7 @@ float acc = {init};
     row = f"const long h0 = oh * {sh} - {pt};\n" + loop("ow", 0, wo, window, "long")
     if kh * kw > 1 and w <= MAX_ROW:
         row = _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations,
-                         count_include_pad)
+                         count_include_pad, init)
     code = _planes(n * c, h * w, ho * wo, loop("oh", 0, ho, row, "long", flat=True))
     split = split_of(n * c, n * c * ho * wo * kh * kw)   # the parts: _planes's planes
     if rvv is None:
@@ -94,11 +100,10 @@ MAX_ROW = 4096   # floats of the folded row on the stack (a wider 1-D pool keeps
 WIDE_ROW = 32
 
 
-def _row_fold(kind: str, h: int, w: int, kh: int, dh: int, count: bool) -> str:
-    """The window's input rows of output row oh folded into t[w] (element-wise over whole
-    rows: vectorised, no bounds checks), counted in `nrow` when `count`."""
+def _row_fold(kind: str, init: str, h: int, w: int, kh: int, dh: int, count: bool) -> str:
+    """The window's input rows of output row oh folded into t[w] from `init` (element-wise
+    over whole rows: vectorised, no bounds checks), counted in `nrow` when `count`."""
     step = max_step("v", "t[j]") if kind == "max" else "t[j] += v;"
-    init = MAX_INIT if kind == "max" else "0.0f"
     rows = _skip_loop("i", kh, f"const long hh = h0 + i * {dh};", f"hh < 0 || hh >= {h}",
                       f"""const float *__restrict r = xp + hh * {w};
 {"++nrow;" + chr(10) if count else ""}for (long j = 0; j < {w}; ++j) {{
@@ -111,7 +116,8 @@ for (long j = 0; j < {w}; ++j) t[j] = {init};
 {decl}{rows}"""
 
 
-def _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip: bool) -> str:
+def _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip: bool,
+               init: str) -> str:
     """Portable pool of output row oh in two folds: the window's rows into t (_row_fold), then
     the columns of t: tap by tap over a wide row's inside outputs, else per output (bounds
     checked only in the border columns). The per-output window with a bounds check per tap
@@ -127,7 +133,6 @@ def _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip: bo
     hi = max(lo, min(wo, (w - 1 - (kw - 1) * dw + pl) // sw + 1))  # past the last inside
     is_max = kind == "max"
     counted = not is_max and not cip        # an average of the real taps counts them
-    init = MAX_INIT if is_max else "0.0f"
 
     def step(acc: str) -> str:
         return max_step("v", acc) if is_max else f"{acc} += v;"
@@ -136,7 +141,7 @@ def _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip: bo
         """The divisor of a row's output over `cols` window columns."""
         if is_max:
             return ""
-        rows = "nrow" if counted else f"((h0 + {kh} < {h + pb} ? h0 + {kh} : {h + pb}) - h0)"
+        rows = "nrow" if counted else padded_extent("h0", kh, h + pb)
         return f" / (float)({rows} * {cols})"
     # inside columns: tap by tap over the whole run of outputs (vectorised, strided loads)
     at = " + ".join([f"ow * {sw}" if sw > 1 else "ow"] + (["j"] if dw == 1 else [f"j * {dw}"])) \
@@ -151,7 +156,7 @@ for (long j = 0; j < {kw}; ++j) {{
 }}{scale}"""
     # a border column's window columns: those inside the input (counted), else those inside
     # the padded input
-    bcols = "ncol" if counted else f"((w0 + {kw} < {w + pr} ? w0 + {kw} : {w + pr}) - w0)"
+    bcols = "ncol" if counted else padded_extent("w0", kw, w + pr)
     border = f"""const long w0 = ow * {sw} - {pl};
 float acc = {init};
 {"long ncol = 0;" + chr(10) if counted else ""}{_skip_loop(
@@ -172,7 +177,7 @@ yr[ow] = acc{div(kw)};"""
         cols.append(loop("ow", lo, hi, window, "long"))
     return f"""const long h0 = oh * {sh} - {pt};
 float *__restrict yr = yp + oh * {wo};
-{_row_fold(kind, h, w, kh, dh, counted)}
+{_row_fold(kind, init, h, w, kh, dh, counted)}
 """ + "\n".join(cols)
 
 
@@ -226,8 +231,8 @@ def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip, i
     if kind == "max":
         fin = f"acc = {nan_unless(L, 'ok', 'acc')};\n"
     elif cip:   # interior: the window's width inside the padded input is kw
-        fin = (f"acc = {vop('vfdiv_vf', L)}(acc, (float)(((h0 + {kh} < {h + pb} ? h0 + {kh} : "
-               f"{h + pb}) - h0) * {kw}), vl);\n")
+        window = f"{padded_extent('h0', kh, h + pb)} * {kw}"
+        fin = f"acc = {vop('vfdiv_vf', L)}(acc, (float)({window}), vl);\n"
     else:
         fin = f"acc = {vop('vfdiv_vf', L)}(acc, (float)(rows * {kw}), vl);\n"
     count_rows = "" if kind == "max" or cip else "++rows;\n"
