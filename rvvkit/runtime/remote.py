@@ -131,7 +131,7 @@ class Board:
         back undecoded. The exec-channel file transfers stream through here."""
         transport = self.client.get_transport()
         with self._net(what):
-            chan = transport.open_session(timeout=self.cfg.connect_timeout)
+            chan = self._open_channel(transport, what)
             # sshd starts the command in a new session (setsid), so the shell's pid, printed
             # first, is the process group of all it starts: `kill -- -pid` reaches all.
             # `exit $?` last stops bash from exec-ing the last command, so a signal that
@@ -193,6 +193,25 @@ class Board:
                 raise ExecutionError(f"{self.label}: {self.lost_text()} during {what}")
             raise ExecutionError(f"{self.label}: {what} ended without an exit status")
         return RawResult(chan.exit_status, bytes(out).partition(b"\n")[2], bytes(err))
+
+    def _open_channel(self, transport, what: str):
+        """A new session channel, tried again while the connection is up and connect_timeout
+        has not passed: a loaded server can drop a channel it has just opened (seen once in
+        a CI run: Dropbear, "Unable to open channel." with the transport still active). No
+        command has started on a channel that failed to open, so trying again is safe."""
+        deadline = time.monotonic() + self.cfg.connect_timeout
+        pause = 0.1
+        while True:
+            try:
+                return transport.open_session(
+                    timeout=max(deadline - time.monotonic(), 0.1))
+            except self.net_errors as exc:
+                if not transport.is_active() or time.monotonic() + pause > deadline:
+                    raise
+                log.info("%s: %s: opening a channel failed (%s); trying again", self.label,
+                         what, exc)
+                time.sleep(pause)
+                pause *= 2
 
     def _kill(self, pid: bytes) -> None:
         if not pid.strip().isdigit() or int(pid) <= 1:

@@ -150,3 +150,34 @@ def test_sessions_in_parallel_threads(ssh_world, art):
     assert not errors and len(results) == 3
     for i in (1, 2):
         np.testing.assert_array_equal(results[i]["probs"], results[0]["probs"])
+
+
+def test_a_dropped_channel_is_opened_again_while_the_connection_is_up(ssh_world, tmp_path,
+                                                                       monkeypatch):
+    """A live server that fails a channel open (Dropbear under load did, once): the command
+    still runs, once; on a closed connection the same failure is an error at once."""
+    paramiko = pytest.importorskip("paramiko")
+    board = Board(board_config(f"ssh://native-board?workdir={tmp_path}"))
+    try:
+        transport = board.client.get_transport()
+        real_open, failures = transport.open_session, []
+
+        def flaky_open(**kw):
+            if len(failures) < 2:
+                failures.append(kw)
+                raise paramiko.SSHException("Unable to open channel.")
+            return real_open(**kw)
+        monkeypatch.setattr(transport, "open_session", flaky_open)
+        res = board.sh(f"echo x >> {tmp_path}/runs; cat {tmp_path}/runs", timeout=30,
+                       what="a counted command")
+        assert (res.rc, res.out, len(failures)) == (0, "x\n", 2)
+        monkeypatch.setattr(transport, "is_active", lambda: False)
+        failures.clear()
+        t0 = time.monotonic()
+        with pytest.raises(ExecutionError, match="native-board: a dead end failed: connection "
+                                                 "lost"):
+            board.sh("true", timeout=30, what="a dead end")
+        assert len(failures) == 1 and time.monotonic() - t0 < 1
+    finally:
+        monkeypatch.undo()
+        board.close()
