@@ -11,7 +11,9 @@ RVVKIT_WINOGRAD=off and =on; each model (rvvkit.zoo light models) with =off and 
 exact), and the largest difference from onnxruntime relative to its largest output. On the
 host: median latency over interleaved calls, one thread. Ratios are direct / Winograd (> 1:
 Winograd cheaper). The cost model in rvvkit/codegen/kernels/conv_winograd.py is fitted to the
-VLEN 256 column; "chosen" says what it picks for the layer.
+VLEN 256 column, its host exceptions (`prefers_direct_off_riscv`) to the host column; "Winograd
+steps (auto)" says what it picks, and how many of those run directly on targets other than
+RISC-V.
 """
 from __future__ import annotations
 
@@ -32,9 +34,11 @@ from rvvkit.cycle_model import weighted_instructions
 from rvvkit.reference import ort_session
 from rvvkit.report import table
 
-# (C, H=W, M): resnet50's stride-1 3x3 layers, squeezenet 1.1's expand layers, a 3-channel stem
+# (C, H=W, M): resnet50's stride-1 3x3 layers, squeezenet 1.1's expand layers, a 3-channel stem,
+# densenet121's narrow ones and inception_v1's last
 LAYERS = [(64, 56, 64), (128, 28, 128), (256, 14, 256), (512, 7, 512),
-          (16, 55, 64), (32, 27, 128), (48, 13, 192), (64, 13, 256), (3, 56, 64)]
+          (16, 55, 64), (32, 27, 128), (48, 13, 192), (64, 13, 256), (3, 56, 64),
+          (128, 14, 32), (128, 7, 32), (192, 6, 384)]
 
 
 @contextmanager
@@ -100,8 +104,13 @@ def build_pair(model, second: str):
     return direct, wino
 
 
-def chosen(art) -> int:
-    return sum(1 for s in art.meta["plan"] if "winograd" in str(s.get("kernel", "")))
+def chosen(art) -> str:
+    """Winograd steps of the plan; those whose kernel keeps the direct form for targets other
+    than RISC-V (conv.by_target) counted again in brackets."""
+    kernels = [str(s.get("kernel", "")) for s in art.meta["plan"]]
+    n = sum(1 for k in kernels if "winograd" in k)
+    riscv = sum(1 for k in kernels if "riscv_winograd" in k)
+    return f"{n} ({riscv} RISC-V only)" if riscv else str(n)
 
 
 def measure(label: str, model, second: str, args) -> List:

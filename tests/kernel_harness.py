@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from rvvkit.codegen.c import KERNEL_PRELUDE
+from rvvkit.codegen.kernel import Lowered
 from rvvkit.codegen.parallel import definition
 from rvvkit.codegen.cuda.render import KERNEL_PRELUDE as CUDA_KERNEL_PRELUDE
 
@@ -64,11 +65,16 @@ def translation_unit(header: str, kernels: Sequence, support_of=None, body_of=No
     return header + "\n".join(support.values()) + "\n\n" + "\n".join(parts)
 
 
+def output_index(lowered, n_inputs: int) -> int:
+    """Where call_arrays puts the output: after the inputs and the extra weight forms."""
+    return n_inputs + len(lowered.extra_weights)
+
+
 def call_arrays(lowered, inputs, out_shape) -> List[np.ndarray]:
     """The arguments of one kernel call: inputs (weights transformed as the build does), a
     NaN output, then a NaN workspace when the kernel has one."""
-    arrs = [np.ascontiguousarray(a, np.float32) for a in inputs]
-    for j, fn in (lowered.transforms or {}).items():
+    arrs, transforms, _ = lowered.bind([np.ascontiguousarray(a, np.float32) for a in inputs])
+    for j, fn in transforms.items():
         arrs[j] = np.ascontiguousarray(fn(arrs[j]), np.float32)
     arrs.append(np.full(out_shape, np.nan, np.float32))
     if lowered.kernel.workspace:
@@ -119,7 +125,7 @@ class CLib(KernelLib):
     def __call__(self, i, inputs, out_shape):
         arrs = call_arrays(self.lowered[i], inputs, out_shape)
         self.call(i, arrs)
-        return arrs[len(inputs)]
+        return arrs[output_index(self.lowered[i], len(inputs))]
 
 
 # ----------------------------------------------------------------------- CUDA
@@ -158,17 +164,16 @@ class EmuLib(KernelLib):
                        "-o", str(so)])
         super().__init__(so, [k for k, _ in lowered])
 
-    def run(self, i, inputs, out_shape, transforms=None, order="forward"):
-        """Output of case i; `transforms` are the lowering's build-time weight packings;
-        `order` the emulator's thread order ("reverse" exposes the other half of the missing
-        barriers, see rvk_cuda_emu.h)."""
-        from types import SimpleNamespace
-        low = SimpleNamespace(kernel=self.kernels[i], transforms=transforms)
+    def run(self, i, inputs, out_shape, low=None, order="forward"):
+        """Output of case i; `low` the case's `Lowered` where it stores weights transformed
+        (its build-time packings); `order` the emulator's thread order ("reverse" exposes the
+        other half of the missing barriers, see rvk_cuda_emu.h)."""
+        low = low or Lowered(self.kernels[i])
         arrs = call_arrays(low, inputs, out_shape)
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RVK_CUDA_EMU_ORDER", order)
             self.call(i, arrs)
-        return arrs[len(inputs)]
+        return arrs[output_index(low, len(inputs))]
 
 
 def nvcc_compiles(lowered, tmp: Path) -> None:

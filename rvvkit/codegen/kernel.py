@@ -7,7 +7,7 @@ plan entry point with pointers into the weights blob, the arena or the graph's I
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -88,9 +88,28 @@ WeightTransforms = Dict[int, Callable[[np.ndarray], np.ndarray]]
 
 @dataclass
 class Lowered:
-    """What a lowering returns: the kernel, and transforms of constant inputs (if any)."""
+    """What a lowering returns: the kernel, and transforms of constant inputs (if any).
+
+    extra_weights: further stored forms of a constant input, each (position, input index,
+    transform): the kernel takes `transform(input)` as one more const parameter at `position`
+    of its parameter list (later parameters move up one). Used by a kernel that carries two
+    layouts of its weights and picks one per target at compile time."""
     kernel: Kernel
     transforms: Optional[WeightTransforms] = None
+    extra_weights: Tuple[Tuple[int, int, Callable[[np.ndarray], np.ndarray]], ...] = ()
+
+    def bind(self, values: List[Any]) -> Tuple[List[Any], WeightTransforms, Set[int]]:
+        """The kernel's arguments from the node's (inputs, then outputs): `values` with the
+        extra stored forms inserted, the transforms by parameter position, and the positions of
+        the extra forms."""
+        transforms = dict(self.transforms or {})
+        extra: Set[int] = set()
+        for pos, src, fn in self.extra_weights:
+            values = list(values[:pos]) + [values[src]] + list(values[pos:])
+            transforms = {(i + 1 if i >= pos else i): f for i, f in transforms.items()}
+            extra = {i + 1 if i >= pos else i for i in extra} | {pos}
+            transforms[pos] = fn
+        return list(values), transforms, extra
 
 
 # What each kernel kind's spec holds (see Kernel.spec). Lowerings build their spec with

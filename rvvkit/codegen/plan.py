@@ -180,15 +180,16 @@ def _build_plan(g: Graph) -> Plan:
         # every declared output is bound: an output the kernel does not write is an error
         # here, never a buffer left unwritten
         names = [root.get(i, i) for i in kernel_inputs(n)] + [o for o in n.outputs if o]
+        names, transforms, extra = low.bind(names)
         if len(names) != len(low.kernel.params):
             raise ModelError(f"{n.op} node {n.name!r}: its kernel takes {len(low.kernel.params)}"
                              f" tensors but the node binds {len(names)} (inputs "
                              f"{kernel_inputs(n)}, outputs {[o for o in n.outputs if o]}); "
                              "optional outputs of this op are not supported")
-        transforms = low.transforms or {}
         for idx, name in enumerate(names):
             if g.is_const(name):
-                key = name if idx not in transforms else f"{name}@{n.name}"
+                key = name if idx not in transforms else \
+                    f"{name}@{n.name}" + (f"#{idx}" if idx in extra else "")
                 data = transforms[idx](g.const(name)) if idx in transforms else g.const(name)
                 weights.add(key, data)
                 names[idx] = "\0w:" + key

@@ -17,14 +17,15 @@ import pytest
 
 from rvvkit.ops.activations import Act
 from rvvkit.codegen.kernels import conv, gemm
-from kernel_cases.conv import CONV_EMU
+from kernel_cases.conv import CONV_EMU, CONV_WINOGRAD_RISCV
 from kernel_cases.gemm import GEMM_EMU, MATMUL_EMU
 from kernel_harness import ORDERS, EmuLib, lower, nvcc_compiles
 
 RELU = Act("relu")
 
-# The shared tables' CUDA subsets (tests/kernel_cases/).
-CASES = CONV_EMU + GEMM_EMU + MATMUL_EMU
+# The shared tables' CUDA subsets (tests/kernel_cases/), and a conv carrying both of its forms
+# (the GPU takes Winograd; the direct form's weights are an unused parameter).
+CASES = CONV_EMU + CONV_WINOGRAD_RISCV[-1:] + GEMM_EMU + MATMUL_EMU
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,7 +51,7 @@ def emu(lowered, tmp_path_factory):
 @pytest.mark.parametrize("idx", range(len(CASES)), ids=[c.id for c in CASES])
 def test_numerics_under_emulator(emu, lowered_cases, idx, order):
     inputs, want = CASES[idx].data()
-    got = emu.run(idx, inputs, np.shape(want), lowered_cases[idx].transforms, order)
+    got = emu.run(idx, inputs, np.shape(want), lowered_cases[idx], order)
     scale = max(1.0, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale, err_msg=CASES[idx].id)
 

@@ -21,7 +21,7 @@ from rvvkit.codegen.kernels.gemm import gemm, matmul
 from rvvkit.codegen.kernels.gemm_tiling import choose_tile
 from kernel_cases.case import CLIP, RELU
 from kernel_cases.conv import (CONV, CONV_FORCED, CONV_OTHER_COMPILERS, CONV_WINOGRAD,
-                               CONV_WINOGRAD_FORCED)
+                               CONV_WINOGRAD_FORCED, CONV_WINOGRAD_RISCV, winograd_forced)
 from kernel_cases.gemm import GEMM, MATMUL
 from kernel_harness import C_HDR, CLib, translation_unit
 
@@ -74,23 +74,46 @@ def test_conv_hints_and_macs():
 
 def test_winograd_is_chosen_where_it_wins():
     for case in CONV_WINOGRAD:
-        assert case.lower().kernel.hint == "conv3x3_winograd", case.id
+        assert case.lower().kernel.hint in WINOGRAD_HINTS, case.id
     lo = CONV_WINOGRAD[0].lower()
     assert set(lo.transforms) == {1} and lo.kernel.spec["op"] == "conv_winograd"
     assert lo.kernel.macs == 64 * 27 * 27 * 16 * 9      # the convolution's MACs
 
 
+def test_a_kernel_with_both_forms_stores_both_weight_layouts():
+    lo = CONV_WINOGRAD_RISCV[0].lower()                 # 64x7x7 -> 96, bias, residual
+    k, spec = lo.kernel, lo.kernel.spec
+    assert k.hint == "conv3x3_riscv_winograd" and spec["op"] == "conv_winograd"
+    assert [p.name for p in k.params] == ["x", "w", "wd", "b", "r", "y"]
+    args, transforms, extra = lo.bind(["x", "w", "b", "r", "y"])
+    assert args == ["x", "w", "w", "b", "r", "y"] and set(transforms) == {1, 2} and extra == {2}
+    w = np.random.default_rng(0).standard_normal((96, 64, 3, 3)).astype(np.float32)
+    direct = winograd_forced(CONV[8], "off").lower()   # the same conv without Winograd
+    assert direct.kernel.hint == "conv2d" and spec["direct_panel"] == direct.kernel.spec["w_panel"]
+    np.testing.assert_array_equal(transforms[2](w), direct.transforms[1](w))
+    assert transforms[1](w).size == 36 * 96 * 64                      # U: 36 elements
+    assert "#if defined(__riscv)" in k.body and "wd, b, r, y" in k.body
+
+
 @pytest.fixture(scope="module", params=list(FLAGS))
 def winograd_lib(request, tmp_path_factory):
     path = tmp_path_factory.mktemp("wino") / f"wino_{request.param}"
-    lowered = [c.lower() for c in CONV_WINOGRAD_FORCED]
-    assert all(lo.kernel.hint == "conv3x3_winograd" for lo in lowered)
+    lowered = [c.lower() for c in WINOGRAD_CASES]
+    assert [lo.kernel.hint for lo in lowered] == \
+        ["conv3x3_winograd"] * len(CONV_WINOGRAD_FORCED) + \
+        ["conv3x3_riscv_winograd"] * len(CONV_WINOGRAD_RISCV)
     return CLib(lowered, path, FLAGS[request.param])
 
 
-@pytest.mark.parametrize("i", range(len(CONV_WINOGRAD_FORCED)), ids=ids(CONV_WINOGRAD_FORCED))
+# Winograd forced, and both forms in one kernel (this host runs its direct branch; QEMU its
+# Winograd branch: tests/qemu/test_rvv_kernels.py)
+WINOGRAD_CASES = CONV_WINOGRAD_FORCED + CONV_WINOGRAD_RISCV
+WINOGRAD_HINTS = ("conv3x3_winograd", "conv3x3_riscv_winograd")
+
+
+@pytest.mark.parametrize("i", range(len(WINOGRAD_CASES)), ids=ids(WINOGRAD_CASES))
 def test_conv_winograd_forced(winograd_lib, i):
-    _conv_check(winograd_lib, i, CONV_WINOGRAD_FORCED[i])
+    _conv_check(winograd_lib, i, WINOGRAD_CASES[i])
 
 
 # Every path x orientation, forced (the cost model alone would not reach all of them).

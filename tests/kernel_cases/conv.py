@@ -141,11 +141,13 @@ CONV_OTHER_COMPILERS = CONV[0], CONV[1], CONV[8], CONV[12], CONV[17], CONV[23], 
 # Winograd cases (the cost model's choice); CONV_WINOGRAD_FORCED are re-lowered with Winograd
 # forced wherever it applies (3x3, stride 1, no dilation, one group), however small.
 CONV_WINOGRAD = CONV[21], CONV[29], CONV[30], CONV[31]
-def winograd_forced(case: Case) -> Case:
-    """`case` lowered with Winograd forced ($RVVKIT_WINOGRAD=on during the lowering)."""
+def winograd_forced(case: Case, mode: str = "on") -> Case:
+    """`case` lowered with $RVVKIT_WINOGRAD=`mode` during the lowering: "on", Winograd
+    everywhere; "riscv", the kernel carrying both forms (Winograd compiled for RISC-V, the
+    direct GEMM elsewhere: conv.by_target)."""
     def lower():
         old = os.environ.get("RVVKIT_WINOGRAD")
-        os.environ["RVVKIT_WINOGRAD"] = "on"
+        os.environ["RVVKIT_WINOGRAD"] = mode
         try:
             return case.lower()
         finally:
@@ -153,10 +155,14 @@ def winograd_forced(case: Case) -> Case:
                 del os.environ["RVVKIT_WINOGRAD"]
             else:
                 os.environ["RVVKIT_WINOGRAD"] = old
-    return dataclasses.replace(case, id=case.id + "-winograd", lower=lower)
+    suffix = "-winograd" if mode == "on" else f"-winograd-{mode}"
+    return dataclasses.replace(case, id=case.id + suffix, lower=lower)
 
 
 CONV_WINOGRAD_FORCED = tuple(winograd_forced(CONV[i]) for i in (0, 3, 8, 11, 17, 18))
+# both forms in one kernel: residual + ReLU, two images, asymmetric padding
+CONV_WINOGRAD_RISCV = tuple(winograd_forced(CONV[i], "riscv") for i in (8, 17, 18))
 
 __all__ = ["CONV", "CONV_CUDA0", "CONV_EMU", "CONV_FORCED", "CONV_OTHER_COMPILERS",
-           "CONV_WINOGRAD", "CONV_WINOGRAD_FORCED", "conv", "out_hw", "winograd_forced"]
+           "CONV_WINOGRAD", "CONV_WINOGRAD_FORCED", "CONV_WINOGRAD_RISCV", "conv", "out_hw",
+           "winograd_forced"]

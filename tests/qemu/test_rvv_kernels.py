@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel_cases.conv import CONV, CONV_WINOGRAD_FORCED
+from kernel_cases.conv import CONV, CONV_WINOGRAD_FORCED, CONV_WINOGRAD_RISCV
 from kernel_cases.elementwise import AFFINE, CONCAT, COPY, NARY, TRANSPOSE, UNARY
 from kernel_cases.gemm import GEMM, MATMUL
 from kernel_cases.pool import GLOBAL_POOL, LRN, POOL, SOFTMAX
-from kernel_harness import C_HDR, call_arrays, translation_unit
+from kernel_harness import C_HDR, call_arrays, output_index, translation_unit
 
 from rvvkit.codegen.kernels.gemm_rvv import pair_plan, uk_plan, vname
 from rvvkit.jit.targets import riscv
@@ -84,7 +84,7 @@ class Family:
                 size = -(-a.size // GUARD) * GUARD
                 flat = np.full(size + GUARD, GUARD_VALUE, np.float32)
                 flat[:a.size] = a.reshape(-1)
-                if j == len(inputs):
+                if j == output_index(lo, len(inputs)):
                     self.out_at.append((at, out_shape))
                 offs.append(at)
                 chunks.append(flat)
@@ -156,7 +156,7 @@ def calls(cases):
 
 
 FAMILIES = {
-    "conv": CONV + CONV_WINOGRAD_FORCED,
+    "conv": CONV + CONV_WINOGRAD_FORCED + CONV_WINOGRAD_RISCV,   # RISCV: the Winograd branch
     "gemm": GEMM + MATMUL,
     "elementwise": NARY + UNARY + TRANSPOSE + CONCAT + COPY + AFFINE,
     "pool": POOL + GLOBAL_POOL + LRN + SOFTMAX,

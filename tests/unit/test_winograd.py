@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rvvkit.codegen.kernels import winograd as wg
-from rvvkit.codegen.kernels.conv_winograd import cost, eligible
+from rvvkit.codegen.kernels.conv_winograd import cost, eligible, prefers_direct_off_riscv
 
 
 @pytest.mark.parametrize("prog, mat", [(wg.IN_PROG, wg.BT), (wg.OUT_PROG, wg.AT)],
@@ -45,3 +45,20 @@ def test_eligible_and_cost():
     small = cost((1, 64, 28, 28), (64, 64, 3, 3), (1, 64, 28, 28), (1, 1, 1, 1))
     big = cost((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56), (1, 1, 1, 1))
     assert 3.5 < big / small < 4.5                  # four times the tiles
+
+
+@pytest.mark.parametrize("c, h, m, direct", [
+    (512, 7, 512, True),     # resnet50's last 3x3s: 36 MiB of U for 4 tiles
+    (192, 6, 384, True),     # inception_v1's last: 10.6 MiB for 4 tiles
+    (128, 14, 32, True),     # densenet121: 36 GEMMs of 32 x 16
+    (128, 7, 32, True),
+    (256, 14, 256, False),   # 16 tiles: U reused enough
+    (160, 6, 320, False),    # 4 tiles, 7.4 MiB of U
+    (128, 28, 32, False),    # densenet121 at 28x28: 49 tiles
+    (512, 12, 512, False),   # zfnet512: 9 tiles
+])
+def test_hosts_run_directly_where_winograd_only_wins_on_riscv(c, h, m, direct):
+    xs, ws_, ys = (1, c, h, h), (m, c, 3, 3), (1, m, h, h)
+    assert prefers_direct_off_riscv(xs, ws_, ys, (1, 1, 1, 1)) is direct
+    # a batch multiplies the tiles: U is then reused, and the GEMMs are longer
+    assert not prefers_direct_off_riscv((8,) + xs[1:], ws_, (8,) + ys[1:], (1, 1, 1, 1))

@@ -111,7 +111,9 @@ def conv_winograd(spec: dict, kernel: Kernel) -> CudaKernel:
         ep_store=lambda p, q, v: f"mz[(long long){p} * {g.t} + {q}] = {v};")
     gname, gtext, glaunch = tiled(pr, choose_tile(pr.p, pr.q))
     oargs = "ws + " + str(vsz) + ("LL, b" if bias else "LL") + (", r" if residual else "") + ", y"
-    launch = (f"    RVK_LAUNCH({iname}, dim3({cdiv(nin, NT)}), dim3({NT}), (x, ws));\n"
+    # a kernel carrying the direct form's weights too (conv.by_target): the GPU takes Winograd
+    unused = "    (void)wd;\n" if spec["direct_panel"] is not None else ""
+    launch = (f"{unused}    RVK_LAUNCH({iname}, dim3({cdiv(nin, NT)}), dim3({NT}), (x, ws));\n"
               f"    {glaunch}\n"
               f"    RVK_LAUNCH({oname}, dim3({cdiv(nout, NT)}), dim3({NT}), ({oargs}));\n")
     return CudaKernel(launch, {UNROLL_NAME: UNROLL_TEXT, iname: itext, gname: gtext,

@@ -16,6 +16,8 @@ and in one of two orientations:
   * transposed - rows = positions, columns = channels: better when the image is small (7x7 =
                  49 positions pads badly to 32-wide vectors, 512 channels do not).
 Depthwise (group == C == M) has no reuse across channels; it runs directly on the phase grid.
+3x3 stride-1 convs may take Winograd instead (conv_winograd.py): everywhere, or on RISC-V only
+with the direct GEMM kept for other targets in the same kernel (by_target).
 """
 from __future__ import annotations
 
@@ -76,15 +78,21 @@ def _plan_conv(mg, hw, k, wo, cols_grid, pointwise, split_cost=0.0):
     return min(out)
 
 
-def use_winograd(direct_cost: float, winograd_cost: float) -> bool:
-    """Whether a 3x3 stride-1 conv takes the Winograd kernel: by cost, or as $RVVKIT_WINOGRAD
-    says (off: never, on: wherever it applies; for comparisons and tests)."""
+def use_winograd(direct_cost: float, winograd_cost: float, direct_off_riscv: bool) -> str:
+    """Where a 3x3 stride-1 conv takes the Winograd kernel: "everywhere", "riscv" (the direct
+    GEMM on other targets, see by_target) or "nowhere"; by the costs (fitted to RVV) and
+    whether the host prefers the direct form, or as $RVVKIT_WINOGRAD says (off: nowhere, on:
+    everywhere it applies, riscv: on RISC-V only; for comparisons and tests)."""
     mode = os.environ.get("RVVKIT_WINOGRAD", "auto").strip().lower()
     if mode in ("off", "0", "no"):
-        return False
+        return "nowhere"
     if mode in ("on", "1", "yes"):
-        return True
-    return winograd_cost < direct_cost
+        return "everywhere"
+    if mode == "riscv":
+        return "riscv"
+    if winograd_cost >= direct_cost:
+        return "nowhere"
+    return "riscv" if direct_off_riscv else "everywhere"
 
 
 def _x_side(path, pg: PhaseGrid, xs, ws_, pw, k, strides, pads, dil):
@@ -102,60 +110,101 @@ def _x_side(path, pg: PhaseGrid, xs, ws_, pw, k, strides, pads, dil):
 
 
 def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> Lowered:
+    _, _, kh, kw = ws_
+    pointwise = (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and not any(pads)
+    pg = PhaseGrid(xs, ws_, ys, strides, pads, dil)
+    hw, k = ys[2] * ys[3], ws_[1] * kh * kw
+    plan = _plan_conv(ws_[0] // group, hw, k, ys[3], pg.cols, pointwise, pg.size * COST_ELEM)
+    direct = _direct_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act, pg,
+                          plan[1:])
+    if not winograd.eligible(xs, ws_, group, strides, dil):
+        return direct()
+    where = use_winograd(plan[0], winograd.cost(xs, ws_, ys, pads),
+                         winograd.prefers_direct_off_riscv(xs, ws_, ys, pads))
+    if where == "nowhere":
+        return direct()
+    wino = winograd.winograd_conv(xs, ws_, ys, pads, bias, residual, act,
+                                  _params(bias, residual))
+    return wino if where == "everywhere" else by_target(wino, direct("wd"))
+
+
+def by_target(wino: Lowered, direct: Lowered) -> Lowered:
+    """One kernel carrying both forms of a 3x3 conv, and both layouts of its weights (the
+    direct form's as parameter `wd`): Winograd where the code is compiled for RISC-V, the direct
+    GEMM elsewhere. Under QEMU and on boards Winograd needs 1.5-2.5x fewer instructions; an x86
+    host's direct GEMM runs near its peak, and Winograd's weights (four times the direct ones)
+    streamed for few tiles cost it more than the multiplications save. One artifact serves every
+    target, so the choice is the compiler's, not the build's."""
+    wk, dk = wino.kernel, direct.kernel
+    # both branches are compiled on every target (neither's helpers go unused); the constant
+    # condition leaves one in the object code
+    body = (f"#if defined(__riscv)\nconst int winograd = 1;\n#else\nconst int winograd = 0;\n"
+            f"#endif\nif (winograd) {{\n{wk.body.rstrip()}\n}} else {{\n{dk.body.rstrip()}\n}}\n")
+    support = dict(dk.support)
+    support.update(wk.support)
+    params = wk.params[:2] + (Param("wd"),) + wk.params[2:]
+    spec = dict(wk.spec, direct_panel=dk.spec["w_panel"])
+    kern = Kernel("conv3x3_riscv_winograd", params, indent(body) + "\n",
+                  max(wk.workspace, dk.workspace), support, wk.macs, spec=spec)
+    return Lowered(kern, dict(wino.transforms), ((2, 1, direct.transforms[1]),))
+
+
+def _direct_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act, pg: PhaseGrid,
+                 plan):
+    """The conv as one GEMM by `plan` (path, trans, mr, nr, cols of _plan_conv), lowered when
+    called: lower(wname="w") -> Lowered, its packed weights the parameter `wname`."""
     n, cin, h, w = xs
     m, cg, kh, kw = ws_
     _, _, ho, wo = ys
     mg, hw, k = m // group, ho * wo, cg * kh * kw
-    pointwise = (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and not any(pads)
-    pg = PhaseGrid(xs, ws_, ys, strides, pads, dil)
-    direct, path, trans, mr, nr, cols = _plan_conv(mg, hw, k, wo, pg.cols, pointwise,
-                                                   pg.size * COST_ELEM)
-    if winograd.eligible(xs, ws_, group, strides, dil) and \
-            use_winograd(direct, winograd.cost(xs, ws_, ys, pads)):
-        return winograd.winograd_conv(xs, ws_, ys, pads, bias, residual, act,
-                                      _params(bias, residual))
-    xpw = mr if trans else nr                      # panel width of the activation side
-    xside, grid, xpad = _x_side(path, pg, xs, ws_, xpw, k, strides, pads, dil)
-    pre = ""
-    adds = ((("b", "{m}", None),) if bias else ()) + \
-        ((("r", f"{{m}} * {hw} + {{n}}", None),) if residual else ())
-    ep = Epilogue(ldy=hw, trans=trans, addends=adds, act=act, grid=grid)
-    rows, ncols = (cols, mg) if trans else (mg, cols)
-    sides = (xside, Side("packed")) if trans else (Side("packed"), xside)
-    c = core("conv", rows, ncols, k, sides[0], sides[1], ep, mr, nr)
-    wpw = nr if trans else mr                      # panel width of the weight side
-    wgrp = cdiv(mg, wpw) * wpw * k                 # packed floats per group
+    path, trans, mr, nr, cols = plan
+    pointwise = path == "pointwise"
 
-    def transform(wt: np.ndarray) -> np.ndarray:
-        wt = np.asarray(wt, np.float32).reshape(group, mg, k)
-        return np.concatenate([pack_panels(wt[g], wpw) for g in range(group)])
+    def lower(wname: str = "w") -> Lowered:
+        xpw = mr if trans else nr                      # panel width of the activation side
+        xside, grid, xpad = _x_side(path, pg, xs, ws_, xpw, k, strides, pads, dil)
+        pre = ""
+        adds = ((("b", "{m}", None),) if bias else ()) + \
+            ((("r", f"{{m}} * {hw} + {{n}}", None),) if residual else ())
+        ep = Epilogue(ldy=hw, trans=trans, addends=adds, act=act, grid=grid)
+        rows, ncols = (cols, mg) if trans else (mg, cols)
+        sides = (xside, Side("packed")) if trans else (Side("packed"), xside)
+        c = core("conv", rows, ncols, k, sides[0], sides[1], ep, mr, nr)
+        wpw = nr if trans else mr                      # panel width of the weight side
+        wgrp = cdiv(mg, wpw) * wpw * k                 # packed floats per group
 
-    # per image n and group g (loops of one trip are left out, their index fixed at 0)
-    ng = (("n", m, n), ("g", mg, group))
-    y_at = _at("y", ng, hw)
-    if path in ("grid", "rowpack"):
-        pname, pcode = pg.split(xpw if path == "grid" else 0)
-        c.support[pname] = pcode
-        pre = f"{pname}({_at('x', [('n', 1, n)], cin * h * w)}, ws);\n"
-        xp = _at("ws", [("g", 1, group)], cg * pg.plane)
-    else:
-        pre, xp = "", _at("x", (("n", cin, n), ("g", cg, group)), h * w)
-    wpt = _at("w", [("g", 1, group)], wgrp)
-    args = f"{xp}, {wpt}" if trans else f"{wpt}, {xp}"
-    args += (f", {_at('b', [('g', mg, group)])}" if bias else "")
-    args += (f", {_at('r', ng, hw)}" if residual else "")
-    args += f", {y_at}, " + (f"ws + {xpad}" if c.workspace else "(float *)0")
-    per_group = f"{c.name}({args});"
-    if group > 1:
-        per_group = f"for (int g = 0; g < {group}; ++g) {{\n{indent(per_group)}\n}}"
-    body = pre + per_group
-    if n > 1:
-        body = f"for (int n = 0; n < {n}; ++n) {{\n{indent(body)}\n}}"
-    hint = "conv1x1" if pointwise else "conv2d"
-    kern = Kernel(hint, _params(bias, residual), indent(body) + "\n", c.workspace + xpad,
-                  c.support, n * m * hw * k, spec=_spec(xs, ws_, ys, group, strides, pads, dil,
-                                                        bias, residual, act, wpw))
-    return Lowered(kern, {1: transform})
+        def transform(wt: np.ndarray) -> np.ndarray:
+            wt = np.asarray(wt, np.float32).reshape(group, mg, k)
+            return np.concatenate([pack_panels(wt[g], wpw) for g in range(group)])
+
+        # per image n and group g (loops of one trip are left out, their index fixed at 0)
+        ng = (("n", m, n), ("g", mg, group))
+        y_at = _at("y", ng, hw)
+        if path in ("grid", "rowpack"):
+            pname, pcode = pg.split(xpw if path == "grid" else 0)
+            c.support[pname] = pcode
+            pre = f"{pname}({_at('x', [('n', 1, n)], cin * h * w)}, ws);\n"
+            xp = _at("ws", [("g", 1, group)], cg * pg.plane)
+        else:
+            pre, xp = "", _at("x", (("n", cin, n), ("g", cg, group)), h * w)
+        wpt = _at(wname, [("g", 1, group)], wgrp)
+        args = f"{xp}, {wpt}" if trans else f"{wpt}, {xp}"
+        args += (f", {_at('b', [('g', mg, group)])}" if bias else "")
+        args += (f", {_at('r', ng, hw)}" if residual else "")
+        args += f", {y_at}, " + (f"ws + {xpad}" if c.workspace else "(float *)0")
+        per_group = f"{c.name}({args});"
+        if group > 1:
+            per_group = f"for (int g = 0; g < {group}; ++g) {{\n{indent(per_group)}\n}}"
+        body = pre + per_group
+        if n > 1:
+            body = f"for (int n = 0; n < {n}; ++n) {{\n{indent(body)}\n}}"
+        hint = "conv1x1" if pointwise else "conv2d"
+        kern = Kernel(hint, _params(bias, residual), indent(body) + "\n", c.workspace + xpad,
+                      c.support, n * m * hw * k,
+                      spec=_spec(xs, ws_, ys, group, strides, pads, dil, bias, residual, act,
+                                 wpw))
+        return Lowered(kern, {1: transform})
+    return lower
 
 
 def _at(ptr: str, terms, scale: int = 1) -> str:

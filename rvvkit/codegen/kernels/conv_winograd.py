@@ -31,8 +31,10 @@ from .gemm_core import core
 from .gemm_emit import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels, tile_cost
 
+# direct_panel: None, or the w_panel of the direct form's weights a kernel carries beside U
+# (conv.by_target: Winograd on RISC-V only)
 declare_spec("conv_winograd", ("x_shape", "w_shape", "y_shape", "pads", "bias", "residual",
-                               "act", "u_panel", "trans"))
+                               "act", "u_panel", "trans", "direct_panel"))
 
 STRIP = 64      # tiles per RVV strip at most: bounds the scratch for any VLEN (m1 holds VLEN/32)
 # The cost model (units: a MAC at full rate, as gemm_tiling.tile_cost) is fitted to the
@@ -114,6 +116,30 @@ def cost(xs, ws_, ys, pads) -> float:
     g = geometry(xs, ws_, ys, pads)
     gemm_cost = _gemm_plan(g)[0]
     return GEMM_FACTOR * gemm_cost + wg.NE * g.t * (g.c * COST_IN + g.m * COST_OUT)
+
+
+# Where an AVX-512 host runs the direct GEMM faster although Winograd wins under RVV (one layer,
+# one thread, Winograd forced against the direct plan; Xeon @ 2.8 GHz, gcc 12, the nine light
+# models' 3x3 stride-1 layers; `benchmarks/bench_winograd.py --vlens --layers C,H,M ...` measures
+# one): Winograd took 1.25-1.70x the direct time for 512x7x7 -> 512 (resnet50), 1.2-1.4x for
+# 192x6x6 -> 384 (inception_v1), 1.2-1.3x for densenet121's 128 -> 32 at 14x14 and 7x7, and
+# 0.4-0.9x for most other layers (0.6-0.7x at 12x12 with 256-512 channels, 0.8-1.1x for the
+# other 4-tile layers, whose U is smaller).
+HOST_FEW_TILES = 4          # the GEMMs' columns: U used for this few tiles is streamed, not reused
+HOST_STREAMED_U = 10 << 20  # bytes of U beyond which that stream costs more than it saves
+HOST_NARROW_M = 32          # output channels: 36 GEMMs this narrow are mostly per-GEMM overhead
+HOST_NARROW_TILES = 16
+
+
+def prefers_direct_off_riscv(xs, ws_, ys, pads) -> bool:
+    """Whether targets other than RISC-V (an x86 host) should run this conv directly although
+    Winograd wins under RVV: its transformed weights U (four times the direct ones) are large
+    and used for a handful of tiles, or its 36 GEMMs are narrow and short (see above). The host
+    GEMM runs nearer its peak than RVV's, so the multiplications Winograd saves weigh less."""
+    g = geometry(xs, ws_, ys, pads)
+    u_bytes = 4 * wg.NE * g.c * g.m
+    return (g.t <= HOST_FEW_TILES and u_bytes > HOST_STREAMED_U) or \
+        (g.m <= HOST_NARROW_M and g.t <= HOST_NARROW_TILES)
 
 
 def geometry(xs, ws_, ys, pads) -> Geo:
@@ -353,7 +379,8 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
 {call_out}
 """
     spec = make_spec("conv_winograd", x_shape=xs, w_shape=ws_, y_shape=ys, pads=tuple(pads),
-                     bias=bias, residual=residual, act=act, u_panel=upw, trans=trans)
+                     bias=bias, residual=residual, act=act, u_panel=upw, trans=trans,
+                     direct_panel=None)
     macs = g.n * g.m * g.ho * g.wo * g.c * 9        # the convolution's, not the GEMMs'
     kern = Kernel("conv3x3_winograd", params, indent(body) + "\n", vsz + msz + scratch,
                   support, macs, spec=spec)
