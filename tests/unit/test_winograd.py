@@ -52,6 +52,8 @@ def test_eligible_and_cost():
     (192, 6, 384, True),     # inception_v1's last: 10.6 MiB for 4 tiles
     (128, 14, 32, True),     # densenet121: 36 GEMMs of 32 x 16
     (128, 7, 32, True),
+    (48, 13, 192, True),     # squeezenet: 36 GEMMs of 16 tiles, k = 48
+    (96, 14, 128, False),    # inception_v2: 16 tiles, 96 channels or more on both sides
     (256, 14, 256, False),   # 16 tiles: U reused enough
     (160, 6, 320, False),    # 4 tiles, 7.4 MiB of U
     (128, 28, 32, False),    # densenet121 at 28x28: 49 tiles

@@ -122,24 +122,25 @@ def cost(xs, ws_, ys, pads) -> float:
 # one thread, Winograd forced against the direct plan; Xeon @ 2.8 GHz, gcc 12, the nine light
 # models' 3x3 stride-1 layers; `benchmarks/bench_winograd.py --vlens --layers C,H,M ...` measures
 # one): Winograd took 1.25-1.70x the direct time for 512x7x7 -> 512 (resnet50), 1.2-1.4x for
-# 192x6x6 -> 384 (inception_v1), 1.2-1.3x for densenet121's 128 -> 32 at 14x14 and 7x7, and
-# 0.4-0.9x for most other layers (0.6-0.7x at 12x12 with 256-512 channels, 0.8-1.1x for the
-# other 4-tile layers, whose U is smaller).
+# 192x6x6 -> 384 (inception_v1), 1.2-1.3x for densenet121's 128 -> 32 at 14x14 and 7x7,
+# 1.1-1.35x for squeezenet's 48 -> 192 and 1.0-1.3x for its 64 -> 256 at 13x13, and 0.4-0.9x for
+# most other layers (0.6-0.7x at 12x12 with 256-512 channels, 0.6-0.8x at 14x14 with 96-192
+# channels both sides, 0.8-1.1x for the other 4-tile layers, whose U is smaller).
 HOST_FEW_TILES = 4          # the GEMMs' columns: U used for this few tiles is streamed, not reused
 HOST_STREAMED_U = 10 << 20  # bytes of U beyond which that stream costs more than it saves
-HOST_NARROW_M = 32          # output channels: 36 GEMMs this narrow are mostly per-GEMM overhead
-HOST_NARROW_TILES = 16
+HOST_SMALL_TILES = 16       # 36 GEMMs this short, and this narrow on one side, are mostly
+HOST_SMALL_SIDE = 64        # per-GEMM overhead (packing, transforms, a region per call)
 
 
 def prefers_direct_off_riscv(xs, ws_, ys, pads) -> bool:
     """Whether targets other than RISC-V (an x86 host) should run this conv directly although
     Winograd wins under RVV: its transformed weights U (four times the direct ones) are large
-    and used for a handful of tiles, or its 36 GEMMs are narrow and short (see above). The host
+    and used for a handful of tiles, or its 36 GEMMs are short and narrow (see above). The host
     GEMM runs nearer its peak than RVV's, so the multiplications Winograd saves weigh less."""
     g = geometry(xs, ws_, ys, pads)
     u_bytes = 4 * wg.NE * g.c * g.m
     return (g.t <= HOST_FEW_TILES and u_bytes > HOST_STREAMED_U) or \
-        (g.m <= HOST_NARROW_M and g.t <= HOST_NARROW_TILES)
+        (g.t <= HOST_SMALL_TILES and min(g.c, g.m) <= HOST_SMALL_SIDE)
 
 
 def geometry(xs, ws_, ys, pads) -> Geo:
