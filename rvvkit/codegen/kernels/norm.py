@@ -1,8 +1,8 @@
 """LRN and softmax kernels, and the RVV row reduction they share with global pooling.
 
 Under RVV intrinsics (see rvv.py): softmax uses vector max/sum reductions and the vector
-exp of vmath.py; LRN sums squares in registers and raises to -beta with square roots for beta in
-{0.5, 0.75, 1} (other betas keep the scalar powf)."""
+exp of vmath.py; LRN sums squares in registers. Both raise to -beta with square roots for beta in {0.5, 0.75, 1}
+(other betas keep the scalar powf), and both split their planes across threads."""
 from __future__ import annotations
 
 import math
@@ -70,32 +70,45 @@ def _strip(var: str, n, body: str, L: int = 8) -> str:
 }}"""
 
 
+# t^beta for the betas models use (AlexNet, GoogLeNet, ZFNet: 0.75) by square roots, which
+# vectorise on every target; other betas keep libm's powf (a call per element).
+LRN_POW_C = {0.75: "(sqrtf(t) * sqrtf(sqrtf(t)))", 0.5: "sqrtf(t)", 1.0: "t"}
+LRN_POW_RVV = {0.75: "__riscv_vfmul_vv_f32m8(s, __riscv_vfsqrt_v_f32m8(s, vl), vl)",
+               0.5: "s", 1.0: "t"}
+
+
 def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
+    """LRN, one part per (image, channel) plane: the window's sum of squares, then
+    x / (bias + alpha / size * sum)^beta. Parts write disjoint planes and each sums its window
+    in one fixed order, so outputs are the same for every thread count."""
     n, c = x_shape[:2]
     inner = math.prod(x_shape[2:])
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
-    window = f"""const long j0 = ch - {lo} < 0 ? 0 : ch - {lo};
-const long j1 = ch + {hi} > {c - 1} ? {c - 1} : ch + {hi};"""
-    planes = f"""const float *__restrict xc = x + (b * {c} + ch) * {inner};
-float *__restrict yc = y + (b * {c} + ch) * {inner};"""
-    code = f"""{window}
+    head = f"""const long b = u / {c}, ch = u % {c};
+const long j0 = ch - {lo} < 0 ? 0 : ch - {lo};
+const long j1 = ch + {hi} > {c - 1} ? {c - 1} : ch + {hi};
+const float *__restrict xc = x + u * {inner};
+float *__restrict yc = y + u * {inner};"""
+    pw = LRN_POW_C.get(float(beta))
+    scale = f"const float t = {flt(bias)} + {flt(alpha / size)} * ws[i];\n    "
+    out = f"yc[i] = xc[i] / {pw};" if pw else \
+        f"yc[i] = xc[i] * powf({flt(bias)} + {flt(alpha / size)} * ws[i], {flt(-beta)});"
+    code = f"""{head}
 for (long i = 0; i < {inner}; ++i) ws[i] = 0.0f;
 for (long j = j0; j <= j1; ++j) {{
     const float *__restrict xp = x + (b * {c} + j) * {inner};
     for (long i = 0; i < {inner}; ++i) ws[i] += xp[i] * xp[i];
 }}
-{planes}
-for (long i = 0; i < {inner}; ++i)
-    yc[i] = xc[i] * powf({flt(bias)} + {flt(alpha / size)} * ws[i], {flt(-beta)});"""
-    code = indent(loop("b", 0, n, loop("ch", 0, c, code, "long"), "long", flat=True))
+for (long i = 0; i < {inner}; ++i) {{
+    {scale if pw else ""}{out}
+}}"""
+    parts, split = parts_loop("u", n * c, code, flat=True)
     spec = make_spec("lrn", x_shape=x_shape, size=size, alpha=alpha, beta=beta, bias=bias)
-    # RVV: window sums of squares in registers; t^-beta by square roots for the usual betas
-    # (AlexNet/GoogLeNet use 0.75) instead of a scalar powf per element
+    split = split(n * c * inner * (size + 8))
+    if float(beta) not in LRN_POW_RVV:
+        return Lowered(Kernel("lrn", XY, indent(parts), workspace=inner, spec=spec, split=split))
+    # RVV: the window's sums of squares stay in registers
     L = 8
-    pw = {0.75: "__riscv_vfmul_vv_f32m8(s, __riscv_vfsqrt_v_f32m8(s, vl), vl)",
-          0.5: "s", 1.0: "t"}.get(float(beta))
-    if pw is None:
-        return Lowered(Kernel("lrn", XY, code, workspace=inner, spec=spec))
     sq = "" if float(beta) == 1.0 else f"const {vt(L)} s = __riscv_vfsqrt_v_f32m8(t, vl);\n"
     strip = _strip("i", inner, f"""{vt(L)} acc = {vsplat(L, '0.0f')};
 for (long j = j0; j <= j1; ++j) {{
@@ -104,11 +117,10 @@ for (long j = j0; j <= j1; ++j) {{
 }}
 const {vt(L)} t = {vop('vfadd_vf', L)}(
     {vop('vfmul_vf', L)}(acc, {flt(alpha / size)}, vl), {flt(bias)}, vl);
-{sq}{vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {pw}, vl)")}""")
-    per_channel = loop("ch", 0, c, f"{window}\n{planes}\n{strip}", "long")
-    rvv = "    (void)ws;\n" + indent(loop("b", 0, n, per_channel, "long", flat=True))
-    return Lowered(Kernel("lrn", XY, guarded(rvv, code), workspace=inner, support=header(),
-                          spec=spec))
+{sq}{vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {LRN_POW_RVV[float(beta)]}, vl)")}""")
+    rvv = "(void)ws;\n" + parts_loop("u", n * c, f"{head}\n{strip}", flat=True)[0]
+    return Lowered(Kernel("lrn", XY, guarded(indent(rvv), indent(parts)), workspace=inner,
+                          support=header(), spec=spec, split=split))
 
 
 def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) -> Lowered:
