@@ -108,7 +108,7 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished
 {indent(call)}
 }}"""
     rows_first = a.kind in ("strided", "custom") and b.kind == "packed"
-    split = _split_side(p, q, a, b, mr, nr, rows_first)
+    split = _split_side(p, q, k, a, b, mr, nr, rows_first)
     pairs = q >= 2 * nr and (any(L for _, L in rvv.pair_plan(mr, nr, ind))
                              if rvv.target_vlen() is None else rvv.pair_at(mr, nr, ind,
                                                                            rvv.target_vlen()))
@@ -116,7 +116,8 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished
     if pairs:
         call, two = _pair_call(call, mr, nr, k, kc, ind, ep, b, epn, args, offa, support)
     if rows_first:
-        loops, aptr, bptr, ws = _rows_blocked(p, q, k, kc, a, mr, nr, call, support, two)
+        loops, aptr, bptr, ws = _rows_blocked(p, q, k, kc, a, mr, nr, call, support, split,
+                                              two)
     else:
         loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support, split,
                                               two)
@@ -191,11 +192,30 @@ const int rvk_np = !rvk_pl ? 0 : j + rvk_pp * {nr} <= {end} ? rvk_pp
     return call, (pre, post)
 
 
-def _split_side(p, q, a: Side, b: Side, mr, nr, rows_first) -> str:
-    """Which output dimension threads split: the side whose operand is packed at run time
-    (each thread then packs only its own part), else the one with more panels."""
+# Splitting a GEMM whose row side is packed at run time (a transposed conv: rows are pixels)
+# against a constant column side (weights): by rows, every thread streams all of B; by
+# columns, every thread packs all of A. Per element, relative to a MAC at full rate.
+DUP_STREAM = 8.0    # a constant B element streamed from L3 or memory
+DUP_PACK = 4.0      # a runtime A element gathered into a panel
+SPLIT_THREADS = (2, 4, 8)   # thread counts the choice is made for (boards have 4-8 cores)
+
+
+def _busiest(units: int, panel: int, other: int, k: int, dup: float) -> float:
+    """The busiest thread's cost summed over SPLIT_THREADS: its whole panels, plus `dup`."""
+    return sum(cdiv(units, n) * panel * other * k + dup for n in SPLIT_THREADS)
+
+
+def _split_side(p, q, k, a: Side, b: Side, mr, nr, rows_first) -> str:
+    """Which output dimension threads split. A runtime column side: the columns (each thread
+    packs only its own part), else the side with more panels. A runtime row side against a
+    constant column side: whichever leaves the busiest thread less to do, counting what each
+    split repeats per thread (squeezenet's last conv, 169 pixels x 1000 channels: 13 row
+    panels, so by rows two threads split 7/6 and each streams all 2 MB of weights; by
+    columns 16/16 and 1 MB each)."""
     if rows_first:
-        return "rows"
+        by_rows = _busiest(cdiv(p, mr), mr, q, k, DUP_STREAM * q * k)
+        by_cols = _busiest(cdiv(q, nr), nr, p, k, DUP_PACK * p * k)
+        return "cols" if by_cols < by_rows else "rows"
     if b.kind in ("strided", "custom"):
         return "cols"
     return "rows" if cdiv(p, mr) > cdiv(q, nr) else "cols"
@@ -262,21 +282,24 @@ def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split, t
     return _blocks("j0", "qb", c0, "", qb, kblk, end=cend), aptr, bptr, ws_a + ws_b
 
 
-def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support, two=None):
+def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support, split, two=None):
     """Runtime row side, constant column side (transposed conv, Gemm with a weight B): row
     blocks (pb, packed into L2) > k blocks > column panels > row panels. Each constant column
     panel is then streamed from memory once per row block and k-block and reused from L2 by
     every row panel, instead of once per row panel (which made the transposed conv on a
-    7x7 image read its 9 MiB of weights 7 times per k-block from L3)."""
+    7x7 image read its 9 MiB of weights 7 times per k-block from L3). Over rows or columns
+    [lo, hi) as `split` says: the loops and their order are the same either way, so every
+    output is computed alike."""
     pb = max(mr, min(cdiv(p, mr) * mr, (L2_BLOCK // kc) // mr * mr))
     pname, pcode = strided_packer(mr, a.si, a.sk) if a.kind == "strided" else a.packer
     support[pname] = pcode
     bptr = f"opb + (ptrdiff_t)(j / {nr}) * {k * nr} + (ptrdiff_t)k0 * {nr}"
     aptr = f"ws + (ptrdiff_t)((i0 - ib) / {mr}) * kb * {mr}"
+    r0, rend, c0, cend = ("lo", "hi", "0", str(q)) if split == "rows" else ("0", str(p), "lo", "hi")
     rows = _blocks("i0", "mr", "ib", "pb", mr, call)
     if two:
-        rows = f"{two[0](str(q))}\n{rows}\n{two[1]}"
-    cols = _blocks("j", "nr", "0", str(q), nr, rows)
+        rows = f"{two[0](cend)}\n{rows}\n{two[1]}"
+    cols = _blocks("j", "nr", c0, "", nr, rows, end=cend)
     kblk = _blocks("k0", "kb", "0", str(k), kc,
                    f"{pname}(opa, ib, pb, k0, kb, ws);\n{cols}")
-    return _blocks("ib", "pb", "lo", "", pb, kblk, end="hi"), aptr, bptr, cdiv(pb, mr) * mr * kc
+    return _blocks("ib", "pb", r0, "", pb, kblk, end=rend), aptr, bptr, cdiv(pb, mr) * mr * kc
