@@ -262,6 +262,12 @@ static void {name}(const float *__restrict opa, const float *__restrict opb,
     return {"rvk_gemm_args": GEMM_ARGS, name: task}
 
 
+def _bounds(split: str, p: int, q: int):
+    """(first row, row end, first column, column end) of a range function's loops: the split
+    side runs over the task's [lo, hi), the other over all of it."""
+    return ("lo", "hi", "0", str(q)) if split == "rows" else ("0", str(p), "lo", "hi")
+
+
 def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split, two=None):
     """Column blocks (qb) > k blocks > [pack B block] > row panels > column panels; over
     columns or rows [lo, hi) as `split` says."""
@@ -276,7 +282,7 @@ def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split, t
     if two:
         call = f"{two[0]('j0 + qb')}\n{call}\n{two[1]}"
     cols = _blocks("j", "nr", "j0", "qb", nr, call)
-    r0, rend, c0, cend = ("lo", "hi", "0", str(q)) if split == "rows" else ("0", str(p), "lo", "hi")
+    r0, rend, c0, cend = _bounds(split, p, q)
     rows = _blocks("i0", "mr", r0, "", mr, "\n".join(s for s in (ai, cols) if s), end=rend)
     kblk = _blocks("k0", "kb", "0", str(k), kc, "\n".join(s for s in (bk + ak, rows) if s))
     return _blocks("j0", "qb", c0, "", qb, kblk, end=cend), aptr, bptr, ws_a + ws_b
@@ -295,7 +301,7 @@ def _rows_blocked(p, q, k, kc, a: Side, mr, nr, call, support, split, two=None):
     support[pname] = pcode
     bptr = f"opb + (ptrdiff_t)(j / {nr}) * {k * nr} + (ptrdiff_t)k0 * {nr}"
     aptr = f"ws + (ptrdiff_t)((i0 - ib) / {mr}) * kb * {mr}"
-    r0, rend, c0, cend = ("lo", "hi", "0", str(q)) if split == "rows" else ("0", str(p), "lo", "hi")
+    r0, rend, c0, cend = _bounds(split, p, q)
     rows = _blocks("i0", "mr", "ib", "pb", mr, call)
     if two:
         rows = f"{two[0](cend)}\n{rows}\n{two[1]}"

@@ -1,8 +1,9 @@
 """LRN and softmax kernels, and the RVV row reduction they share with global pooling.
 
 Under RVV intrinsics (see rvv.py): softmax uses vector max/sum reductions and the vector
-exp of vmath.py; LRN sums squares in registers. Both raise to -beta with square roots for beta in {0.5, 0.75, 1}
-(other betas keep the scalar powf), and both split their planes across threads."""
+exp of vmath.py; LRN sums squares in registers. LRN's portable and RVV forms both raise to -beta
+with square roots for beta in {0.5, 0.75, 1} (other betas keep the scalar powf), and split its
+planes across threads."""
 from __future__ import annotations
 
 import math
@@ -71,10 +72,15 @@ def _strip(var: str, n, body: str, L: int = 8) -> str:
 
 
 # t^beta for the betas models use (AlexNet, GoogLeNet, ZFNet: 0.75) by square roots, which
-# vectorise on every target; other betas keep libm's powf (a call per element).
-LRN_POW_C = {0.75: "(sqrtf(t) * sqrtf(sqrtf(t)))", 0.5: "sqrtf(t)", 1.0: "t"}
-LRN_POW_RVV = {0.75: "__riscv_vfmul_vv_f32m8(s, __riscv_vfsqrt_v_f32m8(s, vl), vl)",
-               0.5: "s", 1.0: "t"}
+# vectorise on every target: (portable C, RVV statements before it, RVV expression). Other
+# betas keep libm's powf (a call per element) and have no RVV form.
+_SQRT_T = "const vfloat32m8_t s = __riscv_vfsqrt_v_f32m8(t, vl);\n"
+LRN_POW = {
+    0.75: ("(sqrtf(t) * sqrtf(sqrtf(t)))", _SQRT_T,
+           "__riscv_vfmul_vv_f32m8(s, __riscv_vfsqrt_v_f32m8(s, vl), vl)"),
+    0.5: ("sqrtf(t)", _SQRT_T, "s"),
+    1.0: ("t", "", "t"),
+}
 
 
 def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
@@ -89,10 +95,8 @@ const long j0 = ch - {lo} < 0 ? 0 : ch - {lo};
 const long j1 = ch + {hi} > {c - 1} ? {c - 1} : ch + {hi};
 const float *__restrict xc = x + u * {inner};
 float *__restrict yc = y + u * {inner};"""
-    pw = LRN_POW_C.get(float(beta))
-    scale = f"const float t = {flt(bias)} + {flt(alpha / size)} * ws[i];\n    "
-    out = f"yc[i] = xc[i] / {pw};" if pw else \
-        f"yc[i] = xc[i] * powf({flt(bias)} + {flt(alpha / size)} * ws[i], {flt(-beta)});"
+    pw = LRN_POW.get(float(beta))
+    out = f"xc[i] / {pw[0]}" if pw else f"xc[i] * powf(t, {flt(-beta)})"
     code = f"""{head}
 for (long i = 0; i < {inner}; ++i) ws[i] = 0.0f;
 for (long j = j0; j <= j1; ++j) {{
@@ -100,16 +104,16 @@ for (long j = j0; j <= j1; ++j) {{
     for (long i = 0; i < {inner}; ++i) ws[i] += xp[i] * xp[i];
 }}
 for (long i = 0; i < {inner}; ++i) {{
-    {scale if pw else ""}{out}
+    const float t = {flt(bias)} + {flt(alpha / size)} * ws[i];
+    yc[i] = {out};
 }}"""
     parts, split = parts_loop("u", n * c, code, flat=True)
     spec = make_spec("lrn", x_shape=x_shape, size=size, alpha=alpha, beta=beta, bias=bias)
     split = split(n * c * inner * (size + 8))
-    if float(beta) not in LRN_POW_RVV:
+    if pw is None:
         return Lowered(Kernel("lrn", XY, indent(parts), workspace=inner, spec=spec, split=split))
     # RVV: the window's sums of squares stay in registers
     L = 8
-    sq = "" if float(beta) == 1.0 else f"const {vt(L)} s = __riscv_vfsqrt_v_f32m8(t, vl);\n"
     strip = _strip("i", inner, f"""{vt(L)} acc = {vsplat(L, '0.0f')};
 for (long j = j0; j <= j1; ++j) {{
     const {vt(L)} v = {vle(L, f'x + (b * {c} + j) * {inner} + i')};
@@ -117,7 +121,7 @@ for (long j = j0; j <= j1; ++j) {{
 }}
 const {vt(L)} t = {vop('vfadd_vf', L)}(
     {vop('vfmul_vf', L)}(acc, {flt(alpha / size)}, vl), {flt(bias)}, vl);
-{sq}{vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {LRN_POW_RVV[float(beta)]}, vl)")}""")
+{pw[1]}{vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {pw[2]}, vl)")}""")
     rvv = "(void)ws;\n" + parts_loop("u", n * c, f"{head}\n{strip}", flat=True)[0]
     return Lowered(Kernel("lrn", XY, guarded(indent(rvv), indent(parts)), workspace=inner,
                           support=header(), spec=spec, split=split))
