@@ -16,7 +16,8 @@ For each model, in one run on one machine (the script is not a test):
                  onnxruntime (intra_op_num_threads=--threads, inter_op_num_threads=1, ORT_SEQUENTIAL,
                  ORT_ENABLE_ALL graph optimisations), each warmed up, then measured interleaved
                  one call at a time (order alternating every iteration; with --threads > 1 in blocks
-                 of 5 calls, the first untimed: see interleaved()) so that machine noise hits
+                 of 5 calls, the first untimed, each block once the other engine's threads are
+                 quiet: see interleaved()) so that machine noise hits
                  both alike; the median of --repeat calls is reported;
   * ratio      - rvvkit / onnxruntime median latency (< 1: rvvkit faster), and the geometric
                  mean of the ratios over the models measured.
@@ -42,7 +43,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 # host_env first: it finds rvvkit (installed, or else the checkout this script lives in).
-from host_env import PKG_ROOT, busy_fraction, environment, say, wait_quiet  # noqa: I100
+from host_env import (PKG_ROOT, busy_fraction, environment, say,  # noqa: I100
+                      threads_quiet, wait_quiet)
 from host_report import (geomean, markdown_report, node_shapes, plot, print_profile,
                          profile_rows, text_report)
 
@@ -83,9 +85,11 @@ def interleaved(sess, prepared, ort_sess, feeds, repeat: int, warmup: int,
     """Warm both up, then alternate timed calls; returns (rvvkit s list, ort s list).
 
     block > 1 (used with several threads): each engine runs `block` calls in a row, the first
-    untimed. After a call both engines' idle threads keep spinning for a while (onnxruntime's
-    by default, rvvkit's for RVVKIT_SPIN_US), so a call right after the other engine's shares
-    the cores with its spinners: one-by-one alternation would charge each for the other."""
+    untimed, and a block starts only once the other engine's threads are quiet. After a call
+    both engines' idle threads keep spinning for a while (onnxruntime's for milliseconds,
+    rvvkit's for RVVKIT_SPIN_US), so a call right after the other engine's would share the
+    cores with its spinners and be charged for them: alone on the machine, neither engine has
+    the other's spinners beside it."""
     pc = time.perf_counter
     engines = (lambda: sess.run_prepared(prepared), lambda: ort_sess.run(None, feeds))
     t_rv = t_ort = 0.0
@@ -103,6 +107,8 @@ def interleaved(sess, prepared, ort_sess, feeds, repeat: int, warmup: int,
     while len(times[0]) < n or len(times[1]) < n:
         order = (0, 1) if i % 2 == 0 else (1, 0)     # who goes first alternates too
         for e in order:
+            if block > 1:
+                threads_quiet()
             for j in range(block):
                 t0 = pc()
                 engines[e]()

@@ -1,13 +1,16 @@
 """Host latency of the stored model suite (tests/models: torchvision, timm, transformers, RNN
-and YOLO-style models exported from PyTorch): rvvkit vs onnxruntime, one thread each.
+and YOLO-style models exported from PyTorch): rvvkit vs onnxruntime, the same thread count each
+(--threads, default 1).
 
     python3 benchmarks/bench_models.py                         # every stored model
     python3 benchmarks/bench_models.py --models bert_legacy,yolo_dynamo --repeat 50
+    python3 benchmarks/bench_models.py --threads 2
     python3 benchmarks/bench_models.py --models bert_legacy --qemu-vlens 128 512   # + QEMU insns
 
 Per model: the build time, the median latency of each runtime over interleaved calls (the same
-measurement as bench_host.py: prepare()/run_prepared() against onnxruntime with one intra-op
-thread, sequential, all graph optimisations), the ratio rvvkit/onnxruntime (< 1: rvvkit faster)
+measurement as bench_host.py: prepare()/run_prepared() against onnxruntime with --threads
+intra-op threads, sequential, all graph optimisations; with several threads each engine runs in
+blocks of 5 calls, the first untimed), the ratio rvvkit/onnxruntime (< 1: rvvkit faster)
 and the geometric mean of the ratios. A model rvvkit cannot build yet is listed with the
 operators it lacks. --qemu-vlens also counts the dynamic instructions of one inference under
 QEMU (RVV build) at each VLEN. Not a test: figures only compare within one run.
@@ -54,9 +57,11 @@ def bench(name: str, args) -> Dict:
     res["build_s"] = time.perf_counter() - t0
     res["macs"] = int(art.meta["macs"])
     sess = HostSession(art)
+    sess.set_threads(args.threads)
     prepared = sess.prepare(feeds)
-    ort_sess = ort_session(path)
-    rv, ot = interleaved(sess, prepared, ort_sess, feeds, args.repeat, args.warmup, args.budget)
+    ort_sess = ort_session(path, threads=args.threads)
+    rv, ot = interleaved(sess, prepared, ort_sess, feeds, args.repeat, args.warmup, args.budget,
+                         block=1 if args.threads == 1 else 5)
     res["rvvkit"], res["ort"] = _stats(rv), _stats(ot)
     res["ratio"] = res["rvvkit"]["median_ms"] / res["ort"]["median_ms"]
     say(f"{name}: rvvkit {res['rvvkit']['median_ms']:.3f} ms, onnxruntime "
@@ -96,6 +101,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--budget", type=float, default=3.0, metavar="SECONDS",
                     help="cap the timed calls of one model at about this long (default 3)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for both: rvvkit's pool and onnxruntime's intra-op threads")
     ap.add_argument("--qemu-vlens", type=int, nargs="*", default=[],
                     help="also count QEMU instructions at these VLENs")
     ap.add_argument("--json", metavar="FILE")
@@ -106,6 +113,7 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown model(s) {unknown}; stored: {', '.join(every)}")
     env = environment()
+    env["threads"] = args.threads
     say(f"{env['cpu']} ({env['cpus']} CPUs), {env['compiler']}, onnxruntime {env['onnxruntime']}")
     results = []
     for i, name in enumerate(names):

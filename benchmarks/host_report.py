@@ -113,8 +113,9 @@ def text_report(results: List[Dict], gm: float, env: Dict) -> str:
     body = [_row(r) for r in results]
     out = table(HEADERS, body, "lrrrrrrrrr")
     out += f"\n\ngeometric mean rvvkit/onnxruntime: {gm:.3f}"
+    n = env.get("threads", 1)
     out += f"\n{env['cpu']}, {env['cpus']} CPUs; {env['compiler']}; onnxruntime " \
-           f"{env['onnxruntime']} (1 thread); medians"
+           f"{env['onnxruntime']}; {n} thread{'s' if n > 1 else ''} each; medians"
     loads = [r.get("other_load_before") for r in results if r.get("other_load_before") is not None]
     if loads and max(loads) > 0.15:
         out += f"\nnote: other processes kept up to {100 * max(loads):.0f}% of the CPUs busy " \
