@@ -21,8 +21,12 @@ ncnn: the PyPI sdist (version pinned in peer_ncnn_build.py and printed), libncnn
 riscv64 + RVV with zig's clang (PyPI ziglang), benchmarks/ncnn_runner.cpp linked against it,
 one thread, default options with fp16/bf16 storage and arithmetic off. Models are converted
 with pnnx (PyPI) and checked against onnxruntime on the same seeded input before anything is
-counted (largest difference over the output's range <= --tolerance on the logits, same top-1);
-a conversion that does not match is not reported. pnnx writes an opset-9 Softmax over
+counted (largest difference over the output's range <= --tolerance on the logits, same top-1,
+at VLEN 128); a conversion that does not match is not reported. Each counted VLEN is checked
+again: where pnnx's form is wrong there, the model with its Gemm layers as InnerProduct
+(peer_ncnn_forms.py: ncnn's RISC-V Gemm has code for VLEN 128 and 256 only) is checked and, if
+right, counted instead and marked; its count where both forms are right is printed beside
+pnnx's, so the stand-in's cost can be judged. pnnx writes an opset-9 Softmax over
 [1, C, 1, 1] with the wrong axis; the script sets the axis the ONNX model means and says so.
 
 --int8: ncnn's int8 model from its own tools (ncnn2table with KL calibration on the same four
@@ -52,12 +56,16 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 
 import peer_ncnn_build as B  # noqa: E402
+import peer_ncnn_forms as F  # noqa: E402
 import peer_ncnn_models as M  # noqa: E402
 from peer_ncnn_build import PeerError, log  # noqa: E402
 
 from rvvkit.cycle_model import weighted_instructions  # noqa: E402
 
 ENGINES = ("ncnn", "rvvkit")
+# Where a conversion is checked: VLEN 128, which every ncnn RVV kernel has code for (its
+# Gemm has none for 512 and up); each counted VLEN is checked again.
+CHECK_VLEN = 128
 
 
 def qemu_prefix(vlen: int) -> list:
@@ -180,48 +188,80 @@ def prepare(name: str, prec: str, work: Path, tools, runner, vlen0: int, tol: fl
     return out
 
 
-def vlen_check(p: dict, runner, vlen: int, tol: float) -> bool:
-    """Whether ncnn's fp32 output at this VLEN still matches onnxruntime (prepare checked the
-    first VLEN only; ncnn picks other RVV code paths as VLEN grows)."""
+def vlen_check(p: dict, conv: dict, tag: str, runner, vlen: int, tol: float) -> bool:
+    """Whether the ncnn model `conv` (form `tag`) still matches onnxruntime at this VLEN in fp32
+    (prepare checked VLEN 128 only; ncnn picks other RVV code paths as VLEN grows)."""
     base, blobs, refs, top1, label = p["verify"]
-    conv = p["ncnn"]
     key = M.digest(conv["key"], Path(conv["param"]).read_bytes(), runner.read_bytes(), vlen)
-    got = _cached(base / f"check_fp32_{vlen}.json", key, lambda: [
+    got = _cached(base / f"check_fp32_{tag}{vlen}.json", key, lambda: [
         a.tolist() for a in ncnn_outputs(runner, conv, p["input"], p["shape"], vlen, blobs)],
         False)
-    res = M.check(f"{label} VLEN {vlen}", [np.array(g) for g in got], refs, tol, False, top1)
-    if not res["agrees"]:
-        log(f"{label}: ncnn's output at VLEN {vlen} does not match onnxruntime: its count there "
-            "is not comparable")
+    res = M.check(f"{label} ({tag or 'pnnx'} form) VLEN {vlen}", [np.array(g) for g in got],
+                  refs, tol, False, top1)
     return res["agrees"]
 
 
+def innerproduct_form(p: dict) -> dict:
+    """pnnx's model with its Gemm layers as InnerProduct (peer_ncnn_forms), or None when it
+    has no Gemm layer to rewrite."""
+    conv = p["ncnn"]
+    base = p["verify"][0]
+    form = F.gemm_as_innerproduct(Path(conv["param"]), Path(conv["bin"]), base / "innerproduct")
+    if not form["rewritten"]:
+        return None
+    return dict(conv, key=form["key"], param=form["param"], bin=form["bin"])
+
+
+def ncnn_form_counts(p, conv, tag, name, prec, vlen, work, runner, args) -> dict:
+    cpu = qemu_prefix(vlen)
+    nkey = M.digest(Path(conv["param"]).read_bytes(), Path(conv["bin"]).read_bytes(),
+                    runner.read_bytes(), p["input"].read_bytes(), *cpu)
+    nc = _cached(work / "counts" / f"ncnn-{name}-{prec}-{tag}{vlen}.json", nkey,
+                 lambda: ncnn_counts(runner, conv, p["input"], p["shape"], vlen, args.jobs),
+                 args.recount)
+    return dict(nc, weighted=weighted_instructions(nc))
+
+
 def measure(name, prec, vlens, work, tools, runner, args) -> tuple:
-    p = prepare(name, prec, work, tools, runner, vlens[0], args.tolerance)
+    p = prepare(name, prec, work, tools, runner, CHECK_VLEN, args.tolerance)
     macs = int(p["art"].meta["macs"])
     art_key = M.digest(p["art"].to_bytes())
-    rows = []
+    rows, alt = [], None
     for vlen in vlens:
         cpu = qemu_prefix(vlen)
         t0 = time.perf_counter()
-        nkey = M.digest(Path(p["ncnn"]["param"]).read_bytes(), Path(p["ncnn"]["bin"]).read_bytes(),
-                        runner.read_bytes(), p["input"].read_bytes(), *cpu)
-        nc = _cached(work / "counts" / f"ncnn-{name}-{prec}-{vlen}.json", nkey,
-                     lambda: ncnn_counts(runner, p["ncnn"], p["input"], p["shape"], vlen,
-                                         args.jobs),
-                     args.recount)
-        ok = vlen_check(p, runner, vlen, args.tolerance) if prec == "fp32" else None
+        row = {"model": name, "precision": prec, "vlen": vlen, "macs": macs,
+               "ncnn": ncnn_form_counts(p, p["ncnn"], "", name, prec, vlen, work, runner, args),
+               "ncnn_form": "pnnx"}
+        ok = vlen_check(p, p["ncnn"], "", runner, vlen, args.tolerance) \
+            if prec == "fp32" else None
+        if ok is False and (alt or innerproduct_form(p)):
+            # pnnx's form is wrong here (ncnn's Gemm kernel has no code for this VLEN): count
+            # the equivalent InnerProduct form instead, if that one is right
+            alt = alt or innerproduct_form(p)
+            if vlen_check(p, alt, "ip", runner, vlen, args.tolerance):
+                log(f"{name} VLEN {vlen}: pnnx's form is wrong, counting the InnerProduct form")
+                row["ncnn_pnnx_wrong"] = row["ncnn"]
+                row["ncnn"] = ncnn_form_counts(p, alt, "ip", name, prec, vlen, work, runner, args)
+                row["ncnn_form"], ok = "InnerProduct", True
+        if ok is False:
+            log(f"{name} {prec}: ncnn's output at VLEN {vlen} does not match onnxruntime: its "
+                "count there is not comparable")
         rkey = M.digest(art_key, *cpu, os.environ.get("RVVKIT_COMPILER", ""))
         rc = _cached(work / "counts" / f"rvvkit-{name}-{prec}-{vlen}.json", rkey,
                      lambda: rvvkit_counts(p["art"], p["feeds"], vlen), args.recount)
-        row = {"model": name, "precision": prec, "vlen": vlen, "macs": macs,
-               "ncnn": dict(nc, weighted=weighted_instructions(nc)),
-               "rvvkit": dict(rc, weighted=weighted_instructions(rc))}
+        row["rvvkit"] = dict(rc, weighted=weighted_instructions(rc))
         row["weighted_ratio"] = row["ncnn"]["weighted"] / row["rvvkit"]["weighted"]
         row["ncnn_output_ok"] = ok
         rows.append(row)
-        log(f"{name} {prec} VLEN {vlen}: weighted ncnn {row['ncnn']['weighted'] / 1e6:.1f} M, "
-            f"rvvkit {row['rvvkit']['weighted'] / 1e6:.1f} M ({time.perf_counter() - t0:.0f}s)")
+        log(f"{name} {prec} VLEN {vlen}: weighted ncnn {row['ncnn']['weighted'] / 1e6:.1f} M "
+            f"({row['ncnn_form']} form), rvvkit {row['rvvkit']['weighted'] / 1e6:.1f} M "
+            f"({time.perf_counter() - t0:.0f}s)")
+    if alt:     # what the substitute costs where both forms are right: is it a fair stand-in?
+        for row in rows:
+            if row["ncnn_form"] == "pnnx" and row["ncnn_output_ok"]:
+                row["ncnn_innerproduct"] = ncnn_form_counts(p, alt, "ip", name, prec,
+                                                            row["vlen"], work, runner, args)
     return rows, {"model": name, "precision": prec, **p["checks"]}
 
 
@@ -240,11 +280,22 @@ def print_tables(rows, checks, markdown: bool) -> None:
                  f"{r['weighted_ratio']:.3f}", _m(r["ncnn"]["lmul_weighted_vector_ops"]),
                  _m(r["rvvkit"]["lmul_weighted_vector_ops"]),
                  f"{r['macs'] / r['ncnn']['insns']:.2f}", f"{r['macs'] / r['rvvkit']['insns']:.2f}",
-                 {True: "yes", False: "NO: not comparable", None: "-"}[r.get("ncnn_output_ok")]]
+                 {True: "yes", False: "NO: not comparable", None: "-"}[r.get("ncnn_output_ok")]
+                 + ("" if r.get("ncnn_form", "pnnx") == "pnnx" else
+                    f" ({r['ncnn_form']} form; pnnx's wrong)")]
                 for r in rows if r["precision"] == prec]
         if body:
             print(f"\n{prec} (one inference, dynamic instructions under QEMU)\n")
             _emit(heads, body, markdown, table)
+    both = [r for r in rows if "ncnn_innerproduct" in r]
+    if both:
+        print("\nncnn's two forms where both are right (Gemm layers as pnnx writes them, and as "
+              "InnerProduct, counted where pnnx's form is wrong): weighted instructions\n")
+        _emit(["model", "VLEN", "pnnx form (Gemm)", "InnerProduct form", "InnerProduct / Gemm"],
+              [[r["model"], r["vlen"], _m(r["ncnn"]["weighted"]),
+                _m(r["ncnn_innerproduct"]["weighted"]),
+                f"{r['ncnn_innerproduct']['weighted'] / r['ncnn']['weighted']:.3f}"]
+               for r in both], markdown, table)
     body = []
     for c in checks:
         q = c.get("ncnn_int8")
