@@ -8,9 +8,9 @@
 For each model and VLEN (models: the onnx wheel's light architectures with seeded random
 weights; "mobilenet_v2_224", benchmarks/mobilenet.py's MobileNetV2 at its published size
 (300 M MACs); tests/models' float models such as mobilenet_v2 (its width-0.25 64x64 test model,
-2.9 M MACs), via rvvkit.zoo_quant.float_model; "encoder", benchmarks/encoder.py's BERT-style encoder, 2 layers x 512 wide x 128 tokens, its
-attention mask made a constant so both engines take one input), one inference of ncnn and of
-rvvkit is counted by rvvkit's QEMU TCG plugin with the same qemu-riscv64, sysroot and -cpu
+2.9 M MACs), via rvvkit.zoo_quant.float_model; "encoder", benchmarks/encoder.py's BERT-style
+encoder, 2 layers x 512 wide x 128 tokens, its attention mask made a constant so both engines
+take one input), one inference of ncnn and of rvvkit, each on one thread, is counted by rvvkit's QEMU TCG plugin with the same qemu-riscv64, sysroot and -cpu
 string: a run doing one inference after a warm-up minus a run doing only the warm-up (rvvkit:
 QemuSession.instruction_counts, the same scheme).
 Columns: "raw" = every dynamic instruction; "weighted" = insns - vector_insns +
@@ -130,6 +130,9 @@ def rvvkit_counts(art, feeds: dict, vlen: int) -> dict:
     from rvvkit.runtime.icount import COUNT_KEYS
     from rvvkit.runtime.qemu import QemuSession
     with QemuSession(art, vlen=vlen) as sess:
+        # One thread, as ncnn runs (ncnn_runner.cpp): the session's default is the machine's
+        # online cores, whose split adds its repeated packing and hand-overs to the total.
+        sess.set_threads(1)
         c = sess.instruction_counts(feeds)  # totals only here: per_thread is not compared
     return {k: int(c[k]) for k in COUNT_KEYS}
 
@@ -247,7 +250,7 @@ def measure(name, prec, vlens, work, tools, runner, args) -> tuple:
         if ok is False:
             log(f"{name} {prec}: ncnn's output at VLEN {vlen} does not match onnxruntime: its "
                 "count there is not comparable")
-        rkey = M.digest(art_key, *cpu, os.environ.get("RVVKIT_COMPILER", ""))
+        rkey = M.digest(art_key, *cpu, os.environ.get("RVVKIT_COMPILER", ""), "threads=1")
         rc = _cached(work / "counts" / f"rvvkit-{name}-{prec}-{vlen}.json", rkey,
                      lambda: rvvkit_counts(p["art"], p["feeds"], vlen), args.recount)
         row["rvvkit"] = dict(rc, weighted=weighted_instructions(rc))
