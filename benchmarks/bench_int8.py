@@ -99,6 +99,7 @@ def qemu_counts(path: str, feeds: dict, vlen: int, check: bool = False) -> dict:
     from rvvkit.runtime.qemu import QemuSession
     art = rvvkit.build(path)
     with QemuSession(art, vlen=vlen) as sess:
+        sess.set_threads(1)     # one core's count: the default (online cores) varies by machine
         c = sess.instruction_counts(feeds)
         macs = int(sess.artifact.meta["macs"])
         out = sess.run(feeds) if check else None

@@ -69,6 +69,7 @@ def bench(name: str, args) -> Dict:
     for vlen in args.qemu_vlens:
         from rvvkit.runtime.qemu import QemuSession
         with QemuSession(art, vlen=vlen) as qs:
+            qs.set_threads(1)   # one core's count: the default (online cores) varies by machine
             res[f"qemu_insns_vlen{vlen}"] = int(qs.instruction_counts(feeds)["insns"])
         say(f"{name}: QEMU VLEN {vlen}: {res[f'qemu_insns_vlen{vlen}']:,} instructions")
     return res

@@ -39,6 +39,7 @@ def measure(name: str, vlens, builds, log) -> list:
             for vlen in (vlens if compiler != BUILDS["scalar (gcc 12)"] else vlens[:1]):
                 t0 = time.perf_counter()
                 with QemuSession(path, compiler=compiler, vlen=vlen) as sess:
+                    sess.set_threads(1)   # one core's count, the same on every machine
                     c = sess.instruction_counts(feeds)
                     macs = int(sess.artifact.meta["macs"])
                 rows.append({"model": name, "build": label, "compiler": compiler, "vlen": vlen,

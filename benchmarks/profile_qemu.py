@@ -53,6 +53,7 @@ def main(argv=None) -> int:
     try:
         model, feeds = _model(args.model)
         with QemuSession(rvvkit.build(model), vlen=args.vlen) as sess:
+            sess.set_threads(1)   # one core's profile, the same on every machine
             prof = sess.instruction_profile(feeds)
     except (RvvkitError, OSError, PeerError) as exc:
         print(f"profile_qemu: error: {exc}", file=sys.stderr)
