@@ -107,7 +107,6 @@ def wait_quiet(max_wait: float, threshold: float = 0.15) -> Optional[float]:
     return busy
 
 
-
 def _thread_run_ns(skip: int) -> Optional[int]:
     """CPU time (ns) this process's threads other than `skip` have run so far, from the
     scheduler's per-thread run time (/proc/self/task/*/schedstat); None where it is missing."""

@@ -238,11 +238,11 @@ def measure(name, prec, vlens, work, tools, runner, args) -> tuple:
                "ncnn_form": "pnnx"}
         ok = vlen_check(p, p["ncnn"], "", runner, vlen, args.tolerance) \
             if prec == "fp32" else None
-        if ok is False and (alt or innerproduct_form(p)):
+        if ok is False:
             # pnnx's form is wrong here (ncnn's Gemm kernel has no code for this VLEN): count
-            # the equivalent InnerProduct form instead, if that one is right
+            # the equivalent InnerProduct form instead, if the model has one and it is right
             alt = alt or innerproduct_form(p)
-            if vlen_check(p, alt, "ip", runner, vlen, args.tolerance):
+            if alt and vlen_check(p, alt, "ip", runner, vlen, args.tolerance):
                 log(f"{name} VLEN {vlen}: pnnx's form is wrong, counting the InnerProduct form")
                 row["ncnn_pnnx_wrong"] = row["ncnn"]
                 row["ncnn"] = ncnn_form_counts(p, alt, "ip", name, prec, vlen, work, runner, args)

@@ -18,14 +18,18 @@ import struct
 from pathlib import Path
 
 from peer_ncnn_build import PeerError
+from peer_ncnn_models import digest, param_layers
 
-# Layers that read nothing from the weight file.
+# Layers that read nothing from the weight file (BinaryOp: a scalar operand is a parameter, a
+# second operand a blob).
 NO_WEIGHTS = {"Input", "Split", "Reshape", "Permute", "MatMul", "Softmax", "GELU", "Flatten",
-              "Concat", "Slice", "Crop", "Squeeze", "ExpandDims", "Sigmoid", "ReLU", "Swish"}
+              "Concat", "Slice", "Crop", "Squeeze", "ExpandDims", "Sigmoid", "ReLU", "Swish",
+              "BinaryOp"}
 TAG = 4         # a weight read with type 0 starts with a 4-byte tag (0: plain float32)
 
 
 def _params(tokens) -> dict:
+    """{id: integer value} of a layer's k=v parameters (the ones sized here are integers)."""
     out = {}
     for t in tokens:
         k, _, v = t.partition("=")
@@ -33,20 +37,20 @@ def _params(tokens) -> dict:
     return out
 
 
-def _floats(v, default: int = 0) -> int:
+def _int(v, default: int = 0) -> int:
     return int(v) if v is not None else default
 
 
 def _gemm_parts(p: dict) -> list:
     """[(tagged, floats)] Gemm::load_model reads, in order."""
-    m, n, k = (_floats(p.get(i)) for i in (7, 8, 9))
+    m, n, k = (_int(p.get(i)) for i in (7, 8, 9))
     parts = []
-    if _floats(p.get(4)):
+    if _int(p.get(4)):
         parts.append((True, m * k))
-    if _floats(p.get(5)):
+    if _int(p.get(5)):
         parts.append((True, n * k))
-    bct = _floats(p.get(10))
-    if _floats(p.get(6)) and bct != -1:
+    bct = _int(p.get(10))
+    if _int(p.get(6)) and bct != -1:
         parts.append((True, {0: 1, 1: m, 2: m, 3: m * n, 4: n}[bct]))
     return parts
 
@@ -54,38 +58,35 @@ def _gemm_parts(p: dict) -> list:
 def _layer_parts(kind: str, p: dict) -> list:
     if kind in NO_WEIGHTS:
         return []
-    if kind == "BinaryOp":      # a scalar operand is a parameter, a second input a blob
-        return []
     if kind == "Gemm":
         return _gemm_parts(p)
     if kind == "LayerNorm":
-        a = _floats(p.get(0))
-        return [(False, a), (False, a)] if _floats(p.get(2), 1) else []
+        a = _int(p.get(0))
+        return [(False, a), (False, a)] if _int(p.get(2), 1) else []
     if kind == "MemoryData":
-        w, h, d, c = (_floats(p.get(i)) for i in (0, 1, 11, 2))
+        w, h, d, c = (_int(p.get(i)) for i in (0, 1, 11, 2))
         size = w * max(h, 1) * max(d, 1) * max(c, 1)
-        return [(_floats(p.get(21), 1) == 0, size)]
+        return [(_int(p.get(21), 1) == 0, size)]
     raise PeerError(f"cannot size the weights of ncnn layer type {kind} for the rewrite")
 
 
-def _as_innerproduct(t: list, p: dict):
+def _as_innerproduct(name: str, ins: list, outs: list, p: dict):
     """The InnerProduct line for a Gemm line, or None when the Gemm is not y = x B^T + c with
     a constant B (N x K) and a per-column or no c."""
-    if (_floats(p.get(2)) or _floats(p.get(4)) or not _floats(p.get(5))
-            or _floats(p.get(3)) != 1 or _floats(p.get(14)) or _floats(p.get(18))):
+    if (_int(p.get(2)) or _int(p.get(4)) or not _int(p.get(5))
+            or _int(p.get(3)) != 1 or _int(p.get(14)) or _int(p.get(18))):
         return None
-    has_c = _floats(p.get(6)) and _floats(p.get(10)) != -1
-    if has_c and _floats(p.get(10)) != 4:
+    has_c = _int(p.get(6)) and _int(p.get(10)) != -1
+    if has_c and _int(p.get(10)) != 4:
         return None
-    n, k = _floats(p.get(8)), _floats(p.get(9))
-    head = ["InnerProduct", t[1], t[2], t[3]] + t[4:4 + int(t[2]) + int(t[3])]
+    n, k = _int(p.get(8)), _int(p.get(9))
+    head = ["InnerProduct", name, str(len(ins)), str(len(outs))] + ins + outs
     return head + [f"0={n}", f"1={int(bool(has_c))}", f"2={n * k}"], bool(has_c)
 
 
 def gemm_as_innerproduct(param: Path, binf: Path, out: Path) -> dict:
     """Writes out/model.ncnn.param/.bin with every eligible Gemm layer an InnerProduct;
     returns {"param", "bin", "rewritten"} (cached by the inputs' bytes)."""
-    from peer_ncnn_models import digest
     src_p, src_b = param.read_bytes(), binf.read_bytes()
     key = digest(src_p, src_b, Path(__file__).read_bytes())
     meta = out / "form.json"
@@ -97,34 +98,29 @@ def gemm_as_innerproduct(param: Path, binf: Path, out: Path) -> dict:
         pass
     lines = src_p.decode().splitlines()
     pos, new_bin, rewritten = 0, bytearray(), 0
-    for i in range(2, len(lines)):
-        t = lines[i].split()
-        if len(t) < 4:
-            continue
-        nio = int(t[2]) + int(t[3])
-        p = _params(t[4 + nio:])
+    for i, kind, name, ins, outs, tokens in param_layers(src_p.decode()):
+        p = _params(tokens)
         chunks = []
-        for tagged, count in _layer_parts(t[0], p):
+        for tagged, count in _layer_parts(kind, p):
             size = (TAG if tagged else 0) + 4 * count
             chunk = src_b[pos:pos + size]
             if len(chunk) != size:
-                raise PeerError(f"{binf}: weights end inside layer {t[1]}")
-            chunks.append((tagged, chunk))
+                raise PeerError(f"{binf}: weights end inside layer {name}")
+            chunks.append(chunk)
             pos += size
-        ip = _as_innerproduct(t, p) if t[0] == "Gemm" else None
-        if ip is not None:
-            line, has_c = ip
-            (w_tagged, w), *rest = chunks
-            if struct.unpack("<I", w[:TAG])[0] != 0:
-                raise PeerError(f"{t[1]}: weights are not plain float32 (tag {w[:TAG].hex()})")
-            new_bin += w
-            if has_c:
-                new_bin += rest[0][1][TAG:]      # InnerProduct reads its bias untagged
-            lines[i] = " ".join(line)
-            rewritten += 1
-        else:
-            for _, chunk in chunks:
-                new_bin += chunk
+        ip = _as_innerproduct(name, ins, outs, p) if kind == "Gemm" else None
+        if ip is None:
+            new_bin += b"".join(chunks)
+            continue
+        line, has_c = ip
+        w = chunks[0]
+        if struct.unpack("<I", w[:TAG])[0] != 0:
+            raise PeerError(f"{name}: weights are not plain float32 (tag {w[:TAG].hex()})")
+        new_bin += w
+        if has_c:
+            new_bin += chunks[1][TAG:]      # InnerProduct reads its bias untagged
+        lines[i] = " ".join(line)
+        rewritten += 1
     if pos != len(src_b):
         raise PeerError(f"{binf}: {len(src_b) - pos} bytes left after the last layer")
     out.mkdir(parents=True, exist_ok=True)
