@@ -3,9 +3,11 @@ runs vector instructions and the scalar GCC 12 build none, and that fall as VLEN
 LMUL-weighted vector count of generated code is exact (no vtype the plugin cannot read); the
 JSON row's per-thread counts, critical path and K1 cycle model."""
 import json
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import rvvkit
@@ -25,7 +27,7 @@ def artifact_path(tmp_path_factory):
 def _counts(path, compiler, vlen, threads=1):
     with QemuSession(path, compiler=compiler, vlen=vlen) as sess:
         sess.set_threads(threads)
-        feeds = {n: __import__("numpy").ones(s, "float32") for n, s in sess.inputs}
+        feeds = {n: np.ones(s, "float32") for n, s in sess.inputs}
         return sess.instruction_counts(feeds), int(sess.artifact.meta["macs"])
 
 
@@ -55,15 +57,35 @@ def test_counts_are_exact_and_fall_as_vlen_grows(artifact_path):
 
 @needs_qemu
 def test_threaded_counts_split_the_vector_work_the_same_way_every_run(artifact_path):
-    """Task t runs on thread t: each thread's vector work is exact run after run; only the
-    scalar instructions of lock hand-overs may vary a little."""
+    """Task t runs on thread t: each thread's vector work is exact run after run."""
     one, _ = _counts(artifact_path, CLANG, 128)
     runs = [_counts(artifact_path, CLANG, 128, threads=3)[0] for _ in range(2)]
     per = [[t["lmul_weighted_vector_ops"] for t in r["per_thread"]] for r in runs]
     assert per[0] == per[1] and len(per[0]) == 3 and min(per[0]) > 0, per
     # the same work, divided: a few more set-ups where parts meet
     assert one["lmul_weighted_vector_ops"] <= sum(per[0]) <= 1.02 * one["lmul_weighted_vector_ops"]
-    assert abs(runs[0]["insns"] - runs[1]["insns"]) < 0.05 * runs[0]["insns"]   # tiny model
+
+
+# Where threads hand work over: how often a thread finds a lock taken or must sleep depends on
+# timing, so these functions' counts may differ run to run (PLT stubs and libc's unnamed code are
+# "file:?"); nothing else may.
+_HAND_OVER = re.compile(r"(__?)?(pthread|lll)_|rvk_parallel|rvk_pool_|.*:\?$")
+
+
+@needs_qemu
+def test_threaded_runs_differ_only_in_hand_overs(artifact_path):
+    """Every kernel's instructions are exact at 3 threads, run after run; only the pool's and
+    libc's lock and wake-up code varies (a tiny model's total by up to ~6 % in CI)."""
+    def profile():
+        with QemuSession(artifact_path, compiler=CLANG, vlen=128) as sess:
+            sess.set_threads(3)
+            return sess.instruction_profile({n: np.ones(s, "float32") for n, s in sess.inputs})
+    a, b = profile(), profile()
+    differ = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+    assert all(_HAND_OVER.match(f) for f in differ), differ
+    kernels = [f for f in a if not _HAND_OVER.match(f) and a[f]["vector_insns"] > 0]
+    assert len(kernels) >= 5, sorted(a)
+    assert any(f.startswith("rvk_pool_") for f in a), sorted(a)   # the pool ran and was named
 
 
 @needs_qemu
