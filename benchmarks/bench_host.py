@@ -80,17 +80,21 @@ def warm_load(art_path: str, cache: str, runs: int) -> List[float]:
     return out
 
 
+THREADED_BLOCK = 5   # calls per engine in a row when several threads run, the first untimed
+
+
 def interleaved(sess, prepared, ort_sess, feeds, repeat: int, warmup: int,
-                budget: Optional[float], block: int = 1):
+                budget: Optional[float], threads: int = 1):
     """Warm both up, then alternate timed calls; returns (rvvkit s list, ort s list).
 
-    block > 1 (used with several threads): each engine runs `block` calls in a row, the first
-    untimed, and a block starts only once the other engine's threads are quiet. After a call
+    threads > 1: each engine runs THREADED_BLOCK calls in a row, the first untimed, and a block
+    starts only once the other engine's threads are quiet. After a call
     both engines' idle threads keep spinning for a while (onnxruntime's for milliseconds,
     rvvkit's for RVVKIT_SPIN_US), so a call right after the other engine's would share the
     cores with its spinners and be charged for them: alone on the machine, neither engine has
     the other's spinners beside it."""
     pc = time.perf_counter
+    block = 1 if threads == 1 else THREADED_BLOCK
     engines = (lambda: sess.run_prepared(prepared), lambda: ort_sess.run(None, feeds))
     t_rv = t_ort = 0.0
     for _ in range(max(warmup, 1)):
@@ -184,7 +188,7 @@ def bench_model(name: str, args, workdir: Path) -> Dict:
             f"latencies will be noisy (both sides alike, thanks to interleaving)")
     say(f"{name}: latency, {args.warmup} warm-up + up to {args.repeat} interleaved calls each")
     rv, ot = interleaved(sess, prepared, ort_sess, feeds, args.repeat, args.warmup, args.budget,
-                         block=1 if args.threads == 1 else 5)
+                         args.threads)
     res["rvvkit"] = _stats(rv)
     res["ort"] = _stats(ot)
     res["ratio"] = res["rvvkit"]["median_ms"] / res["ort"]["median_ms"]

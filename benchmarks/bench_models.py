@@ -61,7 +61,7 @@ def bench(name: str, args) -> Dict:
     prepared = sess.prepare(feeds)
     ort_sess = ort_session(path, threads=args.threads)
     rv, ot = interleaved(sess, prepared, ort_sess, feeds, args.repeat, args.warmup, args.budget,
-                         block=1 if args.threads == 1 else 5)
+                         args.threads)
     res["rvvkit"], res["ort"] = _stats(rv), _stats(ot)
     res["ratio"] = res["rvvkit"]["median_ms"] / res["ort"]["median_ms"]
     say(f"{name}: rvvkit {res['rvvkit']['median_ms']:.3f} ms, onnxruntime "

@@ -10,8 +10,9 @@ weights; "mobilenet_v2_224", benchmarks/mobilenet.py's MobileNetV2 at its publis
 (300 M MACs); tests/models' float models such as mobilenet_v2 (its width-0.25 64x64 test model,
 2.9 M MACs), via rvvkit.zoo_quant.float_model; "encoder", benchmarks/encoder.py's BERT-style
 encoder, 2 layers x 512 wide x 128 tokens, its attention mask made a constant so both engines
-take one input), one inference of ncnn and of rvvkit, each on one thread, is counted by rvvkit's QEMU TCG plugin with the same qemu-riscv64, sysroot and -cpu
-string: a run doing one inference after a warm-up minus a run doing only the warm-up (rvvkit:
+take one input), one inference of ncnn and of rvvkit, each on one thread, is counted by
+rvvkit's QEMU TCG plugin with the same qemu-riscv64, sysroot and -cpu string: a run doing one
+inference after a warm-up minus a run doing only the warm-up (rvvkit:
 QemuSession.instruction_counts, the same scheme).
 Columns: "raw" = every dynamic instruction; "weighted" = insns - vector_insns +
 lmul_weighted_vector_ops (each vector instruction counted as its LMUL register-group size,

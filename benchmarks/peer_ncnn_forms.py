@@ -18,7 +18,7 @@ import struct
 from pathlib import Path
 
 from peer_ncnn_build import PeerError
-from peer_ncnn_models import digest, param_layers
+from peer_ncnn_models import current_record, digest, param_layers
 
 # Layers that read nothing from the weight file (BinaryOp: a scalar operand is a parameter, a
 # second operand a blob).
@@ -29,7 +29,7 @@ TAG = 4         # a weight read with type 0 starts with a 4-byte tag (0: plain f
 
 
 def _params(tokens) -> dict:
-    """{id: integer value} of a layer's k=v parameters (the ones sized here are integers)."""
+    """{id: value text} of a layer's k=v parameters (_int reads the integer ones)."""
     out = {}
     for t in tokens:
         k, _, v = t.partition("=")
@@ -90,12 +90,9 @@ def gemm_as_innerproduct(param: Path, binf: Path, out: Path) -> dict:
     src_p, src_b = param.read_bytes(), binf.read_bytes()
     key = digest(src_p, src_b, Path(__file__).read_bytes())
     meta = out / "form.json"
-    try:
-        done = json.loads(meta.read_text())
-        if done["key"] == key:
-            return done
-    except (OSError, ValueError, KeyError):
-        pass
+    done = current_record(meta, key)
+    if done:
+        return done
     lines = src_p.decode().splitlines()
     pos, new_bin, rewritten = 0, bytearray(), 0
     for i, kind, name, ins, outs, tokens in param_layers(src_p.decode()):

@@ -20,6 +20,18 @@ def digest(*parts) -> str:
     return h.hexdigest()[:20]
 
 
+def current_record(meta: Path, key: str):
+    """The record a cached step wrote to `meta` (JSON with "key", "param" and "bin"), when it was
+    made from `key` and the files it names are still there; else None (the step runs again)."""
+    try:
+        done = json.loads(meta.read_text())
+        if done["key"] == key and Path(done["param"]).is_file() and Path(done["bin"]).is_file():
+            return done
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
 def ort_outputs(model, feeds: dict) -> dict:
     import onnxruntime as ort
     so = ort.SessionOptions()
@@ -198,12 +210,9 @@ def pnnx_convert(model, feeds: dict, out: Path, label: str) -> dict:
     key = digest(blob, PNNX_VERSION)
     param, binf = out / "model.ncnn.param", out / "model.ncnn.bin"
     meta = out / "convert.json"
-    try:
-        done = json.loads(meta.read_text())
-        if done["key"] == key and param.is_file() and binf.is_file():
-            return done
-    except (OSError, ValueError, KeyError):
-        pass
+    done = current_record(meta, key)
+    if done:
+        return done
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     onnx.save(model, str(out / "model.onnx"))
@@ -240,12 +249,9 @@ def quantize_int8(tools: dict, conv: dict, calib: list, out: Path, label: str) -
     key = digest(conv["key"], *(tools[t].read_bytes() for t in ("ncnn2table", "ncnn2int8")),
                  *(next(iter(c.values())).tobytes() for c in calib))
     meta = out / "int8.json"
-    try:
-        done = json.loads(meta.read_text())
-        if done["key"] == key and Path(done["param"]).is_file():
-            return done
-    except (OSError, ValueError, KeyError):
-        pass
+    done = current_record(meta, key)
+    if done:
+        return done
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, feeds in enumerate(calib):

@@ -24,11 +24,16 @@ def artifact_path(tmp_path_factory):
     return path
 
 
-def _counts(path, compiler, vlen, threads=1):
+def _measure(path, compiler, vlen, threads, what):
+    """what(session, feeds of ones) in a QEMU session on `threads` threads."""
     with QemuSession(path, compiler=compiler, vlen=vlen) as sess:
         sess.set_threads(threads)
-        feeds = {n: np.ones(s, "float32") for n, s in sess.inputs}
-        return sess.instruction_counts(feeds), int(sess.artifact.meta["macs"])
+        return what(sess, {n: np.ones(s, "float32") for n, s in sess.inputs})
+
+
+def _counts(path, compiler, vlen, threads=1):
+    return _measure(path, compiler, vlen, threads, lambda sess, feeds: (
+        sess.instruction_counts(feeds), int(sess.artifact.meta["macs"])))
 
 
 @needs_both_compilers
@@ -75,12 +80,9 @@ _HAND_OVER = re.compile(r"(__?)?(pthread|lll)_|rvk_parallel|rvk_pool_|.*:\?$")
 @needs_qemu
 def test_threaded_runs_differ_only_in_hand_overs(artifact_path):
     """Every kernel's instructions are exact at 3 threads, run after run; only the pool's and
-    libc's lock and wake-up code varies (a tiny model's total by up to ~6 % in CI)."""
-    def profile():
-        with QemuSession(artifact_path, compiler=CLANG, vlen=128) as sess:
-            sess.set_threads(3)
-            return sess.instruction_profile({n: np.ones(s, "float32") for n, s in sess.inputs})
-    a, b = profile(), profile()
+    libc's lock and wake-up code varies (a tiny model's total by 5-7 %)."""
+    a, b = (_measure(artifact_path, CLANG, 128, 3,
+                     lambda sess, feeds: sess.instruction_profile(feeds)) for _ in range(2))
     differ = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
     assert all(_HAND_OVER.match(f) for f in differ), differ
     kernels = [f for f in a if not _HAND_OVER.match(f) and a[f]["vector_insns"] > 0]
