@@ -214,3 +214,18 @@ def bn_params(c, seed=3):
 
 __all__ = ["make_model", "rand", "conv_ref", "expose_logits", "run_both", "run_ort", "run_rvvkit",
            "run_rvvkit_all", "assert_matches", "HOST", "onnx_inputs", "RTOL", "ATOL", "bn_params"]
+
+
+def assert_npz_keeps_names(outs: Mapping[str, np.ndarray], tmp_path) -> None:
+    """What `rvvkit run --output` writes (rvvkit.cli.npz.save_npz) is read back by plain
+    numpy under every output's own name, without a line saying a name was escaped."""
+    from rvvkit.cli.npz import save_npz
+    said: list = []
+    path = tmp_path / "outputs.npz"
+    save_npz(str(path), outs, warn=said.append)
+    assert said == [], said
+    with np.load(path) as plain:
+        assert plain.files == list(outs)
+        for name, value in outs.items():
+            np.testing.assert_array_equal(plain[name], value, err_msg=name)
+    path.unlink()

@@ -227,27 +227,40 @@ def test_unsupported_operator_model(tmp_path):
     assert not (tmp_path / "bad.rvv").exists()
 
 
-def test_outputs_named_like_savez_keywords_and_paths(tmp_path):
-    """Output names np.savez would take as its own arguments or as member paths are written
-    and read back as named; names are printed with control characters escaped."""
-    names = ["allow_pickle", "file", "../../x", "evil\x1b[31m"]
-    nodes = [node("Relu", ["x"], [names[0]]), node("Neg", ["x"], [names[1]]),
-             node("Abs", ["x"], [names[2]]), node("Sigmoid", ["x"], [names[3]])]
+# Output names as users meet them: PyTorch's legacy and dynamo exporters, the ONNX zoo, names
+# np.savez would take as its own keywords, and names unsafe as archive paths.
+SAFE_NAMES = ["/layer1/conv/Conv_output_0", "linear_1", "gpu_0/softmax_1", "allow_pickle",
+              "file", "a%2Fb"]
+UNSAFE_NAMES = {"../../x": "%2E%2E/%2E%2E/x", "evil\x1b[31m": "evil%1B[31m",
+                "win\\dir": "win%5Cdir"}
+
+
+def test_outputs_keep_their_names_in_the_npz(tmp_path):
+    """`np.load(out)[name]` works for every safe graph output name; an unsafe one is stored
+    under its escape, with one stderr line naming both, and rvvkit reads it back as named."""
+    names = SAFE_NAMES + list(UNSAFE_NAMES)
+    ops = ["Relu", "Neg", "Abs", "Sigmoid", "Exp", "Tanh", "Floor", "Ceil", "Identity"]
+    nodes = [node(op, ["/input/x"], [n]) for op, n in zip(ops, names)]
+    model = make_model(nodes, [("/input/x", (2, 3))], names)
     path = tmp_path / "names.onnx"
-    path.write_bytes(make_model(nodes, [("x", (2, 3))], names).SerializeToString())
+    path.write_bytes(model.SerializeToString())
     assert cli("build", path, "-o", tmp_path / "names.rvv").returncode == 0
     x = rand(2, 3, seed=3)
-    np.savez(tmp_path / "in.npz", x=x)
+    np.savez(tmp_path / "in.npz", **{"/input/x": x})
     proc = cli("run", tmp_path / "names.rvv", "--inputs", tmp_path / "in.npz", "--output",
                tmp_path / "out.npz")
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stderr and "evil\\x1b[31m" in proc.stderr
+    ref = run_ort(model, {"/input/x": x})
+    with np.load(tmp_path / "out.npz") as plain:
+        assert sorted(plain.files) == sorted(SAFE_NAMES + list(UNSAFE_NAMES.values()))
+        for k in SAFE_NAMES:
+            np.testing.assert_allclose(plain[k], ref[k], rtol=1e-6, atol=1e-7)
+    for name, key in UNSAFE_NAMES.items():
+        said = [ln for ln in proc.stderr.splitlines() if repr(key) in ln]
+        assert len(said) == 1 and "unsafe" in said[0], proc.stderr
     from rvvkit.cli.npz import load_npz
-    got = load_npz(str(tmp_path / "out.npz"))
-    assert list(got) == names
-    ref = run_ort(make_model(nodes, [("x", (2, 3))], names), {"x": x})
-    for k in names:
-        np.testing.assert_allclose(got[k], ref[k], rtol=1e-6, atol=1e-7)
+    assert list(load_npz(str(tmp_path / "out.npz"))) == names
     assert not (tmp_path.parent / "x.npy").exists()
     proc = cli("run", tmp_path / "names.rvv", "--inputs", tmp_path / "in.npz")
     assert proc.returncode == 0 and "\x1b" not in proc.stdout

@@ -20,7 +20,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import expose_logits
+from conftest import assert_npz_keeps_names, expose_logits
 from rvvkit.zoo import LIGHT_MODELS, light_model, sample_inputs
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -92,3 +92,4 @@ def check_light_model(name: str, tmp_path, on: str, check_artifact=lambda art: N
         assert int(np.argmax(got)) == int(np.argmax(want)), \
             f"{name}/{out_name} on {on}: argmax {np.argmax(got)} != onnxruntime's " \
             f"{np.argmax(want)}"
+    assert_npz_keeps_names(ours, tmp_path)

@@ -30,6 +30,7 @@ import pytest
 
 if __name__ == "__main__":   # run as a script (--refresh): tests/ holds executors.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conftest import assert_npz_keeps_names  # noqa: E402
 from executors import HOST  # noqa: E402
 from executors import params as executor_params  # noqa: E402
 from executors import sample as executor_sample  # noqa: E402
@@ -107,7 +108,7 @@ def test_suite_is_complete():
 
 
 @pytest.mark.parametrize("name", [_xfail_wrong(m) for m in MODELS])
-def test_model_on_host(name):
+def test_model_on_host(name, tmp_path):
     import rvvkit
     path, feeds, ref = stored(name)
     if name in KNOWN_UNSUPPORTED:
@@ -116,7 +117,9 @@ def test_model_on_host(name):
         assert reported_ops(info.value) == KNOWN_UNSUPPORTED[name], str(info.value)
         return
     # the host executor runs 1, 2 and 3 threads and insists on the same bits
-    compare(HOST.run(rvvkit.build(path), feeds), ref, "host")
+    outs = HOST.run(rvvkit.build(path), feeds)
+    compare(outs, ref, "host")
+    assert_npz_keeps_names(outs, tmp_path)
 
 
 @pytest.mark.parametrize("target", executor_params([e for e in executor_sample()

@@ -1,5 +1,6 @@
-"""The CLI's .npz files (rvvkit/cli/npz.py): any tensor name round-trips, no name becomes a
-member path, a bad file is one InputError, a failed write leaves nothing behind."""
+"""The CLI's .npz files (rvvkit/cli/npz.py): names are keys verbatim for numpy, any tensor name
+round-trips through rvvkit, only names unsafe as archive paths are escaped (and said so), a bad
+file is one InputError, a failed write leaves nothing behind."""
 from __future__ import annotations
 
 import zipfile
@@ -7,36 +8,88 @@ import zipfile
 import numpy as np
 import pytest
 
-from rvvkit.cli.npz import load_npz, member_name, printable, save_npz, tensor_name
+from rvvkit.cli.npz import archive_key, is_unsafe, load_npz, printable, save_npz
 from rvvkit.errors import InputError
 
-AWKWARD = {"file": np.arange(3), "allow_pickle": np.ones((2, 2), np.float32),
-           "../../x": np.zeros(1), "a/b\x1b[31m": np.array([True]), "..": np.zeros(2),
-           "%41": np.zeros(1, np.int64), "é": np.zeros(1), "/model/Add_output_0": np.ones(4)}
+# PyTorch legacy / dynamo exporter names, ONNX zoo names, np.savez's own keywords, odd text
+SAFE = {"/layer1/conv/Conv_output_0": np.ones(4), "linear_1": np.arange(3),
+        "gpu_0/softmax_1": np.zeros((1, 2), np.float32), "file": np.arange(3),
+        "allow_pickle": np.ones((2, 2), np.float32), "%41": np.zeros(1, np.int64),
+        "é/日本": np.zeros(1), "a..b/.hidden": np.array([True])}
+UNSAFE = {"../../x": np.zeros(1), "..": np.zeros(2), ".": np.ones(1), "a/./b": np.ones(2),
+          "a\\b": np.ones(3), "nul\x00": np.ones(1), "esc\x1b[31m": np.array([True]),
+          "del\x7f": np.ones(1)}
 
 
-def test_awkward_names_round_trip(tmp_path):
+def _save(path, arrays):
+    said = []
+    save_npz(str(path), arrays, warn=said.append)
+    return said
+
+
+def test_safe_names_are_plain_numpy_keys(tmp_path):
     path = tmp_path / "o.npz"
-    save_npz(str(path), AWKWARD)
+    assert _save(path, SAFE) == []
+    with np.load(path) as plain:
+        assert plain.files == list(SAFE)
+        for k, v in SAFE.items():
+            assert plain[k].dtype == v.dtype and np.array_equal(plain[k], v)
+    assert list(load_npz(str(path))) == list(SAFE)
+
+
+def test_unsafe_names_are_escaped_said_and_read_back(tmp_path):
+    path = tmp_path / "o.npz"
+    arrays = {**SAFE, **UNSAFE}
+    said = _save(path, arrays)
+    assert len(said) == len(UNSAFE)
+    for name, line in zip(UNSAFE, said):
+        assert printable(name) in line and repr(archive_key(name)) in line
     back = load_npz(str(path))
-    assert list(back) == list(AWKWARD)
-    for k, v in AWKWARD.items():
+    assert list(back) == list(arrays)
+    for k, v in arrays.items():
         assert back[k].dtype == v.dtype and np.array_equal(back[k], v)
     for member in zipfile.ZipFile(path).namelist():
-        assert "/" not in member and "\\" not in member and not member.startswith(".")
+        parts = member.split("/")
+        assert "\\" not in member and "." not in parts and ".." not in parts
+        assert all(ord(c) >= 0x20 and c != "\x7f" for c in member)
 
 
-def test_numpy_savez_files_still_load(tmp_path):
-    """Inputs written by users with np.savez (unescaped names, '/' included) load as named."""
+@pytest.mark.parametrize("name", list(UNSAFE))
+def test_unsafe_is_unsafe_and_its_key_is_not(name):
+    assert is_unsafe(name) and not is_unsafe(archive_key(name))
+
+
+@pytest.mark.parametrize("name", list(SAFE))
+def test_safe_names_are_their_own_keys(name):
+    assert not is_unsafe(name) and archive_key(name) == name
+
+
+def test_an_escape_that_another_name_holds_gets_a_unique_key(tmp_path):
+    """'a\\b' escapes to 'a%5Cb', which is also a (safe) name of its own: both survive."""
+    path = tmp_path / "o.npz"
+    arrays = {"a%5Cb": np.zeros(1), "a\\b": np.ones(1)}
+    said = _save(path, arrays)
+    assert len(said) == 1 and "a%5Cb~2" in said[0]
+    with np.load(path) as plain:
+        assert sorted(plain.files) == ["a%5Cb", "a%5Cb~2"] and plain["a%5Cb"][0] == 0
+    back = load_npz(str(path))
+    assert back["a%5Cb"][0] == 0 and back["a\\b"][0] == 1
+
+
+def test_numpy_savez_files_load_verbatim(tmp_path):
+    """Inputs written by users with np.savez load under the names numpy gives them, including
+    names that look like rvvkit's escapes (only rvvkit's own archives record escapes)."""
     path = tmp_path / "in.npz"
-    np.savez(path, **{"x": np.ones(2), "/model/input": np.zeros(3)})
-    assert sorted(load_npz(str(path))) == ["/model/input", "x"]
+    names = {"x": np.ones(2), "/model/input": np.zeros(3), "a%5Cb": np.ones(1),
+             "w\\in": np.ones(1)}
+    np.savez(path, **names)
+    assert sorted(load_npz(str(path))) == sorted(names)
 
 
-@pytest.mark.parametrize("name", ["..", ".", "a%b", "\x00", "\\x", "日本"])
-def test_member_name_inverts(name):
-    assert tensor_name(member_name(name)) == name
-    assert member_name(name) not in (".", "..")
+def test_empty_name_is_refused(tmp_path):
+    with pytest.raises(InputError, match="empty name"):
+        save_npz(str(tmp_path / "o.npz"), {"": np.ones(1)})
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_printable_escapes_control_characters():
