@@ -15,7 +15,7 @@ def build(model, **kwargs):
 
 def load(artifact, on: str = "host", *, require_signature=None, **kwargs):
     """Open a session on an artifact (path or `Artifact`) for the executor named by `on`:
-    "host", "qemu" or a board "ssh://[user@]host[:port][?options]". require_signature: a
+    `"host"`, `"qemu"` or a board `"ssh://[user@]host[:port][?options]"`. require_signature: a
     public key (file, `ssh-ed25519 ...` line or 64 hex digits; see rvvkit.signing): the
     artifact must be signed by it, checked before anything is compiled (SignatureError)."""
     from .runtime import open_session
