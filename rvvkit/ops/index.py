@@ -14,10 +14,15 @@ INDEX_DTYPES = ("int64", "int32")
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 
-def _wrap(node, idx, dim):
+def _wrap(node, idx, dims):
+    """`idx` with negative entries counted from the end. `dims` is one axis's size, or, for
+    the index tuples of GatherND and ScatterND, the sizes of the axes along idx's last axis
+    (broadcast against it)."""
     idx = np.asarray(idx).astype(np.int64)
-    if idx.size and (idx.min() < -dim or idx.max() >= dim):
-        raise bad(node, f"index out of range for an axis of {dim}")
+    dim = np.asarray(dims, np.int64)
+    if idx.size and ((idx < -dim).any() or (idx >= dim).any()):
+        what = f"axes of {list(dims)}" if dim.ndim else f"an axis of {dims}"
+        raise bad(node, f"index out of range for {what}")
     return np.where(idx < 0, idx + dim, idx)
 
 

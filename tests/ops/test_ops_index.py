@@ -1,7 +1,8 @@
 """Operator cases: index ops with run-time indices (Gather, GatherElements, GatherND,
 ScatterND, ScatterElements) on float, int64 and bool data with int64/int32 indices, negative
 indices, and an index out of range, which every executor reports as an ExecutionError naming
-the node (the kernel's data status), compared with onnxruntime otherwise."""
+the node (the kernel's data status), compared with onnxruntime otherwise; GatherND and
+ScatterND index tuples on constants too, which fold at build time (swin_t's attention mask)."""
 import numpy as np
 import pytest
 from onnx import helper
@@ -82,6 +83,48 @@ def test_scatter_nd(reduction, dtype, op_executor):
     upd = data(ind.shape[:-1] + x.shape[ind.shape[-1]:], dtype, seed=5)
     m, feeds = run(op_executor, "ScatterND", x, ind, {"reduction": reduction}, upd)
     assert_matches(m, feeds, on=op_executor)
+
+
+def block(rows, cols):
+    """Index tuples of the block data[rows][:, cols], shape (len(rows), len(cols), 2): what
+    torch's legacy ONNX export writes for a slice assignment `mask[r0:r1, c0:c1] = v`."""
+    r, c = np.meshgrid(rows, cols, indexing="ij")
+    return np.stack([r, c], -1).astype(np.int64)
+
+
+# swin_t's shifted-window attention mask: a zero (H, W) map whose regions a chain of ScatterNDs
+# with (h, w, 2) index blocks sets to 0, 1, 2, ... (here with negative indices too)
+MASK_BLOCKS = [(range(0, 4), range(0, 4), 0.0), (range(0, 4), range(-3, 0), 1.0),
+               (range(4, 7), range(0, 4), 2.0), (range(-3, 0), range(4, 7), 3.0)]
+
+
+@pytest.mark.parametrize("const_map", [True, False], ids=["folded", "run_time_map"])
+def test_scatter_nd_slice_assignment(const_map, op_executor):
+    """On a constant map the chain folds at build time (ScatterND's numpy form, whose
+    per-axis index check once took only one axis), then meets a run-time input; on a run-time
+    map its kernels run."""
+    nodes, inits, src = [], {}, "zeros" if const_map else "x"
+    if const_map:
+        inits["zeros"] = np.zeros((7, 7), np.float32)
+    for k, (rows, cols, v) in enumerate(MASK_BLOCKS):
+        idx = block(rows, cols)
+        inits[f"i{k}"], inits[f"u{k}"] = idx, np.full(idx.shape[:-1], v, np.float32)
+        nodes.append(node("ScatterND", [src, f"i{k}", f"u{k}"], [f"m{k}"]))
+        src = f"m{k}"
+    nodes.append(node("Add", [src, "x"], ["y"]))
+    m = make_model(nodes, [vi("x", "float32", [7, 7])], [vi("y", "float32")], inits,
+                   opset=16)
+    assert_matches(m, {"x": data((7, 7), "float32")}, on=op_executor)
+
+
+def test_gather_nd_folds_index_tuples(op_executor):
+    """GatherND of constants with a (3, 2, 2) block of index tuples, negative ones too, folds
+    at build time."""
+    idx = block(range(-2, 1), range(1, 3))
+    m = make_model([node("GatherND", ["c", "i"], ["g"]), node("Mul", ["g", "x"], ["y"])],
+                   [vi("x", "float32", [3, 2])], [vi("y", "float32")],
+                   {"c": data((4, 5), "float32", seed=3), "i": idx})
+    assert_matches(m, {"x": data((3, 2), "float32")}, on=op_executor)
 
 
 @pytest.mark.parametrize("reduction, dtype, axis", [
