@@ -52,7 +52,8 @@ def environment() -> Dict:
     import rvvkit.codegen.kernels.gemm  # noqa: F401
     kernel_files = {}
     for rel in ("rvvkit/codegen/kernels/conv.py", "rvvkit/codegen/kernels/conv_input.py",
-                "rvvkit/codegen/kernels/gemm.py", "rvvkit/codegen/kernels/gemm_rvv.py"):
+                "rvvkit/codegen/kernels/gemm.py", "rvvkit/codegen/kernels/gemm_rvv.py",
+                "rvvkit/codegen/kernels/gemm_rvv_lmul.py"):
         p = PKG_ROOT / rel
         if p.exists():
             kernel_files[rel] = {

@@ -14,7 +14,7 @@ from ..ir import Graph
 from .memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
 from .cfmt import unique_idents
 from .kernel import Kernel
-from .kernels.gemm_rvv import fixed_vlen
+from .kernels.gemm_rvv_lmul import fixed_vlen
 from .lower import check_lowerable, is_alias, kernel_inputs, lower
 
 

@@ -188,7 +188,7 @@ CASES = {
                                                        w_shape=(64, 8, 3, 3), ydt=I8,
                                                        pads=[1, 1, 1, 1], per_channel=True),
     "qmatmul_tall_narrow": lambda: qlinearmatmul(U8, I8, (70, 16), (16, 5)),
-    # shapes that the kernels split into several parts (qgemm.part_blocks), which the host's
+    # shapes that the kernels split into several parts (qgemm_parts.part_blocks), which the host's
     # 1, 2 and 3 threads and QEMU's share out: blocks of output pixels whose rows of im2col
     # start and end inside an output row (uint8 weights: column sums per block), blocks of
     # output channels (160 on a 7 x 7 map: 128 + 32), a pointwise conv reading blocks of its

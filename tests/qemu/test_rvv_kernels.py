@@ -31,7 +31,8 @@ from kernel_cases.gemm import GEMM, MATMUL
 from kernel_cases.pool import GLOBAL_POOL, LRN, POOL, SOFTMAX
 from kernel_harness import C_HDR, call_arrays, output_index, translation_unit
 
-from rvvkit.codegen.kernels.gemm_rvv import pair_plan, uk_plan, vname
+from rvvkit.codegen.kernels.gemm_rvv import vname
+from rvvkit.codegen.kernels.gemm_rvv_lmul import pair_plan, uk_plan
 from rvvkit.jit.targets import riscv
 
 RISCV = riscv()

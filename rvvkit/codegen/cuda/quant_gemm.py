@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..kernel import Kernel
 from ..kernels import qconv as _qconv, qmatmul as _qmatmul  # noqa: F401  (declare the specs)
-from ..kernels.qgemm import EPILOGUE, EPILOGUE_KEY
+from ..kernels.requant import EPILOGUE, EPILOGUE_KEY
 from .elementwise import per_element
 from .registry import CudaKernel, generator
 from .tiles import UNROLL_NAME, UNROLL_TEXT, cdiv

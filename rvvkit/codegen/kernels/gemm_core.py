@@ -12,6 +12,7 @@ from ..loops import cdiv
 from ...ops.activations import act_rvv_support
 from ..rvv import GUARD, header, vsetvlmax
 from . import gemm_rvv as rvv
+from . import gemm_rvv_lmul as lmuls
 from .gemm_emit import (Epilogue, Side, epilogue, strided_packer, ukernel, ukernel_pair,
                         ukernel_to_y)
 from . import gemm_rvv_fused as fused
@@ -96,7 +97,7 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     # an epilogue the micro-kernel can apply in registers, some full tile and one k-block
     # (kb is then k, and is not tested: clang would propagate the constant into the
     # micro-kernel and unroll it with spills)
-    if fused.fusable(ep, rvv.uk_variants(mr, nr, ind)) and p >= mr and q >= nr and kc == k:
+    if fused.fusable(ep, lmuls.uk_variants(mr, nr, ind)) and p >= mr and q >= nr and kc == k:
         dn, dc = ukernel_to_y(mr, nr, ind, ep)
         support[dn] = dc
         call = f"""{GUARD}
@@ -109,9 +110,9 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished
 }}"""
     rows_first = a.kind in ("strided", "custom") and b.kind == "packed"
     split = _split_side(p, q, k, a, b, mr, nr, rows_first)
-    pairs = q >= 2 * nr and (any(L for _, L in rvv.pair_plan(mr, nr, ind))
-                             if rvv.target_vlen() is None else rvv.pair_at(mr, nr, ind,
-                                                                           rvv.target_vlen()))
+    pairs = q >= 2 * nr and (any(L for _, L in lmuls.pair_plan(mr, nr, ind))
+                             if lmuls.target_vlen() is None
+                             else lmuls.pair_at(mr, nr, ind, lmuls.target_vlen()))
     two = None
     if pairs:
         call, two = _pair_call(call, mr, nr, k, kc, ind, ep, b, epn, args, offa, support)
@@ -122,7 +123,7 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished
         loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support, split,
                                               two)
     loops = loops.replace("@APTR@", aptr).replace("@BPTR@", bptr)
-    decls = f"float t[{(rvv.pair_max_panels(mr, nr, ind) if pairs else 1) * mr * nr}];\n" + \
+    decls = f"float t[{(lmuls.pair_max_panels(mr, nr, ind) if pairs else 1) * mr * nr}];\n" + \
         (f"int off[{kc}];\n" if ind else "") + "(void)ws;\n"
     if pairs:   # the pair's LMUL at this VLEN (0: single panels)
         decls += f"""{GUARD}
@@ -166,7 +167,7 @@ def _pair_call(call, mr, nr, k, kc, ind, ep, b: Side, epn, args, offa, support):
     both = f"""{pn}(rvk_pl, rvk_np, kb, @APTR@, @BPTR@, {bs}, {offa}t);
 for (int h = 0; h < rvk_np; ++h)
     {epn}(t + h * {mr * nr}, i0, j + h * {nr}, mr, {nr}, k0 == 0, {last}, {args}y);"""
-    if fused.fusable(ep, rvv.pair_variants(mr, nr, ind)) and kc == k:
+    if fused.fusable(ep, lmuls.pair_variants(mr, nr, ind)) and kc == k:
         dn, dc = ukernel_pair(mr, nr, ind, ep)
         support[dn] = dc
         both = f"""if (mr == {mr}) {{   /* full tiles: finished into y */

@@ -11,7 +11,7 @@ output takes its own direct path (qconv_dw.py) under the same spec and parameter
 Threads (runtime_c/rvk_pool.h), two regions per image: the gather, one part per input channel
 (its kh x kw rows of col, for every group at once, in the caller's workspace); then the
 products, one part per group, block of output channels and block of output pixels
-(qgemm.part_blocks), each with its own sums and the core's scratch in its thread's workspace.
+(qgemm_parts.part_blocks), each with its own sums and the core's scratch in its thread's workspace.
 col is gathered once and only read after, so a part redoes nothing of another's (but widen its
 own columns of col); each part is its own call, its bounds fixed by the shapes: every output
 is computed alike for every thread count."""
@@ -26,8 +26,9 @@ from ..cfmt import indent
 from ..loops import cdiv, loop
 from ..rvv import header
 from .qconv_dw import dw_applies, qconv_dw
-from .qgemm import (QGEMM_NAME, epilogue_support, part_blocks, part_indices, part_span,
-                    qgemm_support, row_support, scratch_words, tail_params)
+from .qgemm import QGEMM_NAME, qgemm_support, scratch_words
+from .qgemm_parts import part_blocks, part_indices, part_span
+from .requant import epilogue_support, row_support, tail_params
 
 declare_spec("qconv", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
                        "dilations", "x_dtype", "out", "x_zp", "x_flip", "y_zp", "lo", "hi",

@@ -27,7 +27,7 @@ from ..loops import cdiv, loop
 from ..parallel import Split, parts_loop
 from ..rvv import GUARD
 from .conv_input import PhaseGrid
-from .qgemm import epilogue_support
+from .requant import epilogue_support
 
 DW_MAX_TAPS = 49   # 7 x 7; the taps are unrolled, larger kernels keep the generic path
 DW_BATCH = 5       # int16 m2 products held before widening: 10 registers beside 4 + 4 int32

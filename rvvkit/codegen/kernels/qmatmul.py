@@ -15,8 +15,9 @@ from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import cdiv, loop
 from ..parallel import parts_loop
 from ..rvv import header
-from .qgemm import (QGEMM_NAME, epilogue_support, part_blocks, part_indices, part_span,
-                    qgemm_support, scratch_words, tail_params)
+from .qgemm import QGEMM_NAME, qgemm_support, scratch_words
+from .qgemm_parts import part_blocks, part_indices, part_span
+from .requant import epilogue_support, tail_params
 
 declare_spec("qmatmul", ("a_shape", "b_shape", "y_shape", "a_dtype", "b_dtype", "out", "a_zp",
                          "y_zp", "lo", "hi", "paired", "b_zp", "b_const", "rt_zp"))
@@ -42,7 +43,7 @@ def qmatmul(a_shape, b_shape, y_shape, *, a_dtype: str, b_dtype: str, out: str, 
     """Params: a, b, bias (int32 [N]), [scale (float [N])], [b_zp (int32 [N])], y.
 
     Threads: a part is one batch step's block of rows by block of columns
-    (qgemm.part_blocks); it flips and sums only its own rows of a and columns of b, in its
+    (qgemm_parts.part_blocks); it flips and sums only its own rows of a and columns of b, in its
     thread's workspace, and writes its block of y."""
     m, k = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
