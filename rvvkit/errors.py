@@ -47,6 +47,19 @@ class ModelProblems(UnsupportedOperator):
                             + "\n".join(f"  {line}" for line in lines))
 
 
+class InternalError(RvvkitError):
+    """A bug in rvvkit, not a fault of the model: an exception rvvkit's own code did not
+    expect (TypeError, IndexError, ...) while it handled a node. One line naming the op and
+    node and the exception, asking for a report; the exception itself is the __cause__."""
+
+    def __init__(self, op: str, node: str, exc: BaseException):
+        self.op, self.node, self.exc = op, node, exc
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())
+        super().__init__(f"internal error (a bug in rvvkit, not a fault of the model) while "
+                         f"handling {op} node {node!r}: {what}; please report it with the "
+                         "model or a small graph that reproduces it")
+
+
 class ArtifactError(RvvkitError):
     """The artifact file is corrupt, truncated or of an unknown format version."""
 

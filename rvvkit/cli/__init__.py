@@ -3,7 +3,8 @@ subcommand, the options they share in rvvkit.cli.common.
 
 Exit status, the same for every command: 0 success, 1 an rvvkit error (a model, artifact,
 compiler or run that failed; compare: a path that mismatched), 2 bad usage (argparse's own
-errors and option values or combinations that do not make sense), 130 interrupted. A reader
+errors and option values or combinations that do not make sense), 70 an internal error (a bug
+in rvvkit, not in the model: one line naming the op and node), 130 interrupted. A reader
 that goes away (`rvvkit ... | head`) ends the command quietly with 0."""
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ import sys
 from typing import List, Optional
 
 from .. import __version__
-from ..errors import RvvkitError
+from ..errors import InternalError, RvvkitError
 from . import bench, boards, build, compare, doctor, inspect, ops, pack, run, sign
 from .common import UsageError
+
+# sysexits.h's EX_SOFTWARE: an internal software error (a bug in rvvkit, errors.InternalError)
+EXIT_INTERNAL = 70
 
 # in `rvvkit --help` order
 COMMANDS = (build, pack, sign, inspect, run, bench, compare, doctor, boards, ops)
@@ -52,6 +56,9 @@ def _run(argv: Optional[List[str]]) -> int:
         code = args.func(args)
     except UsageError as exc:
         args.parser.error(str(exc))  # exits 2, as argparse's own errors do
+    except InternalError as exc:  # a bug: its own line and status, never a traceback
+        print(f"rvvkit: {exc}", file=sys.stderr)
+        code = EXIT_INTERNAL
     except RvvkitError as exc:
         print(f"rvvkit: error: {exc}", file=sys.stderr)
         code = 1

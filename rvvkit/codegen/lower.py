@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import ModelError, UnsupportedOperator
+from ..errors import InternalError, ModelError, RvvkitError, UnsupportedOperator
 from ..ir import Graph, Node
 from ..ops import REGISTRY
 from ..ops.activations import BY_OP as ACTIVATIONS_BY_OP, act_of
@@ -185,7 +185,14 @@ def check_lowerable(g: Graph) -> None:
 
 
 def lower(n: Node, g: Graph) -> Optional[Lowered]:
-    return None if is_alias(n, g) else REGISTRY[n.op].lower(n, g)
+    """n's kernel (None for an alias). The frontend has checked the node: an exception that
+    is not an RvvkitError is a bug in its lowering, reported naming the node."""
+    try:
+        return None if is_alias(n, g) else REGISTRY[n.op].lower(n, g)
+    except RvvkitError:
+        raise
+    except Exception as exc:
+        raise InternalError(n.op, n.name, exc) from exc
 
 
 # The lowerings of the other op families attach themselves on import (after the helpers above,

@@ -14,10 +14,11 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 import numpy as np
 
 from .. import dtypes
-from ..errors import ModelError, ModelProblems
+from ..errors import InternalError, ModelError, ModelProblems, RvvkitError
 from ..ir import Graph, Node, Tensor
 from ..ops import REGISTRY
 from ..passes.fold import try_fold
+from .schema import schema_problem
 from .types import MIN_OPSET, elem_dtype, notice, tensor_type_problem, upgrade
 
 ModelLike = Union[str, os.PathLike, bytes, "onnx.ModelProto"]  # noqa: F821
@@ -128,10 +129,6 @@ def _attr_problem(node: Node) -> str:
             return (f"{node.op} node {node.name!r}: attribute {attr}={list(vals)} must have "
                     f"every entry at least {low}")
     return ""
-
-
-# Inference errors a malformed node raises from an op's infer or evaluate function.
-MALFORMED = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError)
 
 
 class Findings:
@@ -288,9 +285,14 @@ def _add_node(g: Graph, pn, i: int, found: Findings) -> None:
         _infer(g, node)
     except ModelError as exc:
         found.add(node.op, node.name, exc, outputs)
-    except MALFORMED as exc:
-        found.add(node.op, node.name, ModelError(f"{node.op} node {node.name!r}: malformed "
-                                                 f"({exc!r})"), outputs)
+    except RvvkitError:
+        raise
+    except Exception as exc:  # not raised on purpose: the node breaks its schema, or a bug
+        why = schema_problem(pn, g.opset)
+        if not why:
+            raise InternalError(node.op, node.name, exc) from exc
+        found.add(node.op, node.name, ModelError(f"{node.op} node {node.name!r}: {why}"),
+                  outputs)
 
 
 def _infer(g: Graph, node: Node) -> None:
