@@ -1,4 +1,8 @@
-"""Compare outputs written by `rvvkit run` with onnxruntime on the same model and inputs."""
+"""Compare outputs written by `rvvkit run` with onnxruntime on the same model and inputs:
+per output, the max abs error and whether the argmax agrees; exit status 1 on a mismatch
+(beyond rtol 1e-3 / atol 1e-4). quickstart.sh and board_without_compiler.sh use it.
+
+Run:    python3 examples/compare_with_onnxruntime.py MODEL.onnx IN.npz OUT.npz"""
 import sys
 
 import numpy as np
