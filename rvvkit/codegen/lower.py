@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import InternalError, ModelError, RvvkitError, UnsupportedOperator
 from ..ir import Graph, Node
 from ..ops import REGISTRY
@@ -170,10 +171,20 @@ def unlowerable(g: Graph) -> List[Tuple[str, str, str]]:
             continue
         for name in kernel_inputs(n) + [o for o in n.outputs if o]:
             if not op.takes(g.t(name).dtype):
-                found.append((n.op, n.name, f"tensor {name!r} has dtype {g.t(name).dtype}; "
-                                            f"{n.op} computes on {', '.join(op.dtypes)}"))
+                found.append((n.op, n.name, _dtype_problem(n, name, g.t(name).dtype)))
                 break
     return found
+
+
+def _dtype_problem(n: Node, name: str, dtype) -> str:
+    """Why tensor `name` of node n cannot be computed: a dtype outside rvvkit's table (float64,
+    float16, int16, ...; constants of those fold, run-time tensors have no C type), or one
+    outside what n's kernel takes."""
+    if not dtypes.supported(dtype):
+        return (f"tensor {name!r} has dtype {dtype}, which rvvkit computes on only as "
+                f"build-time constants; its tensors are {', '.join(dtypes.NAMES)}")
+    return f"tensor {name!r} has dtype {dtype}; {n.op} computes on " \
+        f"{', '.join(REGISTRY[n.op].kernel_dtypes)}"
 
 
 def check_lowerable(g: Graph) -> None:

@@ -12,7 +12,6 @@ def catalog() -> List[Dict]:
     """One row per ONNX op (internal rvvkit.* ops left out), sorted by name: op, how it runs
     ("kernel", or the reason it never needs one), and the element types its kernel takes."""
     import rvvkit.codegen.lower  # noqa: F401  (attaches the C lowerings to the table)
-    from .. import dtypes
     rows = []
     for name in sorted(REGISTRY):
         d = REGISTRY[name]
@@ -24,7 +23,7 @@ def catalog() -> List[Dict]:
             how = "folded at build time"
         else:
             how = d.without_kernel or "no kernel"
-        types = list(dtypes.NAMES) if "any" in d.dtypes else list(d.dtypes)
+        types = list(d.kernel_dtypes)
         rows.append({"op": name, "runs": how, "dtypes": types if d.lower else []})
     return rows
 

@@ -105,11 +105,21 @@ def _cast_eval(node, xs):
     return [cast_value(xs[0], ONNX_DTYPES[node.attrs["to"]])]
 
 
+def _onnx_type_name(code) -> str:
+    """float16, bfloat16, string, ... for TensorProto code `code` (the code when unknown)."""
+    try:
+        from onnx import TensorProto
+        return f"{TensorProto.DataType.Name(code).lower()} (ONNX dtype {code})"
+    except (ImportError, TypeError, ValueError):
+        return f"ONNX dtype {code}"
+
+
 @register("Cast", _cast_eval, dtypes=ANY)
 def _cast(node, g):
     to = node.attrs.get("to")
     if to not in ONNX_DTYPES:
-        raise bad(node, f"cast to ONNX dtype {to} is not supported")
+        raise bad(node, f"cast to {_onnx_type_name(to)} is not supported: rvvkit's tensors "
+                        f"are {', '.join(dtypes.NAMES)}")
     return [(in_shape(node, g, 0), ONNX_DTYPES[to])]
 
 

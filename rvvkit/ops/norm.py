@@ -113,7 +113,8 @@ register("GroupNormalization", _group_eval)(_group)
 register("InstanceNormalization", _group_eval)(_group)
 
 
-# LpNormalization: x / ||x||_p along one axis
+# LpNormalization: x / ||x||_p along one axis; a line whose norm is 0 stays 0 (ONNX's reference
+# and onnxruntime), not 0/0
 
 
 def _lp_eval(node, xs):
@@ -122,7 +123,7 @@ def _lp_eval(node, xs):
         nrm = np.abs(x).sum(axis=a["axis"], keepdims=True)
     else:
         nrm = np.sqrt((x * x).sum(axis=a["axis"], keepdims=True))
-    return [(x / nrm).astype(np.float32)]
+    return [(x / np.where(nrm == 0, np.inf, nrm)).astype(np.float32)]
 
 
 @register("LpNormalization", _lp_eval)

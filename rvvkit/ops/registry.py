@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .. import dtypes as dtype_table
 from ..errors import ModelError
 from ..ir import Graph, Node, Shape
 
@@ -48,8 +49,14 @@ class OpDef:
     # the integer form, which passes/quant.py runs integer kernels on)
     source: Optional[EvalFn] = None
 
+    @property
+    def kernel_dtypes(self) -> Tuple[str, ...]:
+        """The element types its kernel takes, "any" spelled out: never one outside rvvkit's
+        dtype table (float64, float16, int16, ...), which no kernel has a C type for."""
+        return dtype_table.NAMES if "any" in self.dtypes else self.dtypes
+
     def takes(self, dtype) -> bool:
-        return "any" in self.dtypes or np.dtype(dtype).name in self.dtypes
+        return dtype_table.supported(dtype) and np.dtype(dtype).name in self.kernel_dtypes
 
     @property
     def domain(self) -> str:

@@ -14,8 +14,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
     'test_affine_grid_3d_align_corners':
         "ModelProblems: 1 problem in the model: | AffineGrid node '#0': unsupported operator",
-    'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True':
-        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | Mismatche',
     'test_basic_deform_conv_with_padding':
         "ModelProblems: 1 problem in the model: | DeformConv node '#0': unsupported operator",
     'test_basic_deform_conv_without_padding':
@@ -202,8 +200,6 @@ NOT_YET = {
         "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
     'test_image_decoder_decode_webp_rgb':
         "ModelProblems: 1 problem in the model: | ImageDecoder node '#0': unsupported operato",
-    'test_l2normalization_axis_0':
-        'AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07 | output 0 | nan locat',
     'test_linear_attention_decode_step':
         "ModelProblems: 1 problem in the model: | LinearAttention node '#0': unsupported oper",
     'test_linear_attention_delta':

@@ -10,6 +10,8 @@ Three lists decide what each case must do (rvvkit/onnx_conformance.py holds the 
   run and must still FAIL, so the list cannot go stale: a case that starts passing fails here
   until it is removed.
 - everything else must pass (outputs compared as ONNX does: dtype, shape, rtol/atol).
+The Cast and CastLike cases excluded for their dtypes are still built, once: each must be
+refused with a ModelError naming the type (test_casts_to_and_from_types_outside_rvvkit_...).
 
 Node tests feed build-time operands (Reshape's shape, Slice's starts, weights, ...) as graph
 inputs; the runner binds them as initializers (PARAM_OPERANDS in rvvkit/onnx_conformance.py).
@@ -24,11 +26,13 @@ onnxruntime, 2 cases at a time: ~7 min):
 """
 import importlib.util
 import os
+import re
 
 import numpy as np
 import pytest
 
 from rvvkit import onnx_conformance as oc
+from rvvkit.errors import ModelError
 from rvvkit.onnx_backend import RvvkitBackend
 
 REGENERATE = "python3 benchmarks/conformance.py --write-lists tests/host/conformance_lists.py"
@@ -55,6 +59,25 @@ def test_node(name):
         assert not passed, (f"{name} passes now: take it off NOT_YET ({REGENERATE})")
     else:
         assert passed, why
+
+
+# Cast and CastLike cases out of scope for their dtypes (float64, float16, bfloat16, float8,
+# int4, ...): a user may still hand rvvkit such a model
+CAST_CASES = sorted(n for n, c in CASES.items()
+                    if n.startswith("test_cast") and oc.excluded(n, c.model))
+OUTSIDE_TYPES = re.compile(r"\b(float64|b?float16|float[48]\w*|u?int[24]|u?int16|uint32|uint64|"
+                           r"string)\b")
+
+
+def test_casts_to_and_from_types_outside_rvvkit_are_refused():
+    """Each is refused at build time with a ModelError naming the type, never a crash (Cast
+    to float64 once died of KeyError: 'float64' in its lowering) nor a wrong number."""
+    assert len(CAST_CASES) > 100
+    for name in CAST_CASES:
+        with pytest.raises(ModelError) as info:
+            oc.run_rvvkit(CASES[name])
+        msg = str(info.value)
+        assert OUTSIDE_TYPES.search(msg) and "internal error" not in msg, (name, msg)
 
 
 def test_lists_name_in_scope_cases():

@@ -139,6 +139,25 @@ def test_averagepool(x_shape, attrs, executor):
     check_single(executor, "AveragePool", x_shape, attrs, opset=11)
 
 
+# Dilated windows that ceil_mode lets reach past the padded input: with count_include_pad the
+# divisor counts the taps inside it (ONNX's reference), fewer than the window's span there
+AVGPOOL_DILATED_CASES = [
+    ("d2_s3_ceil_cip1", (1, 2, 12, 12), dict(kernel_shape=[3, 3], dilations=[2, 2],
+                                             strides=[3, 3], ceil_mode=1, count_include_pad=1)),
+    ("wide_row_d3x2_pads_ceil_cip1", (1, 2, 8, 70),
+     dict(kernel_shape=[2, 3], dilations=[3, 2], strides=[2, 2], pads=[1, 1, 0, 1],
+          ceil_mode=1, count_include_pad=1)),
+    ("d2_ceil_cip0", (1, 2, 12, 12), dict(kernel_shape=[3, 3], dilations=[2, 2],
+                                          strides=[3, 3], ceil_mode=1)),
+]
+
+
+@pytest.mark.parametrize("x_shape, attrs", [c[1:] for c in AVGPOOL_DILATED_CASES],
+                         ids=[c[0] for c in AVGPOOL_DILATED_CASES])
+def test_averagepool_dilated(x_shape, attrs, executor):
+    check_single(executor, "AveragePool", x_shape, attrs, opset=19)
+
+
 @pytest.mark.parametrize("op, kind", [("AveragePool", "avg"), ("MaxPool", "max")])
 def test_whole_plane_pool_lowers_to_global(op, kind):
     """A window over the whole unpadded plane (one output per channel) runs the global pool's
@@ -240,6 +259,12 @@ POOL_ND_CASES = [
     ("avg_3d_pad_cip1_ceil", "AveragePool", (1, 2, 5, 4, 6),
      dict(kernel_shape=[3, 2, 3], strides=[2, 2, 2], pads=[1, 0, 1, 1, 0, 1],
           count_include_pad=1, ceil_mode=1)),
+    # dilated windows past the padded input (see AVGPOOL_DILATED_CASES)
+    ("avg_1d_dil_ceil_cip1", "AveragePool", (1, 2, 12),
+     dict(kernel_shape=[3], dilations=[2], strides=[3], ceil_mode=1, count_include_pad=1)),
+    ("avg_3d_dil_ceil_cip1", "AveragePool", (1, 2, 9, 8, 10),
+     dict(kernel_shape=[2, 3, 2], dilations=[3, 2, 2], strides=[2, 3, 2],
+          pads=[1, 0, 0, 0, 1, 1], ceil_mode=1, count_include_pad=1)),
 ]
 
 

@@ -91,6 +91,34 @@ def test_lpnorm(axis, p, op_executor):
            rand(3, 5, 70), None, 13)
 
 
+def _with_zero_lines(axis, tiny):
+    """rand(3, 5, 70) with a line along `axis` all zero, and with `tiny` one whose float32
+    squares underflow: their norm is 0, and ONNX's reference gives 0 there, not 0/0."""
+    x = rand(3, 5, 70)
+    line = [0, 2, slice(None)] if axis == -1 else [0, slice(None), 4]
+    x[tuple(line)] = 0.0
+    if tiny:
+        line[1 if axis == -1 else 2] = 3
+        x[tuple(line)] = 1e-30
+    return x
+
+
+@pytest.mark.parametrize("axis, p", [(-1, 2), (-1, 1), (1, 2)],
+                         ids=["l2_last", "l1_last", "l2_mid"])
+@pytest.mark.parametrize("folded", [False, True], ids=["run_time", "folded"])
+def test_lpnorm_zero_line(axis, p, folded, op_executor):
+    """At run time (the contiguous RVV path and the strided one) and folded from a constant
+    (in float64, where the tiny line's squares do not underflow: only the zero line)."""
+    n = node("LpNormalization", ["c" if folded else "x"], ["l" if folded else "y"], axis=axis,
+             p=p)
+    x = _with_zero_lines(axis, tiny=not folded)
+    if folded:
+        _check(op_executor, [n, node("Add", ["l", "x"], ["y"])], rand(3, 5, 70, seed=1),
+               {"c": x}, 13)
+    else:
+        _check(op_executor, [n], x, None, 13)
+
+
 @pytest.mark.parametrize("axes", [None, [1], [0, 1, 3]], ids=["default", "one", "split"])
 def test_mvn(axes, op_executor):
     attrs = {} if axes is None else {"axes": axes}

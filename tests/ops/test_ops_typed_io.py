@@ -1,12 +1,14 @@
 """Graph inputs and outputs of every element type rvvkit computes with (rvvkit/dtypes.py) travel
 through every executor bit-exactly: as host buffers (cffi), as .npy files through the C runner
-(QEMU, boards) and as device buffers (CUDA). Typed constants travel in the weights blob."""
+(QEMU, boards) and as device buffers (CUDA). Typed constants travel in the weights blob. Types
+outside the table (float64, float16, int16, ...) are refused at build time naming the type,
+except as constants, which fold through Cast."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
 import rvvkit
-from conftest import make_model
+from conftest import assert_matches, make_model
 
 TYPES = [("float32", TensorProto.FLOAT), ("int64", TensorProto.INT64),
          ("int32", TensorProto.INT32), ("int8", TensorProto.INT8),
@@ -66,3 +68,32 @@ def test_unsupported_input_dtype_is_a_clear_build_error():
     y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, (2,))
     with pytest.raises(rvvkit.ModelError, match="input 'x' has dtype float64"):
         rvvkit.build(make_model([helper.make_node("Identity", ["x"], ["y"])], [x], [y]))
+
+
+@pytest.mark.parametrize("to, shown", [
+    (TensorProto.DOUBLE, "float64"), (TensorProto.INT16, "int16"), (TensorProto.UINT32, "uint32"),
+    (TensorProto.UINT64, "uint64"), (TensorProto.FLOAT16, "float16"),
+    (TensorProto.BFLOAT16, "bfloat16"), (TensorProto.STRING, "string"),
+    (TensorProto.INT4, "int4")])
+def test_run_time_cast_to_a_type_outside_rvvkit_is_a_clear_build_error(to, shown):
+    """Cast may name float64 and the other integer widths, whose constants fold at build time;
+    on a run-time tensor (no C type) it is refused naming the type, not a KeyError."""
+    y = helper.make_tensor_value_info("y", to, (2,))
+    m = make_model([helper.make_node("Cast", ["x"], ["y"], to=to, name="the_cast")],
+                   [("x", (2,))], [y])
+    with pytest.raises(rvvkit.ModelError, match=rf"the_cast.*\b{shown}\b") as info:
+        rvvkit.build(m)
+    assert "internal error" not in str(info.value)
+
+
+def test_float64_constants_fold_through_casts(op_executor):
+    """A float64 initializer cast to float32 (and float32 constants through float64 and back)
+    fold at build time and meet run-time data."""
+    c = np.asarray([1.5, -2.25, 1e-3], np.float64)
+    nodes = [helper.make_node("Cast", ["c"], ["cf"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["k"], ["kd"], to=TensorProto.DOUBLE),
+             helper.make_node("Cast", ["kd"], ["kf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["cf", "kf"], ["s"]),
+             helper.make_node("Add", ["x", "s"], ["y"])]
+    m = make_model(nodes, [("x", (3,))], ["y"], {"c": c, "k": np.asarray([4, 5, 6], np.float32)})
+    assert_matches(m, {"x": _values("float32", (3,))}, on=op_executor)

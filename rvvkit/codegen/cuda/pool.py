@@ -77,7 +77,7 @@ def pool(spec: dict, kernel: Kernel) -> CudaKernel:
     dh, dw = spec["dilations"]
     pt, pl = spec["pads"][:2]
     init, update, finish = pool_terms(kind, h, w, kh, kw, spec["pads"],
-                                      bool(spec.get("count_include_pad")))
+                                      bool(spec.get("count_include_pad")), (dh, dw))
     count = "I cnt = 0;\n" if "cnt" in update else ""
     # with count_include_pad the taps are counted but the divisor is the clipped window
     uncounted = "(void)cnt;\n" if "cnt" in update and "cnt" not in finish else ""

@@ -244,12 +244,11 @@ def _pool_nd(spec: dict, kernel: Kernel) -> CudaKernel:
         init, upd, fin = pool.MAX_INIT, pool.max_step("v"), "acc"   # NaN rule: pool.py
     else:
         init, upd, fin = "0.0f", "acc += v;" + ("\n++cnt;" if count else ""), "acc / (float)cnt"
-        if spec["count_include_pad"]:   # the window clipped to the padded input (pool_nd)
+        if spec["count_include_pad"]:   # the window's taps inside the padded input (pool_nd)
             fin = "acc / (float)(" + " * ".join(
-                f"((o{d} * {spec['strides'][d]} - {pads[d]} + {kernel_shape[d]} < "
-                f"{xs[2 + d] + pads[nd + d]} ? o{d} * {spec['strides'][d]} - {pads[d]} + "
-                f"{kernel_shape[d]} : {xs[2 + d] + pads[nd + d]}) - (o{d} * "
-                f"{spec['strides'][d]} - {pads[d]}))" for d in range(nd)) + ")"
+                pool.padded_extent(f"(o{d} * {spec['strides'][d]} - {pads[d]})",
+                                   kernel_shape[d], xs[2 + d] + pads[nd + d],
+                                   spec["dilations"][d]) for d in range(nd)) + ")"
     window = _window(nd, xs[2:], kernel_shape, spec["strides"], pads, spec["dilations"],
                      f"const float v = x[xc + xo];\n{upd}", False)
     stmts = f"""const long long xc = (long long)i / {yv} * {xv};

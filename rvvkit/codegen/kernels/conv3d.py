@@ -19,7 +19,7 @@ from ..loops import cdiv, strides_of
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels
-from .pool import MAX_INIT, max_step
+from .pool import MAX_INIT, max_step, padded_extent
 
 # w_panel: panel width of the packed weight (GEMM form, as conv's), None: ONNX layout
 declare_spec("conv_nd", ("x_shape", "w_shape", "y_shape", "group", "strides", "pads",
@@ -115,10 +115,9 @@ def pool_nd(kind: str, x_shape, y_shape, kernel: Sequence[int], strides, pads, d
     else:
         init, upd = "0.0f", "acc += xc[xo];\n++cnt;"
         fin = "acc / (float)cnt"
-        if count_include_pad:   # the window clipped to the padded input
-            ext = " * ".join(f"((b{d} + {kernel[d]} < {xs[2 + d] + pads[nd + d]} ? b{d} + "
-                             f"{kernel[d]} : {xs[2 + d] + pads[nd + d]}) - b{d})"
-                             for d in range(nd))
+        if count_include_pad:   # the window's taps inside the padded input
+            ext = " * ".join(padded_extent(f"b{d}", kernel[d], xs[2 + d] + pads[nd + d],
+                                           dilations[d]) for d in range(nd))
             fin = f"acc / (float)({ext})"
     # `ko` is unused by pooling: the void cast keeps -Wextra quiet
     taps = _taps(nd, xs[2:], kernel, dilations, f"(void)ko;\n{upd}")

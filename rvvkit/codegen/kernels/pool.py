@@ -37,23 +37,30 @@ def max_step(v: str, acc: str = "acc") -> str:
     return f"{acc} = ({v} > {acc} || {v} != {v}) ? {v} : {acc};"
 
 
-def padded_extent(origin: str, k: int, end: int) -> str:
-    """C expression: how many of a window's k taps from `origin` lie before `end`, the far edge
-    of the padded input (an average's divisor with count_include_pad, per axis)."""
-    return f"(({origin} + {k} < {end} ? {origin} + {k} : {end}) - {origin})"
+def padded_extent(origin: str, k: int, end: int, dilation: int = 1) -> str:
+    """C expression: how many of a window's k taps from `origin`, `dilation` apart, lie before
+    `end`, the far edge of the padded input (an average's divisor with count_include_pad, per
+    axis). With ceil_mode the last window may reach past that edge: its taps there are not
+    counted, and with a dilation that is fewer than the span past the edge."""
+    if dilation == 1:
+        return f"(({origin} + {k} < {end} ? {origin} + {k} : {end}) - {origin})"
+    return (f"(({origin}) + {(k - 1) * dilation} < {end} ? {k} : "
+            f"({end} - ({origin}) + {dilation - 1}) / {dilation})")
 
 
-def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_pad: bool):
+def pool_terms(kind: str, h: int, w: int, kh: int, kw: int, pads, count_include_pad: bool,
+               dilations=(1, 1)):
     """(init, update, finish) of one output's window, shared by the C and CUDA kernels: `update`
     folds tap value `v` into `acc` (and counts taps in `cnt` for averages), `finish` is the
-    output, reading the window origin (h0, w0). Average divisors follow ONNX: the window
-    clipped to the padded input when padding counts, else the number of real input elements."""
+    output, reading the window origin (h0, w0). Average divisors follow ONNX: the window's
+    taps inside the padded input when padding counts, else the number of real input elements."""
     if kind == "max":
         return MAX_INIT, max_step("v"), "acc"
     _, _, pb, pr = pads
     if count_include_pad:
-        finish = (f"acc / (float)({padded_extent('h0', kh, h + pb)}"
-                  f" * {padded_extent('w0', kw, w + pr)})")
+        dh, dw = dilations
+        finish = (f"acc / (float)({padded_extent('h0', kh, h + pb, dh)}"
+                  f" * {padded_extent('w0', kw, w + pr, dw)})")
     else:
         finish = "acc / (float)cnt"
     return "0.0f", "acc += v; ++cnt;", finish
@@ -67,7 +74,7 @@ def pool2d(kind: str, x_shape, y_shape, kernel, strides, pads, dilations,
     kh, kw = kernel
     sh, sw = strides
     pt, pl = pads[:2]
-    init, update, finish = pool_terms(kind, h, w, kh, kw, pads, count_include_pad)
+    init, update, finish = pool_terms(kind, h, w, kh, kw, pads, count_include_pad, dilations)
     count_decl = "long cnt = 0;\n" if kind != "max" else ""
     count_use = "(void)cnt;\n" if kind != "max" and count_include_pad else ""
     # One output's window, bounds-checked per tap: the whole portable kernel, and the border
@@ -141,7 +148,7 @@ def _rows_pool(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip: bo
         """The divisor of a row's output over `cols` window columns."""
         if is_max:
             return ""
-        rows = "nrow" if counted else padded_extent("h0", kh, h + pb)
+        rows = "nrow" if counted else padded_extent("h0", kh, h + pb, dh)
         return f" / (float)({rows} * {cols})"
     # inside columns: tap by tap over the whole run of outputs (vectorised, strided loads)
     at = " + ".join([f"ow * {sw}" if sw > 1 else "ow"] + (["j"] if dw == 1 else [f"j * {dw}"])) \
@@ -156,7 +163,7 @@ for (long j = 0; j < {kw}; ++j) {{
 }}{scale}"""
     # a border column's window columns: those inside the input (counted), else those inside
     # the padded input
-    bcols = "ncol" if counted else padded_extent("w0", kw, w + pr)
+    bcols = "ncol" if counted else padded_extent("w0", kw, w + pr, dw)
     border = f"""const long w0 = ow * {sw} - {pl};
 float acc = {init};
 {"long ncol = 0;" + chr(10) if counted else ""}{_skip_loop(
@@ -231,7 +238,7 @@ def _pool2d_rvv(kind, x_shape, y_shape, kernel, strides, pads, dilations, cip, i
     if kind == "max":
         fin = f"acc = {nan_unless(L, 'ok', 'acc')};\n"
     elif cip:   # interior: the window's width inside the padded input is kw
-        window = f"{padded_extent('h0', kh, h + pb)} * {kw}"
+        window = f"{padded_extent('h0', kh, h + pb, dh)} * {kw}"
         fin = f"acc = {vop('vfdiv_vf', L)}(acc, (float)({window}), vl);\n"
     else:
         fin = f"acc = {vop('vfdiv_vf', L)}(acc, (float)(rows * {kw}), vl);\n"

@@ -91,7 +91,7 @@ for (long k = 0; k < {n}; ++k) {{
     const float v = xp[k * {s}];
     s += {term};
 }}
-const float nrm = {norm};
+const float nrm = s == 0.0f ? INFINITY : {norm};   /* a zero line stays 0, not 0/0 */
 for (long k = 0; k < {n}; ++k) yp[k * {s}] = xp[k * {s}] / nrm;"""
     else:
         raise ValueError(f"no line kernel for {fn}")
@@ -131,7 +131,7 @@ def _lp_rvv(lines: int, n: int, p: int) -> str:
     return loop("ln", 0, lines, f"""const float *__restrict xp = x + ln * {n};
 float *__restrict yp = y + ln * {n};
 {vsum("s", "xp", n, "abs" if p == 1 else "sq")}
-const float r = 1.0f / {norm};
+const float r = s == 0.0f ? 0.0f : 1.0f / {norm};   /* a zero line stays 0, not 0 * inf */
 for (size_t k = 0; k < {n};) {{
     const size_t vl = {vsetvl(8, f"{n} - k")};
     {vse(8, "yp + k", f"__riscv_vfmul_vf_f32m8({vle(8, 'xp + k')}, r, vl)")}
