@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from typing import List, Optional, Sequence, Tuple
 
+from . import children
 from .errors import RvvkitError
 from .jit import targets
 from .resources import runtime_c_dir, toolchain_dir
@@ -47,11 +48,11 @@ class _Local:
 
     def sh(self, script: str) -> Tuple[int, str]:
         try:
-            proc = subprocess.run(["sh", "-c", script], cwd=self.dir, capture_output=True,
-                                  text=True, timeout=CHECK_TIMEOUT_S, start_new_session=True)
+            proc = children.run(["sh", "-c", script], cwd=self.dir, timeout=CHECK_TIMEOUT_S,
+                                merge_stderr=True)
         except subprocess.TimeoutExpired:
             return 124, f"timed out after {CHECK_TIMEOUT_S:g} s"
-        return proc.returncode, (proc.stdout + proc.stderr).strip()
+        return proc.returncode, proc.stdout.decode("utf-8", "replace").strip()
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -147,7 +148,7 @@ def _tool_version(argv: Sequence[str], last: bool = False) -> Optional[str]:
     if not shutil.which(argv[0]):
         return None
     try:
-        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=30).stdout
+        out = children.run(argv, timeout=30).stdout.decode("utf-8", "replace")
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"failed: {exc}"
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]

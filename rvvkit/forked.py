@@ -11,6 +11,8 @@ import time
 import traceback
 from typing import Callable, Dict, Iterable, Iterator, Tuple
 
+from . import children
+
 
 def isolated(fn: Callable[[], None], timeout: float = 300) -> Tuple[bool, str]:
     """Run fn() in a forked child (a crash in generated code must not end the caller):
@@ -53,6 +55,7 @@ def _drive(pending, running: Dict[int, list], jobs: int, timeout: float):
             key, pid, _, data = running.pop(rfd)
             os.close(rfd)
             _, status = os.waitpid(pid, 0)
+            children.untrack(pid)
             if os.WIFSIGNALED(status):
                 yield key, False, f"crashed with signal {os.WTERMSIG(status)}"
             else:
@@ -72,6 +75,7 @@ def _kill(pid: int) -> None:
     except OSError:
         os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+    children.untrack(pid)
 
 
 def _import_before_fork() -> None:
@@ -91,6 +95,13 @@ def _fork(fn: Callable[[], None]) -> Tuple[int, int]:
     pid = os.fork()
     if pid:
         os.close(wfd)
+        # Its own group from the parent's side too (the child's setpgid may not have run
+        # yet), so that a signal's rvvkit.children.end() kills it from now on.
+        try:
+            os.setpgid(pid, pid)
+        except OSError:  # it has ended already
+            pass
+        children.track(pid)
         return rfd, pid
     os.close(rfd)  # the child: report "ok" or why not, and never return into the caller
     faulthandler.disable()  # a crash is reported by the parent, as the signal's number

@@ -5,12 +5,12 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
+from .. import children
 from ..errors import CompileError, CompilerNotFound, RvvkitError
 from . import cache
 from . import cache_trust as trust
@@ -64,54 +64,26 @@ def build_command(compiler: Compiler, flags: Sequence[str], src_name: str, out_n
     return cmd + ["-o", out_name, *link_flags, "-lm"]
 
 
-# The compiler runs under this sh in a process group of its own (so a timeout kills cc1 and ld
-# too), with a watcher that kills the whole group when rvvkit's end of a pipe closes: rvvkit
-# killed (SIGKILL, OOM killer) takes its compiler down with it instead of leaving it running.
-# The watcher's stdin is saved as fd 3 first: a POSIX shell gives background jobs /dev/null.
-_GUARD = ('exec 3<&0; "$@" </dev/null & c=$!; { read -r _ <&3; kill -KILL 0; } & w=$!; '
-          'wait "$c"; s=$?; kill "$w" 2>/dev/null; exit "$s"')
-
-
 def run_compiler(cmd: Sequence[str], cwd: Path, timeout: float) -> Tuple[Optional[int], str]:
-    """Run cmd; return (returncode, diagnostics), returncode None when it timed out."""
+    """Run cmd; return (returncode, diagnostics), returncode None when it timed out. The
+    compiler ends with rvvkit, cc1 and ld with it (rvvkit.children)."""
     env = dict(os.environ, LC_ALL="C")  # diagnostics are parsed: keep them untranslated
     if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):
         raise CompilerNotFound(f"cannot run {cmd[0]!r}: not found")
-    lifeline_r, lifeline_w = os.pipe()  # not inherited by other children (PEP 446)
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", _GUARD, "rvvkit-cc", *cmd], cwd=cwd,
-                                env=env, stdin=lifeline_r, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-    except OSError as exc:
-        os.close(lifeline_w)
-        raise CompilerNotFound(f"cannot run {cmd[0]!r}: {exc}") from exc
-    finally:
-        os.close(lifeline_r)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException as exc:  # timeout, or Ctrl-C: never leave a compiler running
-        _kill_group(proc)
-        out, err = proc.communicate()
-        if not isinstance(exc, subprocess.TimeoutExpired):
-            raise
-        text = err.decode("utf-8", "replace")
+        proc = children.run(cmd, cwd=cwd, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        text = (exc.stderr or b"").decode("utf-8", "replace")
         return None, (f"compiler timed out after {timeout:g} s and was killed "
                       f"(raise RVVKIT_COMPILE_TIMEOUT to allow longer)\n{text}")
-    finally:
-        os.close(lifeline_w)
-    text = err.decode("utf-8", "replace")
-    if out.strip():  # a few drivers print diagnostics on stdout
-        text = out.decode("utf-8", "replace") + text
-    if proc.returncode == 127 and "not found" in text:  # the shell could not exec it
+    except OSError as exc:
+        raise CompilerNotFound(f"cannot run {cmd[0]!r}: {exc}") from exc
+    text = proc.stderr.decode("utf-8", "replace")
+    if proc.stdout.strip():  # a few drivers print diagnostics on stdout
+        text = proc.stdout.decode("utf-8", "replace") + text
+    if proc.returncode == 127 and "not found" in text:  # a wrapper could not exec it
         raise CompilerNotFound(f"cannot run {cmd[0]!r}: {text.strip()}")
     return proc.returncode, text
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
 
 
 def _build(build_dir: Path, source: str, compiler: Compiler, flags: Sequence[str], name: str,

@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from .. import children
+
 PROBE_TIMEOUT_S = 30
 
 # Launchers that run the real compiler named after them; the compiler, not the launcher, is
@@ -39,9 +41,7 @@ def _run(argv: Tuple[str, ...]) -> Tuple[int, str]:
     # LC_ALL=C: the answers are parsed, so they must not be translated.
     env = dict(os.environ, LC_ALL="C")
     try:
-        proc = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env=env, timeout=PROBE_TIMEOUT_S,
-                              check=False)
+        proc = children.run(argv, env=env, timeout=PROBE_TIMEOUT_S, merge_stderr=True)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return -1, str(exc)
     return proc.returncode, proc.stdout.decode("utf-8", "replace")

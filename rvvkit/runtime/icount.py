@@ -46,6 +46,7 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from .. import children
 from ..errors import CompilerNotFound, ExecutionError, RvvkitError
 from ..jit import targets
 from ..resources import toolchain_file
@@ -233,9 +234,7 @@ def count_instructions(qemu_prefix: Sequence[str], program_argv: Sequence[str], 
         out = Path(tmp) / "counts.json"
         argv = [*qemu_prefix, *qemu_plugin_args(out, mode=mode), *program_argv]
         try:
-            proc = subprocess.run(argv, cwd=cwd, env=None if env is None else dict(env),
-                                  stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=timeout)
+            proc = children.run(argv, cwd=cwd, env=env, timeout=timeout)
         except FileNotFoundError as exc:
             raise ExecutionError(f"cannot run {argv[0]!r}: {exc}; install qemu-user "
                                  "(scripts/setup.sh)") from exc

@@ -5,11 +5,8 @@ A transport knows nothing of the runner's options or of QEMU: it makes and remov
 moves bytes in and out of them, and runs one command in one of them."""
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 import uuid
@@ -17,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Union
 
+from .. import children
 Command = Union[List[str], str]  # an argv list (local) or POSIX shell text (a board)
 
 
@@ -37,7 +35,7 @@ class RawRun:
 
 class LocalProcess:
     """Run dirs under a local directory; commands are argv lists, each in its own process
-    group so that a timeout or Ctrl-C kills it and everything it started."""
+    group so that a timeout, Ctrl-C or a signal kills it and everything it started."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -59,19 +57,13 @@ class LocalProcess:
         shutil.rmtree(rundir, ignore_errors=True)
 
     def execute(self, argv: List[str], rundir, timeout: float) -> RawRun:
-        """Run `argv` in `rundir`; subprocess.TimeoutExpired (after killing it) on a timeout."""
+        """Run `argv` in `rundir`; subprocess.TimeoutExpired (after killing it) on a timeout.
+        It ends with rvvkit, whatever ends rvvkit (rvvkit.children)."""
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=rundir, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except BaseException:  # timeout, or Ctrl-C: never leave the process running
-            _kill_group(proc)
-            proc.communicate()
-            raise
-        return RawRun(argv, proc.returncode, out.decode("utf-8", "replace"),
-                      err.decode("utf-8", "replace"), time.perf_counter() - t0, Path(rundir))
+        proc = children.run(argv, cwd=rundir, timeout=timeout)
+        return RawRun(argv, proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                      proc.stderr.decode("utf-8", "replace"), time.perf_counter() - t0,
+                      Path(rundir))
 
 
 class BoardShell:
@@ -106,9 +98,3 @@ class BoardShell:
                             what="the run")
         return RawRun(command, res.rc, res.out, res.err, time.perf_counter() - t0, rundir)
 
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
