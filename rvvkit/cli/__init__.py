@@ -4,12 +4,15 @@ subcommand, the options they share in rvvkit.cli.common.
 Exit status, the same for every command: 0 success, 1 an rvvkit error (a model, artifact,
 compiler or run that failed; compare: a path that mismatched), 2 bad usage (argparse's own
 errors and option values or combinations that do not make sense), 70 an internal error (a bug
-in rvvkit, not in the model: one line naming the op and node), 130 interrupted. A reader
-that goes away (`rvvkit ... | head`) ends the command quietly with 0."""
+in rvvkit, not in the model: one line naming the op and node), 128 + N ended by signal N
+(130 SIGINT, Ctrl-C; 143 SIGTERM; 129 SIGHUP), with one line on stderr and every process rvvkit
+started ended too (rvvkit.cli.signals). A reader that goes away (`rvvkit ... | head`) ends the
+command quietly, at once, with 141 (SIGPIPE), as other commands in a pipeline do."""
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import List, Optional
 
@@ -17,6 +20,7 @@ from .. import __version__
 from ..errors import InternalError, RvvkitError
 from . import bench, boards, build, compare, doctor, inspect, ops, pack, run, sign
 from .common import UsageError
+from .signals import ending_on_signals
 
 # sysexits.h's EX_SOFTWARE: an internal software error (a bug in rvvkit, errors.InternalError)
 EXIT_INTERNAL = 70
@@ -38,11 +42,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _reader_gone() -> int:
     """stdout's reader closed the pipe (`| head`): point stdout at /dev/null, so that the
-    interpreter's own flush at exit finds nothing to complain about, and succeed."""
+    interpreter's own flush at exit finds nothing to complain about, and exit as a command
+    killed by SIGPIPE does, without a word."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-    return 0
+    return 128 + signal.SIGPIPE
+
+
+def _ended(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C or a signal (rvvkit.children.Terminated): one line, 128 + the signal."""
+    signum = getattr(exc, "signum", signal.SIGINT)
+    if signum == signal.SIGPIPE:
+        return _reader_gone()
+    said = "interrupted" if signum == signal.SIGINT else \
+        f"terminated by {signal.Signals(signum).name}"
+    try:
+        print(f"rvvkit: {said}", file=sys.stderr)
+    except OSError:  # SIGHUP: the terminal may be gone
+        pass
+    return 128 + signum
 
 
 def _run(argv: Optional[List[str]]) -> int:
@@ -69,12 +88,12 @@ def _run(argv: Optional[List[str]]) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     try:
-        return _run(argv)
+        with ending_on_signals():
+            return _run(argv)
     except BrokenPipeError:
         return _reader_gone()
-    except KeyboardInterrupt:
-        print("rvvkit: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or rvvkit.children.Terminated
+        return _ended(exc)
 
 
 __all__ = ["build_parser", "main"]

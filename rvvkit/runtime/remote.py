@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Dict, Iterator
 
+from .. import children
 from ..errors import ExecutionError
 from .boards import BoardConfig
 from .keepalive import Keepalive
@@ -155,6 +156,7 @@ class Board:
             with self._net(what):
                 chan.shutdown_write()  # EOF: `cat > file` ends, a reading command sees none
             while True:
+                children.check()  # rvvkit is ending (a signal): Terminated, handled below
                 with self._net(what):
                     if chan.recv_ready():
                         out += chan.recv(1 << 20)
@@ -183,8 +185,8 @@ class Board:
                         f"command: {script.strip()}")
                 time.sleep(pause)
                 pause = min(2 * pause, 0.02)
-        except KeyboardInterrupt:  # Ctrl-C here must not leave the command running there
-            self._kill(pid_of(out))
+        except KeyboardInterrupt:  # Ctrl-C or a signal must not leave the command running there
+            self._kill(self._pid_soon(chan, out))
             raise
         finally:
             chan.close()
@@ -212,6 +214,18 @@ class Board:
                          what, exc)
                 time.sleep(pause)
                 pause *= 2
+
+    def _pid_soon(self, chan, out: bytearray) -> bytes:
+        """The command's pid, read for a few seconds more when it has not come yet (an
+        interruption right after the start: the command may be running all the same)."""
+        deadline = time.monotonic() + KILL_TIMEOUT_S
+        with contextlib.suppress(*self.net_errors):
+            while not (pid_of(out) or chan.exit_status_ready()) and time.monotonic() < deadline:
+                if chan.recv_ready():
+                    out += chan.recv(1 << 20)
+                else:
+                    time.sleep(0.01)
+        return pid_of(out)
 
     def _kill(self, pid: bytes) -> None:
         if not pid.strip().isdigit() or int(pid) <= 1:
