@@ -12,7 +12,9 @@ from typing import Callable, Dict, List, Tuple
 
 from .. import __version__, abi, dtypes
 from ..resources import runtime_c_file
+from .cfmt import indent
 from .kernel import Kernel
+from .loops import loop
 from .parallel import definition
 from .plan import Plan
 
@@ -188,12 +190,7 @@ static double rvk_now(void) {{
  * steps after it do not run). */
 RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
                              const void *const *in, void *const *out, double *seconds) {{
-    for (int i = 0; i < {nsteps}; ++i) {{
-        const double t0 = seconds ? rvk_now() : 0.0;
-        const int rc = rvvkit_step(i, w, a, in, out);
-        if (seconds) seconds[i] += rvk_now() - t0;
-        if (rc != 0) return i + 1;
-    }}
+{run_steps}
     return 0;
 }}
 
@@ -206,19 +203,31 @@ RVK_API int rvvkit_set_num_threads(int n) {{ return rvk_pool_set_threads(n); }}
 """
 
 
+def step_loops(nsteps: int) -> Dict[str, str]:
+    """The C run entry's loop over the steps ({run_steps} of RUN): a plain block for a
+    one-step plan (loops.loop writes no single-trip loop)."""
+    body = """const double t0 = seconds ? rvk_now() : 0.0;
+const int rc = rvvkit_step(i, w, a, in, out);
+if (seconds) seconds[i] += rvk_now() - t0;
+if (rc != 0) return i + 1;"""
+    return {"run_steps": indent(loop("i", 0, nsteps, body, flat=True))}
+
+
 @dataclass(frozen=True)
 class Dialect:
     """What differs between the translation units rendered from one plan: the prelude, how a
     kernel's body and support code are obtained, and how the whole plan runs and is timed
-    (templates formatted with the plan facts of `render`)."""
+    (templates formatted with the plan facts of `render`, and the loops over the steps that
+    `loops` writes for the plan's step count)."""
     prelude: str
     kernel: Callable[[Kernel], Tuple[Dict[str, str], str]]   # -> (support, body)
     run: str
+    loops: Callable[[int], Dict[str, str]]   # step count -> the loops `run` places, by name
     extra: str = ""
     threads: bool = True     # split kernels (Kernel.split) run on the C thread pool
 
 
-C = Dialect(PRELUDE, lambda k: (k.support, k.body), RUN)
+C = Dialect(PRELUDE, lambda k: (k.support, k.body), RUN, step_loops)
 
 
 def render(plan: Plan, dialect: Dialect = C) -> str:
@@ -247,7 +256,8 @@ def render(plan: Plan, dialect: Dialect = C) -> str:
                  noutputs=len(plan.outputs), cases="\n".join(cases),
                  in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs),
                  in_dtypes=_codes(plan.inputs), out_dtypes=_codes(plan.outputs),
-                 checks=", ".join([str(int(s.status)) for s in plan.steps] + ["0"]))
+                 checks=", ".join([str(int(s.status)) for s in plan.steps] + ["0"]),
+                 **dialect.loops(len(plan.steps)))
     for template in (ENTRY, dialect.run, dialect.extra):
         if template:
             parts.append(template.format(**facts))

@@ -51,17 +51,23 @@ def collapse(out_shape: Sequence[int], strides: Sequence[Sequence[int]]
 _DECL = r"(const |float |int |long |size_t |v?float32)"
 
 
-def loop(var: str, start, stop, body: str, ty: str = "int", flat: bool = False) -> str:
+def loop(var: str, start, stop, body: str, ty: str = "int", flat: bool = False,
+         guard: str = "") -> str:
     """`for (ty var = start; var < stop; ++var) { body }`; when the bounds are constants one
     apart, the body once with `var` fixed to `start` (no single-trip loops in the source): in
-    a block, or without one when `flat` (the caller knows no declaration can clash)."""
+    a block, or without one when `flat` (the caller knows no declaration can clash).
+    `guard`: a condition tested before every trip as well (`guard && var < stop`, the loop
+    stopping when it fails), so a single trip is `if (guard) { body }`."""
     if not (isinstance(start, int) and isinstance(stop, int) and stop - start == 1):
-        head = f"for ({ty} {var} = {start}; {var} < {stop}; ++{var})"
+        cond = f"{guard} && {var} < {stop}" if guard else f"{var} < {stop}"
+        head = f"for ({ty} {var} = {start}; {cond}; ++{var})"
         if "\n" in body or re.match(_DECL, body):
             return f"{head} {{\n{shift(body)}\n}}"
         one_line = len(head) + len(body) < 90 and not body.startswith("for ")
         return f"{head} {body}" if one_line else f"{head}\n{shift(body)}"
     fixed = f"const {ty} {var} = {start};\n" if re.search(rf"\b{var}\b", body) else ""
+    if guard:
+        return f"if ({guard}) {{\n{shift(fixed + body)}\n}}"
     if flat:
         return fixed + body
     return f"{{\n{shift(fixed + body)}\n}}"

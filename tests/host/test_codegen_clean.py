@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 import rvvkit
 from rvvkit.zoo import light_model
 from rvvkit.codegen.c import POOL
+from rvvkit.codegen.loops import loop
 
 WARN = ["-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared"]
 COMPILERS = {
@@ -428,10 +429,53 @@ def test_weights_are_named_after_their_initializers(residual_artifact):
     assert "conv1.bias" in names
 
 
+# A loop its bounds run once: `for (long n = 0; n < 1; ++n)`, also with a guard beside the bound
+# (`!err && i < 1`, `seconds && i <= 0`); loops.loop writes such a body without the loop.
+SINGLE_TRIP = re.compile(r"for \([^;]*= 0;[^;]*\b\w+ (< 1|<= 0)(?![\w.])[^;]*;")
+
+
+def _one_step_model() -> onnx.ModelProto:
+    """One step: a batch-1 matrix product (the CUDA unit's one-row GEMM form)."""
+    fc = np.random.default_rng(2).standard_normal((8, 10)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "fc"], ["y"])], "one_step",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(fc, "fc")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("model", ["one_step", "residual", "quant"])
+def test_no_single_trip_loops_in_c_or_cuda(model):
+    """Neither dialect keeps a loop that runs once, the run entry's loop over a one-step plan
+    included (one-step, four-step and quantized plans; the quantized one's CUDA GEMMs give a
+    thread a single row)."""
+    make = {"one_step": _one_step_model, "residual": residual_model, "quant": _quant_model}
+    art = rvvkit.build(make[model]())
+    assert (len(art.meta["plan"]) == 1) == (model == "one_step")
+    for dialect, src in (("C", art.c_source), ("CUDA", art.cu_source)):
+        found = [m.group(0) for m in SINGLE_TRIP.finditer(src)]
+        assert not found, f"{dialect}: single-trip loops {found[:5]}"
+
+
+def test_generated_loops_skip_single_trips():
+    """loops.loop: one trip is the body with its index fixed; a guard stays as an if."""
+    body = "acc[i] = 0.0f;"
+    assert loop("i", 0, 3, body) == "for (int i = 0; i < 3; ++i) acc[i] = 0.0f;"
+    assert loop("i", 0, 1, body, flat=True) == "const int i = 0;\nacc[i] = 0.0f;"
+    assert loop("i", 0, 3, body, guard="!err") == \
+        "for (int i = 0; !err && i < 3; ++i) acc[i] = 0.0f;"
+    assert loop("i", 0, 1, body, guard="!err") == \
+        "if (!err) {\n    const int i = 0;\n    acc[i] = 0.0f;\n}"
+    assert not SINGLE_TRIP.search(loop("i", 0, 3, body, guard="!err"))
+    assert SINGLE_TRIP.search("for (int i = 0; !err && i < 1; ++i)")
+    assert SINGLE_TRIP.search("for (long n = 0; n < 1; ++n) {")
+
+
 @pytest.mark.parametrize("model", ["residual", "mixed", "shufflenet", "quant"])
 def test_generated_source_is_tidy(residual_artifact, sources, model):
     src = residual_artifact.c_source if model == "residual" else sources[model].read_text()
-    assert not re.search(r"for \([^;]*;[^;]*< 1;", src), "single-trip loop"
+    assert not SINGLE_TRIP.search(src), "single-trip loop"
     assert not re.search(r"\d\.\d{10,}", src), "float literal with more digits than needed"
     assert "0.1f" in src or model != "residual"
     assert not _misindented(src), _misindented(src)[:5]

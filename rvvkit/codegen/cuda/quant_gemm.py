@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..kernel import Kernel
+from ..loops import loop
 from ..kernels import qconv as _qconv, qmatmul as _qmatmul  # noqa: F401  (declare the specs)
 from ..kernels.requant import EPILOGUE, EPILOGUE_KEY
 from .elementwise import per_element
@@ -128,47 +129,43 @@ def _body(pr: _Product, tp: int) -> str:
     s.append(f"const {at} *ap[{tp}];\nint acc[{tp}];")
     if pr.a_sums:
         s.append(f"int rs[{tp}];")
-    s.append(("int cs = 0;" if pr.b_sums else "") +
-             f"\nRVK_UNROLL\nfor (int t = 0; t < {tp}; ++t) {{\n"
-             f"    const int p = p0 + t < {pr.rows} ? p0 + t : {pr.rows - 1};\n"
-             f"    ap[t] = a0 + (long long)p * {pr.k};\n    acc[t] = 0;"
-             + ("\n    rs[t] = 0;" if pr.a_sums else "") + "\n}")
+    init = f"const int p = p0 + t < {pr.rows} ? p0 + t : {pr.rows - 1};\n" \
+        f"ap[t] = a0 + (long long)p * {pr.k};\nacc[t] = 0;" + ("\nrs[t] = 0;" if pr.a_sums else "")
+    s.append(("int cs = 0;\n" if pr.b_sums else "") + _each_row(tp, init))
     if pr.k % 4 == 0:   # four k a step, as int8x4 words
         word = f"rvk_cu_q8_word((const int8_t *)(ap[t] + k0), {pr.a_aligned})"
         if pr.a_dtype == "uint8":   # x - 128 in each byte
             word = f"(int)((unsigned){word} ^ {FLIP}u)"
         gather = "\n".join(f"{{\n    const int kk = k0 + {u};\n{_ind(pr.b_elem('kk', 'v'))}\n"
                            f"    b{u} = v;\n}}" for u in range(4))
+        mac = f"const int aw = {word};\nacc[t] = rvk_cu_q8_dot(aw, bw, acc[t]);" + \
+            (f"\nrs[t] = rvk_cu_q8_dot(aw, {ONES}, rs[t]);" if pr.a_sums else "")
         s.append(f"""for (int k0 = 0; k0 < {pr.k}; k0 += 4) {{
     int b0, b1, b2, b3;
 {_ind(gather)}
     const int bw = rvk_cu_q8_pack(b0, b1, b2, b3);
 {'    cs = rvk_cu_q8_dot(bw, ' + ONES + ', cs);' if pr.b_sums else ''}
-    RVK_UNROLL
-    for (int t = 0; t < {tp}; ++t) {{
-        const int aw = {word};
-        acc[t] = rvk_cu_q8_dot(aw, bw, acc[t]);
-{'        rs[t] = rvk_cu_q8_dot(aw, ' + ONES + ', rs[t]);' if pr.a_sums else ''}
-    }}
+{_ind(_each_row(tp, mac))}
 }}""")
     else:               # one k a step
+        mac = f"const int av = {_val(pr.a_dtype, 'ap[t][k]')};\nacc[t] += av * bv;" + \
+            ("\nrs[t] += av;" if pr.a_sums else "")
         s.append(f"""for (int k = 0; k < {pr.k}; ++k) {{
 {_ind(pr.b_elem('k', 'bv'))}
 {'    cs += bv;' if pr.b_sums else ''}
-    RVK_UNROLL
-    for (int t = 0; t < {tp}; ++t) {{
-        const int av = {_val(pr.a_dtype, 'ap[t][k]')};
-        acc[t] += av * bv;
-{'        rs[t] += av;' if pr.a_sums else ''}
-    }}
+{_ind(_each_row(tp, mac))}
 }}""")
-    s.append(f"""RVK_UNROLL
-for (int t = 0; t < {tp}; ++t) {{
-    const int p = p0 + t;
-    if (p >= {pr.rows}) continue;
-{_ind(pr.store('p', 't'))}
-}}""")
+    store = pr.store("p", "t")
+    if pr.rows % tp:    # the last thread's rows run past the product's
+        store = f"if (p < {pr.rows}) {{\n{_ind(store)}\n}}"
+    s.append(_each_row(tp, f"const int p = p0 + t;\n{store}"))
     return "\n".join(ln for ln in "\n".join(s).split("\n") if ln.strip())
+
+
+def _each_row(tp: int, body: str) -> str:
+    """`body` for each row t of a thread's tp, unrolled; one row is a block with t = 0 (no
+    single-trip loop: loops.loop)."""
+    return ("RVK_UNROLL\n" if tp > 1 else "") + loop("t", 0, tp, body)
 
 
 def _ind(text: str, pad: str = "    ") -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Dict, Tuple
 
 from ..c import Dialect, render
+from ..cfmt import indent
 from ..kernel import Kernel
+from ..loops import loop
 from ..plan import Plan
 from . import CudaKernel, lower_cuda
 
@@ -80,23 +82,13 @@ RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
                              const void *const *in, void *const *out, double *seconds) {{
     cudaEvent_t ev[{nsteps} + 1];
     int err = 0;
-    for (int i = 0; seconds && i <= {nsteps}; ++i)
-        if (!err) err = (int)cudaEventCreate(&ev[i]);
-    for (int i = 0; i < {nsteps} && !err; ++i) {{
-        if (seconds) cudaEventRecord(ev[i], 0);
-        rvvkit_step(i, w, a, in, out);
-        err = (int)cudaGetLastError();
-        if (!err && rvk_step_failed(i)) err = RVVKIT_STATUS_DATA + i;
-    }}
+{create_events}
+{launch_steps}
     if (seconds && !err) err = (int)cudaEventRecord(ev[{nsteps}], 0);
     const int sync = (int)cudaDeviceSynchronize();
     if (!err) err = sync;
-    for (int i = 0; seconds && !err && i < {nsteps}; ++i) {{
-        float ms = 0.0f;
-        err = (int)cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
-        seconds[i] += 1e-3 * (double)ms;
-    }}
-    for (int i = 0; seconds && i <= {nsteps}; ++i) cudaEventDestroy(ev[i]);
+{time_steps}
+{destroy_events}
     return err;
 }}
 
@@ -105,6 +97,26 @@ RVK_API int rvvkit_run(const float *__restrict w, float *__restrict a,
     return rvvkit_run_timed(w, a, in, out, NULL);
 }}
 """
+
+
+def step_loops(nsteps: int) -> Dict[str, str]:
+    """The loops of RUN over the steps and over their nsteps + 1 events, by loops.loop: a
+    guarded block where there is one trip."""
+    launch = """if (seconds) cudaEventRecord(ev[i], 0);
+rvvkit_step(i, w, a, in, out);
+err = (int)cudaGetLastError();
+if (!err && rvk_step_failed(i)) err = RVVKIT_STATUS_DATA + i;"""
+    elapsed = """float ms = 0.0f;
+err = (int)cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
+seconds[i] += 1e-3 * (double)ms;"""
+    create = "if (!err) err = (int)cudaEventCreate(&ev[i]);"
+    loops = {"create_events": loop("i", 0, nsteps + 1, create, guard="seconds"),
+             "launch_steps": loop("i", 0, nsteps, launch, guard="!err"),
+             "time_steps": loop("i", 0, nsteps, elapsed, guard="seconds && !err"),
+             "destroy_events": loop("i", 0, nsteps + 1, "cudaEventDestroy(ev[i]);",
+                                    guard="seconds")}
+    return {name: indent(text) for name, text in loops.items()}
+
 
 DEVICE = """\
 /* Device memory and status, so that a host process needs nothing but this object. */
@@ -162,7 +174,7 @@ def _kernel(k: Kernel) -> Tuple[Dict[str, str], str]:
     return ck.support, launcher_body(k, ck)
 
 
-CUDA = Dialect(PRELUDE, _kernel, RUN, DEVICE, threads=False)
+CUDA = Dialect(PRELUDE, _kernel, RUN, step_loops, DEVICE, threads=False)
 
 
 def render_cuda(plan: Plan) -> str:

@@ -21,7 +21,7 @@ import re
 from ...ops.activations import cuda_act_expr
 from ..cfmt import flt, indent
 from ..kernel import Kernel
-from ..loops import strides_of
+from ..loops import loop, strides_of
 # imported for their declare_spec calls (the kinds' spec keys)
 from ..kernels import attention, conv3d, conv_transpose, einsum, rnn  # noqa: F401
 from ..kernels import pool, rnn_gates, rnn_rows
@@ -220,16 +220,15 @@ def _conv_nd(spec: dict, kernel: Kernel) -> CudaKernel:
     window = _window(nd, xs[2:], ws_[2:], spec["strides"], spec["pads"], spec["dilations"],
                      inner, True)
     res = "acc += r[i];\n" if spec["residual"] else ""
+    channels = loop("c", 0, cg, f"const long long xc = (n * {cin} + g * {cg} + c) * {xv};\n"
+                    + window, "long long")
     stmts = f"""const long long n = (long long)i / {m * yv};
 const long long mm = (long long)i / {yv} % {m};
 const long long g = mm / {mg};
 {f"const long long mo = mm % {mg};" if pw else ""}
 {_positions(nd, ys[2:])}
 float acc = {"b[mm]" if spec["bias"] else "0.0f"};
-for (long long c = 0; c < {cg}; ++c) {{
-    const long long xc = (n * {cin} + g * {cg} + c) * {xv};
-{indent(window)}
-}}
+{channels}
 {res}y[i] = {cuda_act_expr(spec["act"], "acc")};"""
     return per_element("conv_nd", kernel, xs[0] * m * yv, stmts)
 

@@ -122,6 +122,14 @@ def _ind(text: str, pad: str) -> str:
     return "\n".join(pad + ln if ln.strip() else ln for ln in text.strip("\n").split("\n"))
 
 
+def _each_row(p: int, stmt: str, pad: str) -> str:
+    """`stmt` (indexing rows as [m]) for the P rows of the skinny template, unrolled; one row
+    is the statement itself at row 0, not a single-trip loop."""
+    if p == 1:
+        return pad + stmt.replace("[m]", "[0]")
+    return f"{pad}RVK_UNROLL\n{pad}for (int m = 0; m < {p}; ++m) {stmt}"
+
+
 def _plus(v: int) -> str:
     return f" + {v}" if v else ""
 
@@ -253,8 +261,7 @@ def skinny(pr: Problem) -> Tuple[str, str, str]:
   const bool bok = bi < {pr.q};
 {_ind(bpre, "  ") if bpre else ""}
   float acc[{pr.p}];
-  RVK_UNROLL
-  for (int m = 0; m < {pr.p}; ++m) acc[m] = 0.0f;
+{_each_row(pr.p, "acc[m] = 0.0f;", "  ")}
   for (int k0 = 0; k0 < {pr.k}; k0 += {kc}) {{
     for (int e = tid; e < {pr.p * kc}; e += {NT}) {{
       const int m = e / {kc}, kq = k0 + e % {kc};
@@ -265,14 +272,12 @@ def skinny(pr: Problem) -> Tuple[str, str, str]:
       const int kend = {pr.k} - k0 < {kc} ? {pr.k} - k0 : {kc};
       for (int kk = ts; kk < kend; kk += {s}) {{
         const float bv = {pr.b.val("bi", "(k0 + kk)")};
-        RVK_UNROLL
-        for (int m = 0; m < {pr.p}; ++m) acc[m] = fmaf(As[m][kk], bv, acc[m]);
+{_each_row(pr.p, "acc[m] = fmaf(As[m][kk], bv, acc[m]);", "        ")}
       }}
     }}
     __syncthreads();
   }}
-  RVK_UNROLL
-  for (int m = 0; m < {pr.p}; ++m) Red[ts][m][tx] = acc[m];
+{_each_row(pr.p, "Red[ts][m][tx] = acc[m];", "  ")}
   __syncthreads();
   for (int e = tid; e < {pr.p * bn}; e += {NT}) {{
     const int p = e / {bn}, q = j0 + e % {bn};

@@ -24,7 +24,7 @@ from typing import List, Optional, Tuple
 from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..parallel import Split
-from ..loops import broadcast_strides
+from ..loops import broadcast_strides, loop
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
 from .gemm_tiling import choose_tile
@@ -146,12 +146,7 @@ def fill_present(c: Attn) -> str:
         for (long e = 0; e < {size}; ++e) p[({c.past} + t) * {size} + e] = s[e];
     }}
 }}""")
-    return f"""for (long b = 0; b < {b_}; ++b) {{
-    for (long hh = 0; hh < {hk}; ++hh) {{
-{indent(chr(10).join(parts), 2)}
-    }}
-}}
-"""
+    return loop("b", 0, b_, loop("hh", 0, hk, "\n".join(parts), "long"), "long") + "\n"
 
 
 def _kernel(c: Attn, body: str, workspace: int, support, split=None) -> Lowered:
@@ -171,41 +166,39 @@ def attention(c: Attn) -> Lowered:
     qkr = f"float *__restrict qkr = {qk_row(c, 'i')};\n" if c.qk_mode >= 0 else ""
     keep3 = "qkr[j] = p;\n" if c.qk_mode == 3 else ""
     zero3 = f"for (long j = 0; j < {total}; ++j) qkr[j] = 0.0f;\n" if c.qk_mode == 3 else ""
-    body = f"""for (long b = 0; b < {b_}; ++b) {{
-{indent(offset_decl(c))}
-    for (long h = 0; h < {hq}; ++h) {{
-        for (long i = 0; i < {sq}; ++i) {{
-            const float *__restrict qi = {at("q", c.rank, hq, sq, d, "h", "i")};
-            float *__restrict yi = {at("y", c.rank, hq, sq, dv, "h", "i")};
-{indent(qkr, 3)}
-            float mx = -INFINITY;
-            for (long j = 0; j < {total}; ++j) {{
-                const float *__restrict kj = {at(kn, kvr, hk, total, d, f"(h / {reps})", "j")};
-                float s = rvk_dot(qi, kj, {d}) * {flt(c.scale)};
-{indent(score_stages(c, "i"), 4)}
-                ws[j] = s;
-                mx = s > mx ? s : mx;
-            }}
-            for (long t = 0; t < {dv}; ++t) yi[t] = 0.0f;
-            if (mx == -INFINITY) {{   /* every key masked: zeros */
-{indent(zero3, 4)}
-                continue;
-            }}
-            float sum = 0.0f;
-            for (long j = 0; j < {total}; ++j) {{
-                ws[j] = rvk_expf(ws[j] - mx);
-                sum += ws[j];
-            }}
-            const float inv = 1.0f / sum;
-            for (long j = 0; j < {total}; ++j) {{
-                const float *__restrict vj = {at(vn, kvr, hk, total, dv, f"(h / {reps})", "j")};
-                const float p = ws[j] * inv;
-{indent(keep3, 4)}
-                for (long t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
-            }}
+    heads = f"""for (long h = 0; h < {hq}; ++h) {{
+    for (long i = 0; i < {sq}; ++i) {{
+        const float *__restrict qi = {at("q", c.rank, hq, sq, d, "h", "i")};
+        float *__restrict yi = {at("y", c.rank, hq, sq, dv, "h", "i")};
+{indent(qkr, 2)}
+        float mx = -INFINITY;
+        for (long j = 0; j < {total}; ++j) {{
+            const float *__restrict kj = {at(kn, kvr, hk, total, d, f"(h / {reps})", "j")};
+            float s = rvk_dot(qi, kj, {d}) * {flt(c.scale)};
+{indent(score_stages(c, "i"), 3)}
+            ws[j] = s;
+            mx = s > mx ? s : mx;
+        }}
+        for (long t = 0; t < {dv}; ++t) yi[t] = 0.0f;
+        if (mx == -INFINITY) {{   /* every key masked: zeros */
+{indent(zero3, 3)}
+            continue;
+        }}
+        float sum = 0.0f;
+        for (long j = 0; j < {total}; ++j) {{
+            ws[j] = rvk_expf(ws[j] - mx);
+            sum += ws[j];
+        }}
+        const float inv = 1.0f / sum;
+        for (long j = 0; j < {total}; ++j) {{
+            const float *__restrict vj = {at(vn, kvr, hk, total, dv, f"(h / {reps})", "j")};
+            const float p = ws[j] * inv;
+{indent(keep3, 3)}
+            for (long t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
         }}
     }}
 }}"""
+    body = loop("b", 0, b_, offset_decl(c) + heads, "long", flat=True)
     return _kernel(c, body, total, dict(DOT))
 
 
@@ -242,38 +235,42 @@ def attention_gemm(c: Attn) -> Lowered:
     # (batch, head) pairs are the parts threads share (each uses the workspace alone); not
     # with present outputs, which every head of a group would write
     parts = not c.present and b_ * hq > 1
-    heads = (f"for (long bh = rvk_lo; bh < rvk_hi; ++bh) {{\n    const long b = bh / {hq};",
-             f"    {{\n        const long h = bh % {hq};") if parts else \
-        (f"for (long b = 0; b < {b_}; ++b) {{", f"    for (long h = 0; h < {hq}; ++h) {{")
-    body = f"""{heads[0]}
+    head = f"""{c1.name}({q}, {k}, ws, {cws});
+for (long i = 0; i < {sq}; ++i) {{
+    float *__restrict srow = ws + i * {total};
+{indent(qkr)}
+    float mx = -INFINITY;
+    for (long j = 0; j < {total}; ++j) {{
+        float s = srow[j];
+{indent(score_stages(c, "i"), 2)}
+        srow[j] = s;
+        mx = s > mx ? s : mx;
+    }}
+    if (mx == -INFINITY) {{   /* every key masked: zero weights */
+        for (long j = 0; j < {total}; ++j) srow[j] = 0.0f;
+        continue;
+    }}
+    float sum = 0.0f;
+    for (long j = 0; j < {total}; ++j) {{
+        srow[j] = rvk_expf(srow[j] - mx);
+        sum += srow[j];
+    }}
+    const float inv = 1.0f / sum;
+    for (long j = 0; j < {total}; ++j) srow[j] *= inv;
+}}
+{probs}
+{c2.name}(ws, {v}, {y}, {cws});"""
+    if parts:
+        body = f"""for (long bh = rvk_lo; bh < rvk_hi; ++bh) {{
+    const long b = bh / {hq};
 {indent(offset_decl(c))}
-{heads[1]}
-        {c1.name}({q}, {k}, ws, {cws});
-        for (long i = 0; i < {sq}; ++i) {{
-            float *__restrict srow = ws + i * {total};
-{indent(qkr, 3)}
-            float mx = -INFINITY;
-            for (long j = 0; j < {total}; ++j) {{
-                float s = srow[j];
-{indent(score_stages(c, "i"), 4)}
-                srow[j] = s;
-                mx = s > mx ? s : mx;
-            }}
-            if (mx == -INFINITY) {{   /* every key masked: zero weights */
-                for (long j = 0; j < {total}; ++j) srow[j] = 0.0f;
-                continue;
-            }}
-            float sum = 0.0f;
-            for (long j = 0; j < {total}; ++j) {{
-                srow[j] = rvk_expf(srow[j] - mx);
-                sum += srow[j];
-            }}
-            const float inv = 1.0f / sum;
-            for (long j = 0; j < {total}; ++j) srow[j] *= inv;
-        }}
-{indent(probs, 2)}
-        {c2.name}(ws, {v}, {y}, {cws});
+    {{
+        const long h = bh % {hq};
+{indent(head, 2)}
     }}
 }}"""
+    else:
+        body = loop("b", 0, b_, offset_decl(c) + loop("h", 0, hq, head, "long"), "long",
+                    flat=True)
     split = Split(b_ * hq, b_ * hq * sq * total * (d + dv)) if parts else None
     return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support}, split)

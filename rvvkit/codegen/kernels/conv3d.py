@@ -15,7 +15,7 @@ import numpy as np
 from ...ops.activations import Act, act_expr
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..loops import cdiv, strides_of
+from ..loops import cdiv, loop, strides_of
 from .gemm_core import core
 from .gemm_emit import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels
@@ -79,22 +79,21 @@ def conv_nd(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilations, 
     taps = _taps(nd, xs[2:], ws_[2:], dilations, tap)
     init = "b[m]" if bias else "0.0f"
     res = f"acc += r[(n * {m} + m) * {yv} + o];\n" if residual else ""
-    body = f"""for (long n = 0; n < {n}; ++n) {{
-    for (long m = 0; m < {m}; ++m) {{
-        const float *__restrict xg = x + (n * {cin} + (m / {mg}) * {cg}) * {xv};
-        const float *__restrict wm = w + m * {cg * kv};
-        for (long o = 0; o < {yv}; ++o) {{
-{indent(_origin(nd, ys[2:], strides, pads), 3)}
-            float acc = {init};
-            for (long c = 0; c < {cg}; ++c) {{
-                const float *__restrict xc = xg + c * {xv};
-                const float *__restrict wc = wm + c * {kv};
-{indent(taps, 4)}
-            }}
-{indent(res, 3)}            y[(n * {m} + m) * {yv} + o] = {act_expr(act, "acc")};
+    image = f"""for (long m = 0; m < {m}; ++m) {{
+    const float *__restrict xg = x + (n * {cin} + (m / {mg}) * {cg}) * {xv};
+    const float *__restrict wm = w + m * {cg * kv};
+    for (long o = 0; o < {yv}; ++o) {{
+{indent(_origin(nd, ys[2:], strides, pads), 2)}
+        float acc = {init};
+        for (long c = 0; c < {cg}; ++c) {{
+            const float *__restrict xc = xg + c * {xv};
+            const float *__restrict wc = wm + c * {kv};
+{indent(taps, 3)}
         }}
+{indent(res, 2)}        y[(n * {m} + m) * {yv} + o] = {act_expr(act, "acc")};
     }}
 }}"""
+    body = loop("n", 0, n, image, "long", flat=True)
     params = tuple([Param("x"), Param("w")] + ([Param("b")] if bias else []) +
                    ([Param("r")] if residual else []) + [Param("y", False)])
     spec = make_spec("conv_nd", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
@@ -178,21 +177,18 @@ def conv_nd_gemm(x_shape, w_shape, y_shape, *, group: int, strides, pads, dilati
     cols = f"ws + {c.workspace}" if c.workspace else "ws"
     rest = ("b + g * %d, " % mg if bias else "") + \
         (f"r + (n * {m} + g * {mg}) * {yv}, " if residual else "")
-    body = f"""float *__restrict cols = {cols};
-for (long n = 0; n < {n}; ++n) {{
-    for (long g = 0; g < {group}; ++g) {{
-        for (long c = 0; c < {cg}; ++c) {{   /* im2col: row (c, tap), column o */
-            const float *__restrict xc = x + (n * {cin} + g * {cg} + c) * {xv};
-            for (long kk = 0; kk < {kv}; ++kk) {{
-{indent(chr(10).join(tap), 4)}
-                float *__restrict col = cols + (c * {kv} + kk) * {yv};
-{indent(fill, 4)}
-            }}
-        }}
-        {c.name}(w + g * {wgrp}, cols, {rest}y + (n * {m} + g * {mg}) * {yv}, \
-{"ws" if c.workspace else "(float *)0"});
-    }}
+    channel = f"""const float *__restrict xc = x + (n * {cin} + g * {cg} + c) * {xv};
+for (long kk = 0; kk < {kv}; ++kk) {{
+{indent(chr(10).join(tap))}
+    float *__restrict col = cols + (c * {kv} + kk) * {yv};
+{indent(fill)}
 }}"""
+    product = f"{c.name}(w + g * {wgrp}, cols, {rest}y + (n * {m} + g * {mg}) * {yv}, " \
+        f"{'ws' if c.workspace else '(float *)0'});"
+    per_group = "/* im2col: row (c, tap), column o */\n" + \
+        loop("c", 0, cg, channel, "long") + "\n" + product
+    body = f"float *__restrict cols = {cols};\n" + \
+        loop("n", 0, n, loop("g", 0, group, per_group, "long"), "long", flat=True)
     params = tuple([Param("x"), Param("w")] + ([Param("b")] if bias else []) +
                    ([Param("r")] if residual else []) + [Param("y", False)])
     spec = make_spec("conv_nd", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, declare_spec, make_spec
-from ..loops import cdiv
+from ..loops import cdiv, loop
 from .conv import _params as conv_params
 from .conv3d import _origin, _taps
 from .gemm_core import core
@@ -48,23 +48,22 @@ def conv_transpose(x_shape, w_shape, y_shape, *, group: int, strides, pads, dila
     # taps bounded by the output extent; xo is then the flat output offset of the tap
     taps = _taps(nd, ys[2:], ws_[2:], dilations, "yc[xo] += xval * wc[ko];")
     init = "b[mm]" if bias else "0.0f"
-    body = f"""for (long n = 0; n < {n}; ++n) {{
-    for (long mm = 0; mm < {m}; ++mm) {{
-        for (long o = 0; o < {yv}; ++o) y[(n * {m} + mm) * {yv} + o] = {init};
-    }}
-    for (long c = 0; c < {cin}; ++c) {{
-        const float *__restrict xc = x + (n * {cin} + c) * {xv};
-        for (long mo = 0; mo < {mg}; ++mo) {{
-            const float *__restrict wc = w + (c * {mg} + mo) * {kv};
-            float *__restrict yc = y + (n * {m} + (c / {cg}) * {mg} + mo) * {yv};
-            for (long o = 0; o < {xv}; ++o) {{
-                const float xval = xc[o];
-{indent(_origin(nd, xs[2:], strides, pads), 4)}
-{indent(taps, 4)}
-            }}
+    image = f"""for (long mm = 0; mm < {m}; ++mm) {{
+    for (long o = 0; o < {yv}; ++o) y[(n * {m} + mm) * {yv} + o] = {init};
+}}
+for (long c = 0; c < {cin}; ++c) {{
+    const float *__restrict xc = x + (n * {cin} + c) * {xv};
+    for (long mo = 0; mo < {mg}; ++mo) {{
+        const float *__restrict wc = w + (c * {mg} + mo) * {kv};
+        float *__restrict yc = y + (n * {m} + (c / {cg}) * {mg} + mo) * {yv};
+        for (long o = 0; o < {xv}; ++o) {{
+            const float xval = xc[o];
+{indent(_origin(nd, xs[2:], strides, pads), 3)}
+{indent(taps, 3)}
         }}
     }}
 }}"""
+    body = loop("n", 0, n, image, "long", flat=True)
     params = conv_params(bias, residual=False)
     spec = make_spec("conv_transpose", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
                      strides=tuple(strides), pads=tuple(pads), dilations=tuple(dilations),
@@ -100,21 +99,18 @@ def conv_transpose_gemm(x_shape, w_shape, y_shape, *, group: int, strides, pads,
     init = "b[g * " + str(mg) + " + mo]" if bias else "0.0f"
     cols = f"ws + {c.workspace}" if c.workspace else "ws"
     core_ws = "ws" if c.workspace else "(float *)0"
-    body = f"""float *__restrict cols = {cols};
-for (long n = 0; n < {n}; ++n) {{
-    for (long g = 0; g < {group}; ++g) {{
-        {c.name}(w + g * {wgrp}, x + (n * {cin} + g * {cg}) * {xv}, cols, {core_ws});
-        for (long mo = 0; mo < {mg}; ++mo) {{
-            float *__restrict yc = y + (n * {m} + g * {mg} + mo) * {yv};
-            const float *__restrict cm = cols + mo * {kv * xv};
-            for (long o = 0; o < {yv}; ++o) yc[o] = {init};
-            for (long o = 0; o < {xv}; ++o) {{
-{indent(_origin(nd, xs[2:], strides, pads), 4)}
-{indent(taps, 4)}
-            }}
-        }}
+    group_body = f"""{c.name}(w + g * {wgrp}, x + (n * {cin} + g * {cg}) * {xv}, cols, {core_ws});
+for (long mo = 0; mo < {mg}; ++mo) {{
+    float *__restrict yc = y + (n * {m} + g * {mg} + mo) * {yv};
+    const float *__restrict cm = cols + mo * {kv * xv};
+    for (long o = 0; o < {yv}; ++o) yc[o] = {init};
+    for (long o = 0; o < {xv}; ++o) {{
+{indent(_origin(nd, xs[2:], strides, pads), 2)}
+{indent(taps, 2)}
     }}
 }}"""
+    body = f"float *__restrict cols = {cols};\n" + \
+        loop("n", 0, n, loop("g", 0, group, group_body, "long"), "long", flat=True)
     params = conv_params(bias, residual=False)
     spec = make_spec("conv_transpose", x_shape=xs, w_shape=ws_, y_shape=ys, group=group,
                      strides=tuple(strides), pads=tuple(pads), dilations=tuple(dilations),

@@ -10,7 +10,7 @@ from typing import Dict, Sequence
 
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..loops import strides_of
+from ..loops import loop, strides_of
 
 declare_spec("einsum", ("terms", "out_term", "in_shapes", "out_shape", "dims"))
 
@@ -37,8 +37,8 @@ def per_output(terms: Sequence[str], out_term: str, in_shapes, out_shape,
     prod = " * ".join(f"x{k}[{_offset(t, s, idx)}]" for k, (t, s) in enumerate(zip(terms,
                                                                                   in_shapes)))
     inner = f"acc += {prod};"
-    for c in reversed(contracted):
-        inner = f"for (long i_{c} = 0; i_{c} < {dims[c]}; ++i_{c}) {{\n{indent(inner)}\n}}"
+    for c in reversed(contracted):   # flat: each declares only its own i_<letter>
+        inner = loop(f"i_{c}", 0, dims[c], inner, "long", flat=True)
     return "\n".join(decl) + f"\nfloat acc = 0.0f;\n{inner}\ny[o] = acc;"
 
 
@@ -50,10 +50,7 @@ def einsum(terms: Sequence[str], out_term: str, in_shapes, out_shape,
     contracted = sorted({c for t in terms for c in t} - set(out_term))
     n_out = math.prod(out_shape)
     stmts = per_output(terms, out_term, in_shapes, out_shape, dims)
-    if n_out == 1:   # one output element (a scalar): no loop
-        body = f"{{\n    const long o = 0;\n{indent(stmts)}\n}}"
-    else:
-        body = f"for (long o = 0; o < {n_out}; ++o) {{\n{indent(stmts)}\n}}"
+    body = loop("o", 0, n_out, stmts, "long")   # one output element (a scalar): no loop
     params = tuple(Param(f"x{k}") for k in range(len(terms))) + (Param("y", False),)
     spec = make_spec("einsum", terms=tuple(terms), out_term=out_term,
                      in_shapes=tuple(in_shapes), out_shape=out_shape,

@@ -11,7 +11,7 @@ from typing import Dict, List
 from ...ops.grid import FIRST_TAP, GUARD, TAPS, borders
 from ..cfmt import flt
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..loops import strides_of
+from ..loops import loop, strides_of
 
 GS_KEYS = ("x_shape", "grid_shape", "mode", "padding", "align_corners")
 declare_spec("gridsample", GS_KEYS)
@@ -94,7 +94,6 @@ def axis_stmts(gs: dict, j: int, gp: str) -> List[str]:
     elif mode == "cubic":
         body.append(f"rvk_gs_cubic(c - f, w{j});")
     first = FIRST_TAP[mode]
-    body.append(f"for (int q = 0; q < {taps}; ++q) {{")
     i = f"(long)f + q - {-first}" if first else "(long)f + q"
     if pad == "zeros":
         tap = [f"const long i = {i};", f"v{j}[q] = i >= 0 && i < {d};",
@@ -104,7 +103,7 @@ def axis_stmts(gs: dict, j: int, gp: str) -> List[str]:
                f"o{j}[q] = (i < 0 ? 0 : (i > {d - 1} ? {d - 1} : i)){_times(st)};"]
     else:
         tap = [f"o{j}[q] = (long)rvk_gs_reflect((float)({i}), {lo}, {hi}){_times(st)};"]
-    body += ["    " + t for t in tap] + ["}"]
+    body += loop("q", 0, taps, "\n".join(tap)).split("\n")
     return out + ["    " + b for b in body] + ["}"]
 
 
@@ -142,14 +141,13 @@ def gridsample(gs: dict) -> Lowered:
     x_shape, grid_shape = gs["x_shape"], gs["grid_shape"]
     n, c, k = x_shape[0], x_shape[1], len(x_shape) - 2
     s, p = math.prod(x_shape[2:]), math.prod(grid_shape[1:-1])
-    body = [f"for (long n = 0; n < {n}; ++n) {{",
-            f"    for (long p = 0; p < {p}; ++p) {{",
-            f"        const float *gp = grid + (n * {p} + p) * {k};"]
-    body += ["        " + t for j in range(k) for t in axis_stmts(gs, j, "gp")]
-    body += [f"        for (long c = 0; c < {c}; ++c) {{",
-             f"            const float *xc = x + (n * {c} + c) * {s};"]
-    body += ["            " + t for t in sample_stmts(gs, "xc", f"y[(n * {c} + c) * {p} + p]")]
-    body += ["        }", "    }", "}"]
+    per_c = [f"const float *xc = x + (n * {c} + c) * {s};"] + \
+        sample_stmts(gs, "xc", f"y[(n * {c} + c) * {p} + p]")
+    per_p = [f"const float *gp = grid + (n * {p} + p) * {k};"] + \
+        [t for j in range(k) for t in axis_stmts(gs, j, "gp")] + \
+        [loop("c", 0, c, "\n".join(per_c), "long")]
+    body = loop("n", 0, n, loop("p", 0, p, "\n".join(per_p), "long"), "long",
+                flat=True).split("\n")
     if n * c * p == 0:
         body = ["(void)x; (void)grid; (void)y;"]
     params = (Param("x"), Param("grid"), Param("y", const=False))

@@ -141,15 +141,13 @@ def pad(in_shape, pads, mode: str, value, dtype: str) -> Lowered:
         body = _pad_constant(in_shape, pads, out, value, dtype)
     else:
         xs = strides_of(in_shape)
-        lines = ["long at = 0;"]
-        for k in range(r):
+        nest = f"y[at++] = x[b{r - 1}];"
+        for k in reversed(range(r)):   # flat: each level declares only its own o<k>, b<k>
             prev = f"b{k - 1} + " if k else ""
-            lines.append("    " * k + f"for (long o{k} = 0; o{k} < {out[k]}; ++o{k}) {{")
             src = pad_source(mode, f"o{k}", pads[k], in_shape[k])
-            lines.append("    " * (k + 1) + f"const long b{k} = {prev}{src} * {xs[k]};")
-        lines.append("    " * r + f"y[at++] = x[b{r - 1}];")
-        lines += ["    " * k + "}" for k in range(r - 1, -1, -1)]
-        body = indent("\n".join(lines))
+            nest = loop(f"o{k}", 0, out[k], f"const long b{k} = {prev}{src} * {xs[k]};\n{nest}",
+                        "long", flat=True)
+        body = indent("long at = 0;\n" + nest)
     return Lowered(Kernel(f"pad_{mode}_{dtype}", params, body, support=rvv.header(), spec=spec))
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..loops import loop
 from .rnn_gates import GATES, INPUTS, act_c, clip_c, lstm_update, state_index
 
 declare_spec("rnn", ("cell", "seq", "batch", "input", "hidden", "ndirs", "reverse", "layout",
@@ -156,7 +157,7 @@ def rnn(op: str, seq: int, batch: int, inp: int, hid: int, ndirs: int, reverse: 
         per_row.append(f"for (long s = 0; s < len; ++s) {{\n{indent(chr(10).join(per_step))}\n}}")
         per_row += [fill("(yh + " + st + ")", "h[j]")] if has_yh else []
         per_row += [fill("(yc + " + st + ")", "c[j]")] if has_yc else []
-        rows = f"for (long bb = 0; bb < {batch}; ++bb) {{\n{indent(chr(10).join(per_row))}\n}}"
+        rows = loop("bb", 0, batch, "\n".join(per_row), "long")
         dirs.append(_direction(d, op, (seq, batch, inp, hid, ndirs), has, packed, rows))
     zero = f"for (long i = 0; i < {seq * ndirs * batch * hid}; ++i) y[i] = 0.0f;\n" \
         if has_y else ""
