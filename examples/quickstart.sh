@@ -17,8 +17,10 @@ cd "$OUT"
 python3 -m rvvkit.zoo squeezenet squeezenet.onnx --inputs inputs.npz
 rvvkit build squeezenet.onnx -o squeezenet.rvv
 rvvkit inspect squeezenet.rvv | sed -n '1,25p'
+# (sed, not head: a reader that stops early ends rvvkit with status 141, as it does any
+# command in a pipeline, which `set -o pipefail` would count as a failure)
 rvvkit run squeezenet.rvv --inputs inputs.npz --output outputs.npz --profile \
-    | head -n 20
+    | sed -n '1,20p'
 python3 "$HERE/compare_with_onnxruntime.py" squeezenet.onnx inputs.npz outputs.npz
 # The same model on every path this machine has: host, RVV under QEMU (with its instruction
 # count), and an NVIDIA GPU when there is one (listed as skipped, with the reason, otherwise).
