@@ -92,6 +92,23 @@ def test_reference_falls_back_to_onnx_evaluator(monkeypatch):
         compare(classifier(), "host", reference="onnxruntime")
 
 
+def test_onnx_evaluator_reference_runs_an_opset_13_qdq_model():
+    """onnxruntime's quantizer writes opset 13, where the reference evaluator has no
+    DequantizeLinear: the reference is retried on the model converted to a newer opset."""
+    x_scale, w_scale = np.float32(0.05), np.float32(0.02)
+    w = np.round(rand(3, 4, seed=5) * 40).clip(-127, 127).astype(np.int8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
+             helper.make_node("MatMul", ["xd", "wd"], ["y"])]
+    inits = {"xs": np.array(x_scale), "xz": np.array(0, np.int8), "w": w,
+             "ws": np.array(w_scale), "wz": np.array(0, np.int8)}
+    model = make_model(nodes, [("x", (2, 3))], ["y"], inits, opset=13)
+    res = compare(model, "host", reference="onnx", repeat=1, warmup=0)
+    assert res.reference.kind == "onnx"
+    assert _row(res, "host")["status"] == "ok" and res.passed
+
+
 def test_artifact_without_model_uses_host_reference(files):
     res = compare(files / "cls.rvv", "host", repeat=1, warmup=0)
     assert res.reference.kind == "host" and "--model" in res.reference.note
