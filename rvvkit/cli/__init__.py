@@ -11,6 +11,7 @@ command quietly, at once, with 141 (SIGPIPE), as other commands in a pipeline do
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
