@@ -16,7 +16,7 @@ def cmd_build(args) -> int:
     art = build_model(args.model, input_shapes=shapes(args.input_shape),
                       opt_level=args.opt_level, vlen=args.vlen, progress=say)
     if args.precompile:
-        from ..precompiled import pack, parse_targets
+        from ..precompile import pack, parse_targets
         art = pack(art, parse_targets(args.precompile), progress=say)
     kid = sign(art)  # in memory, so that the one atomic save writes the signed file
     art.save(out)

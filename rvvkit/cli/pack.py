@@ -1,5 +1,5 @@
-"""`rvvkit pack`: add precompiled kernels and runner to an existing artifact (rvvkit/precompiled.py),
-for boards and hosts without a compiler."""
+"""`rvvkit pack`: add precompiled kernels and runner to an existing artifact
+(rvvkit/precompile.py), for boards and hosts without a compiler."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from .common import progress
 
 def cmd_pack(args) -> int:
     from ..artifact import Artifact
-    from ..precompiled import pack, parse_targets
+    from ..precompile import pack, parse_targets
     targets = parse_targets(args.precompile)
     art = Artifact.load(args.artifact).check_model()
     out = args.output or args.artifact

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import quant_math as qm
 from .nn import _spatial
+from .quant_pool_eval import qavgpool   # numpy loops, for folding constant inputs
 from .registry import F32, bad, broadcast_shapes, in_shape, norm_axis, opt_input, register
 
 MS = "com.microsoft."
@@ -232,8 +233,7 @@ def avgpool_table(node) -> np.ndarray:
 
 
 def _avgpool_eval(node, xs):
-    from .quant_pool_eval import qavgpool   # numpy loops, only needed to fold constants
-    return [qavgpool(node, np.asarray(xs[0]))]
+    return [qavgpool(node, np.asarray(xs[0]), avgpool_table(node))]
 
 
 @register(MS + "QLinearAveragePool", _avgpool_eval, dtypes=DTYPES)

@@ -9,10 +9,11 @@ import numpy as np
 from . import quant_math as qm
 
 
-def qavgpool(node, x: np.ndarray) -> np.ndarray:
-    from .quant_linear import avgpool_table
+def qavgpool(node, x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """`table`: the dequantized value of each input byte (quant_linear.avgpool_table), as the
+    kernel receives it."""
     a, q = node.attrs, node.attrs["q"]
-    deq = avgpool_table(node)[x.view(np.uint8).astype(np.int64)]
+    deq = table[x.view(np.uint8).astype(np.int64)]
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (pt, pl) = a["kernel"], a["strides"], a["pads"][:2]
     ho, wo = a["out_hw"]

@@ -14,20 +14,18 @@ becomes RMSNormalization(x, scale; axis, epsilon). An absent gamma or beta is a 
 ones or zeros over the normalised shape."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
 from ..ir import Node
-
-if TYPE_CHECKING:
-    from .patterns import _View
+from .view import View
 
 LAYERNORM = "LayerNormalization"
 RMSNORM = "RMSNormalization"
 
 
-def _const_operand(v: "_View", n: Node) -> Tuple[Optional[str], Optional[str]]:
+def _const_operand(v: View, n: Node) -> Tuple[Optional[str], Optional[str]]:
     """(run-time operand, constant operand) of a binary node, or (None, None)."""
     if len(n.inputs) != 2:
         return None, None
@@ -39,7 +37,7 @@ def _const_operand(v: "_View", n: Node) -> Tuple[Optional[str], Optional[str]]:
     return None, None
 
 
-def _affine_tail(v: "_View", anchor: Node):
+def _affine_tail(v: View, anchor: Node):
     """Walk back from `anchor` over an optional Add(beta) and Mul(gamma) to the Div:
     (div node, gamma name, beta name, tail nodes) or None."""
     gamma = beta = None
@@ -58,7 +56,7 @@ def _affine_tail(v: "_View", anchor: Node):
     return n, gamma, beta, tail + [n]
 
 
-def _reduce_mean(v: "_View", name: str, rank: int) -> Optional[Node]:
+def _reduce_mean(v: View, name: str, rank: int) -> Optional[Node]:
     """A ReduceMean over trailing axes that keeps dims."""
     n = v.node(name, "ReduceMean")
     if n is None or not n.attrs.get("keepdims", 1):
@@ -69,7 +67,7 @@ def _reduce_mean(v: "_View", name: str, rank: int) -> Optional[Node]:
     return n
 
 
-def _params(v: "_View", name: Optional[str], shape, fill: float) -> Optional[np.ndarray]:
+def _params(v: View, name: Optional[str], shape, fill: float) -> Optional[np.ndarray]:
     """gamma/beta as an array of the normalised shape (None: it does not broadcast so)."""
     if name is None:
         return np.full(shape, fill, np.float32)
@@ -88,7 +86,7 @@ def _params(v: "_View", name: Optional[str], shape, fill: float) -> Optional[np.
     return np.ascontiguousarray(np.broadcast_to(data, shape))
 
 
-def match_layernorm(v: "_View", anchor: Node):
+def match_layernorm(v: View, anchor: Node):
     if anchor.op not in ("Add", "Mul", "Div"):
         return None
     found = _affine_tail(v, anchor)
@@ -131,7 +129,7 @@ def match_layernorm(v: "_View", anchor: Node):
     return LAYERNORM, [x, *names], attrs, nodes + [sq, mean2, sqr, sub, mean]
 
 
-def _inverse_sqrt(v: "_View", n: Node, nodes: List[Node]) -> Tuple[Optional[str], Optional[str]]:
+def _inverse_sqrt(v: View, n: Node, nodes: List[Node]) -> Tuple[Optional[str], Optional[str]]:
     """(x, s) when `n` is x / s or x * r with r = Reciprocal(s) or 1 / s (r read once)."""
     if n.op == "Div":
         return n.inputs[0], n.inputs[1]
@@ -146,7 +144,7 @@ def _inverse_sqrt(v: "_View", n: Node, nodes: List[Node]) -> Tuple[Optional[str]
     return None, None
 
 
-def match_rmsnorm(v: "_View", anchor: Node):
+def match_rmsnorm(v: View, anchor: Node):
     if anchor.op not in ("Mul", "Div") or len(anchor.inputs) != 2:
         return None
     nodes: List[Node] = [anchor]

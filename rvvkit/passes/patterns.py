@@ -12,7 +12,7 @@ constants agree within RTOL and the result keeps the input's shape and dtype."""
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -20,83 +20,10 @@ from ..errors import ModelError
 from ..ir import Graph, Node
 from ..ops import REGISTRY
 from .layernorm import match_layernorm, match_rmsnorm
+from .view import View
 
 RTOL = 1e-4
-MAX_DEPTH = 8   # nested Mul/Div levels read as one product
 SILU = "rvvkit.Silu"
-
-
-class _View:
-    """Producer/consumer maps of `g` and the small questions matchers ask of them."""
-
-    def __init__(self, g: Graph):
-        self.g = g
-        self.prod = g.producers()
-        self.cons = g.consumers()
-
-    def node(self, name: str, *ops: str) -> Optional[Node]:
-        """The producer of `name` when it is one of `ops` and carries no fusion yet."""
-        n = self.prod.get(name)
-        if n is None or n.op not in ops or n.act is not None or n.residual:
-            return None
-        return n
-
-    def single(self, name: str) -> bool:
-        return len(self.cons.get(name, [])) == 1 and name not in self.g.outputs
-
-    def scalar(self, name: str) -> Optional[float]:
-        """The value of a one-element numeric constant, else None."""
-        if not self.g.is_const(name):
-            return None
-        data = self.g.const(name)
-        return float(data.reshape(-1)[0]) if data.size == 1 and data.dtype.kind in "fiu" else None
-
-    def product(self, name: str, nodes: List[Node], root: bool = False, depth: int = 0
-                ) -> Tuple[float, List[str]]:
-        """`name` as coef * prod(factors): Mul and Div-by-constant nodes whose output is read
-        once (or the root) are opened and added to `nodes`; constants join the coefficient.
-        Patterns are a few factors deep: longer chains stay factors (no deep recursion)."""
-        c = self.scalar(name)
-        if c is not None:
-            return c, []
-        n = self.node(name, "Mul", "Div")
-        if (n is None or len(n.inputs) != 2 or not (root or self.single(name))
-                or depth > MAX_DEPTH):
-            return 1.0, [name]
-        if n.op == "Div":
-            d = self.scalar(n.inputs[1])
-            if d is None or d == 0:
-                return 1.0, [name]
-            nodes.append(n)
-            c, fs = self.product(n.inputs[0], nodes, depth=depth + 1)
-            return c / d, fs
-        nodes.append(n)
-        c0, f0 = self.product(n.inputs[0], nodes, depth=depth + 1)
-        c1, f1 = self.product(n.inputs[1], nodes, depth=depth + 1)
-        return c0 * c1, f0 + f1
-
-    def plus_const(self, name: str, nodes: List[Node]) -> Tuple[Optional[str], float]:
-        """`name` = other + c for a single-use Add with a scalar constant: (other, c)."""
-        n = self.node(name, "Add", "Sum")
-        if n is None or len(n.inputs) != 2 or not self.single(name):
-            return None, 0.0
-        for a, b in (n.inputs, n.inputs[::-1]):
-            c = self.scalar(b)
-            if c is not None and not self.g.is_const(a):
-                nodes.append(n)
-                return a, c
-        return None, 0.0
-
-    def private(self, anchor: Node, nodes: Sequence[Node]) -> bool:
-        """Every matched intermediate is read only by matched nodes and is no graph output."""
-        ids = {id(n) for n in nodes} | {id(anchor)}
-        for n in nodes:
-            if n is anchor:
-                continue
-            for o in n.outputs:
-                if o in self.g.outputs or any(id(c) not in ids for c in self.cons.get(o, [])):
-                    return False
-        return True
 
 
 def close(a: float, b: float) -> bool:
@@ -116,7 +43,7 @@ def _one_of(factors: List[str], want: int) -> List[Tuple[str, List[str]]]:
 
 # -- the activations -------------------------------------------------------------------------
 
-def _silu(v: _View, anchor: Node):
+def _silu(v: View, anchor: Node):
     """x * Sigmoid(x) -> rvvkit.Silu; x * Sigmoid(alpha * x) -> Swish(alpha) (QuickGELU)."""
     if anchor.op != "Mul":
         return None
@@ -137,7 +64,7 @@ def _silu(v: _View, anchor: Node):
     return None
 
 
-def _relu6_shift(v: _View, name: str, nodes: List[Node]) -> Optional[str]:
+def _relu6_shift(v: View, name: str, nodes: List[Node]) -> Optional[str]:
     """x when `name` = Clip(x + 3, 0, 6) with single-use intermediates (added to `nodes`)."""
     clip = v.node(name, "Clip")
     if clip is None or not v.single(name):
@@ -151,7 +78,7 @@ def _relu6_shift(v: _View, name: str, nodes: List[Node]) -> Optional[str]:
     return x
 
 
-def _hard_swish(v: _View, anchor: Node):
+def _hard_swish(v: View, anchor: Node):
     """x * HardSigmoid(x; 1/6, 1/2) and x * Clip(x + 3, 0, 6) / 6 -> HardSwish; a lone
     Clip(x + 3, 0, 6) / 6 -> HardSigmoid(1/6, 1/2)."""
     if anchor.op not in ("Mul", "Div"):
@@ -174,7 +101,7 @@ def _hard_swish(v: _View, anchor: Node):
     return None
 
 
-def _gelu(v: _View, anchor: Node):
+def _gelu(v: View, anchor: Node):
     """0.5 * x * (1 + Erf(x / sqrt(2))) and 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x +
     0.044715 * x^3))), each factor in any order."""
     if anchor.op not in ("Mul", "Div"):
@@ -199,7 +126,7 @@ def _gelu(v: _View, anchor: Node):
     return None
 
 
-def _x_plus_cube(v: _View, name: str, x: str, nodes: List[Node]) -> bool:
+def _x_plus_cube(v: View, name: str, x: str, nodes: List[Node]) -> bool:
     """`name` = x + 0.044715 * x^3 (x*x*x or Pow(x, 3))."""
     add = v.node(name, "Add", "Sum")
     if add is None or len(add.inputs) != 2 or not v.single(name) or x not in add.inputs:
@@ -223,7 +150,7 @@ def _x_plus_cube(v: _View, name: str, x: str, nodes: List[Node]) -> bool:
 MATCHERS = (_gelu, _hard_swish, _silu, match_layernorm, match_rmsnorm)
 
 
-def _fits(v: _View, anchor: Node, op: str, inputs: List[str], nodes: List[Node]) -> bool:
+def _fits(v: View, anchor: Node, op: str, inputs: List[str], nodes: List[Node]) -> bool:
     x, y = v.g.t(inputs[0]), v.g.t(anchor.outputs[0])
     return (op in REGISTRY and len(anchor.outputs) == 1 and not v.g.is_const(inputs[0])
             and x.shape == y.shape and x.dtype == y.dtype == np.float32
@@ -256,7 +183,7 @@ def fuse_patterns(g: Graph) -> Graph:
     """Rewrite every match, trying anchors from the graph's end so a longer pattern is seen
     before a shorter one inside it."""
     gone: set = set()
-    v = _View(g)
+    v = View(g)
     for anchor in reversed(list(g.nodes)):
         if id(anchor) in gone or anchor.act is not None or anchor.residual:
             continue
@@ -270,6 +197,6 @@ def fuse_patterns(g: Graph) -> Graph:
                     not _rewrite(g, anchor, op, inputs, attrs, nodes):
                 continue
             gone.update(id(n) for n in nodes)
-            v = _View(g)
+            v = View(g)
             break
     return g

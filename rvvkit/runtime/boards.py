@@ -38,6 +38,7 @@ from urllib.parse import unquote, urlsplit
 from ..errors import RvvkitError
 from ..jit.targets import board_preset, board_presets
 from ..resources import load_toml
+from .paramiko_import import paramiko_module
 
 DEFAULT_WORKDIR = "~/.cache/rvvkit"
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
@@ -228,7 +229,6 @@ def _apply_ssh_config(cfg: BoardConfig) -> None:
     if not path.is_file():
         cfg.known_hosts = [os.path.expanduser("~/.ssh/known_hosts")]
         return
-    from .ssh_connect import paramiko_module  # here: ssh_connect imports this module
     paramiko = paramiko_module()
     try:
         entry = paramiko.SSHConfig.from_path(str(path)).lookup(cfg.alias)

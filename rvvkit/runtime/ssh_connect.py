@@ -9,18 +9,10 @@ import socket
 
 from ..errors import BoardConnectionError
 from .boards import BoardConfig, ssh_config_path
+from .paramiko_import import paramiko_module
 
 log = logging.getLogger("rvvkit.ssh")
 GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
-
-
-def paramiko_module():
-    try:
-        import paramiko
-    except ImportError:  # the `ssh` extra: the runtime installs without it
-        raise BoardConnectionError("boards over SSH (--on ssh://) need paramiko: "
-                                   "pip install 'rvvkit[ssh]'") from None
-    return paramiko
 
 
 class _UnknownHost(Exception):

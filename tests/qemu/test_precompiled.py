@@ -15,7 +15,8 @@ from conftest import run_ort
 from qemu_support import QEMU, RV_COMPILER, small_feeds, small_model
 from rvvkit.artifact import Artifact
 from rvvkit.errors import CompilerNotFound
-from rvvkit.precompiled import KERNELS_PREFIX, RUNNER_PREFIX, available, pack
+from rvvkit.precompile import pack
+from rvvkit.precompiled import KERNELS_PREFIX, RUNNER_PREFIX, available
 
 needs_rvv = pytest.mark.skipif(not (QEMU and RV_COMPILER), reason="qemu-riscv64 or a riscv64 "
                                "cross compiler missing: run scripts/setup.sh")

@@ -8,7 +8,7 @@ import pytest
 import rvvkit
 from conftest import run_ort
 from rvvkit.errors import CompilerNotFound
-from rvvkit.precompiled import pack
+from rvvkit.precompile import pack
 from ssh_support import (assert_close, needs_rvv, needs_sshd, small_feeds, small_model,
                          ssh_world)  # noqa: F401  (fixture)
 

@@ -4,7 +4,7 @@ GEMMs split either way, run on every executor at 1-3 threads); this pins the cho
 from __future__ import annotations
 
 from rvvkit.codegen.kernels.gemm_core import _split_side
-from rvvkit.codegen.kernels.gemm_emit import Side
+from rvvkit.codegen.kernels.gemm_types import Side
 
 PACKED, STRIDED = Side("packed"), Side("strided", si=1, sk=169)
 

@@ -1,16 +1,21 @@
-"""No module-level import cycles inside the rvvkit package.
+"""No import cycles inside the rvvkit package.
 
 The graph is read from the source with ast (nothing is imported or executed): an edge a -> b for
 every `import rvvkit.b`, `from rvvkit import b`, `from . import b` or `from ..x import y` (y a
-module when it is one, else x) at module level, and edges to the packages above b, whose
-__init__ runs first (but not to a's own packages, which are mid-import already). Imports inside
-functions, classes and `if TYPE_CHECKING:` blocks are left out: they run late, after both
-modules exist."""
+module when it is one, else x), and edges to the packages above b, whose __init__ runs first
+(but not to a's own packages, which are mid-import already).
+
+Two graphs: the module-level one (imports inside functions, classes and `if TYPE_CHECKING:`
+blocks left out: they run late, after both modules exist), which must have no cycle for the
+package to import at all; and the graph of every import at any level, which must have none
+either: a function-level or type-only import that closes a cycle is a layering fault hidden
+from the interpreter (two modules each needing the other), so every module has a side below
+it that never imports it back."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Callable, Dict, Iterator, List, Optional, Set
 
 import rvvkit
 
@@ -51,6 +56,13 @@ def module_level_imports(tree: ast.Module) -> Iterator[ast.stmt]:
             todo += stmt.body
 
 
+def all_imports(tree: ast.Module) -> Iterator[ast.stmt]:
+    """Every import statement of the module, at any level."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+
+
 def _base(module: str, is_package: bool, node: ast.ImportFrom) -> Optional[str]:
     """The absolute module a `from X import ...` names (None: outside the package)."""
     if node.level == 0:
@@ -61,8 +73,10 @@ def _base(module: str, is_package: bool, node: ast.ImportFrom) -> Optional[str]:
     return ".".join(parts + ([node.module] if node.module else []))
 
 
-def import_graph(mods: Dict[str, Path]) -> Dict[str, Set[str]]:
-    """module -> the package modules it imports at module level."""
+def import_graph(mods: Dict[str, Path], imports: Callable[[ast.Module], Iterator[ast.stmt]] =
+                 module_level_imports) -> Dict[str, Set[str]]:
+    """module -> the package modules it imports: at module level, or by whichever statements
+    `imports` picks."""
     def owner(name: Optional[str]) -> Optional[str]:
         while name and name not in mods:      # `import rvvkit.a.b.C`-style: nearest module
             name = name.rpartition(".")[0]
@@ -71,7 +85,7 @@ def import_graph(mods: Dict[str, Path]) -> Dict[str, Set[str]]:
     graph: Dict[str, Set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         is_pkg = path.name == "__init__.py"
-        for node in module_level_imports(ast.parse(path.read_text(), str(path))):
+        for node in imports(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets = [owner(a.name) for a in node.names]
             else:
@@ -194,3 +208,28 @@ def test_no_import_cycles_between_subpackages():
     cycles = find_cycles(package_graph(import_graph(package_modules())))
     assert not cycles, "module-level import cycles between parts of rvvkit:\n" + "\n".join(
         "  " + " -> ".join(c) for c in cycles)
+
+
+def test_no_two_modules_import_each_other_at_any_level():
+    """Function-level and type-only imports included: of two modules that need each other,
+    one is the lower layer and never imports the other."""
+    graph = import_graph(package_modules(), all_imports)
+    pairs = sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if a in graph[b]})
+    assert not pairs, "modules of rvvkit that import each other:\n" + "\n".join(
+        f"  {a} <-> {b}" for a, b in pairs)
+
+
+def test_no_import_cycles_at_any_level():
+    """No longer cycle either (a -> b -> c -> a through function-level imports)."""
+    cycles = find_cycles(import_graph(package_modules(), all_imports))
+    assert not cycles, "import cycles in rvvkit (any level):\n" + "\n".join(
+        "  " + " -> ".join(c) for c in cycles)
+
+
+def test_late_imports_are_read():
+    """The any-level reader sees imports in functions and under TYPE_CHECKING, which the
+    module-level one leaves out."""
+    tree = ast.parse("import os\nif TYPE_CHECKING:\n    import a\ndef f():\n    import b\n")
+    names = lambda stmts: [a.name for n in stmts for a in n.names]   # noqa: E731
+    assert names(all_imports(tree)) == ["os", "a", "b"]
+    assert names(module_level_imports(tree)) == ["os"]

@@ -26,7 +26,7 @@ from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..parallel import Split
 from ..loops import broadcast_strides, loop
 from .gemm_core import core
-from .gemm_emit import Epilogue, Side
+from .gemm_types import Epilogue, Side
 from .gemm_tiling import choose_tile
 from .rnn_rows import DOT
 

@@ -34,7 +34,7 @@ from .conv_dw import dwconv
 from .conv_input import PhaseGrid, im2col_packer
 from . import conv_winograd as winograd
 from .gemm_core import core
-from .gemm_emit import Epilogue, Side
+from .gemm_types import Epilogue, Side
 from .gemm_tiling import L2_BLOCK, choose_tile, kc_of, pack_panels, tile_cost
 
 

@@ -17,7 +17,7 @@ from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import cdiv, loop, strides_of
 from .gemm_core import core
-from .gemm_emit import Epilogue, Side
+from .gemm_types import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels
 from .pool import MAX_INIT, max_step, padded_extent
 

@@ -16,7 +16,7 @@ from ..loops import cdiv, loop
 from .conv import _params as conv_params
 from .conv3d import _origin, _taps
 from .gemm_core import core
-from .gemm_emit import Epilogue, Side
+from .gemm_types import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels
 
 # w_panel: the panel width of the packed weight (GEMM form; see packed_w_index), or None

@@ -28,7 +28,7 @@ from ..loops import cdiv
 from ..rvv import GUARD, header, vle, vop, vse
 from . import winograd as wg
 from .gemm_core import core
-from .gemm_emit import Epilogue, Side
+from .gemm_types import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels, tile_cost
 
 # direct_panel: None, or the w_panel of the direct form's weights a kernel carries beside U

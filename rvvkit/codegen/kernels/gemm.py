@@ -1,8 +1,9 @@
 """Blocked, packed GEMM: the Gemm and MatMul lowerings, and the design shared with Conv.
 
-Modules: gemm_tiling.py (cost model, tile and block sizes, panel layout), gemm_emit.py (the C
-helpers: micro-kernel, packer, epilogue), gemm_core.py (the driver loop nest), gemm_rvv*.py
-(their RVV intrinsic bodies); this module lowers Gemm and MatMul onto them (conv.py lowers Conv).
+Modules: gemm_types.py (Side, Epilogue: how a product is described to the emitters),
+gemm_tiling.py (cost model, tile and block sizes, panel layout), gemm_emit.py (the C helpers:
+micro-kernel, packer, epilogue), gemm_core.py (the driver loop nest), gemm_rvv*.py (their RVV
+intrinsic bodies); this module lowers Gemm and MatMul onto them (conv.py lowers Conv).
 
 The core computes a P x Q tile grid of OUT = A'.B' over K, where A' ("row side", P) and B'
 ("column side", Q) are each one of
@@ -42,7 +43,7 @@ from ..cfmt import indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import cdiv
 from .gemm_core import core
-from .gemm_emit import Epilogue, Side
+from .gemm_types import Epilogue, Side
 from .gemm_tiling import choose_tile, pack_panels, tile_cost
 
 _C_INDEX = {"scalar": "0", "row": "{m}", "col": "{n}"}

@@ -13,8 +13,8 @@ from ...ops.activations import act_rvv_support
 from ..rvv import GUARD, header, vsetvlmax
 from . import gemm_rvv as rvv
 from . import gemm_rvv_lmul as lmuls
-from .gemm_emit import (Epilogue, Side, epilogue, strided_packer, ukernel, ukernel_pair,
-                        ukernel_to_y)
+from .gemm_emit import epilogue, strided_packer, ukernel, ukernel_pair, ukernel_to_y
+from .gemm_types import Epilogue, Side
 from . import gemm_rvv_fused as fused
 from .gemm_rvv_move import EP_LMULS
 from .gemm_tiling import L2_BLOCK, kc_of

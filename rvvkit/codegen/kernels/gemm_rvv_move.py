@@ -4,13 +4,9 @@ panels and tiles of the portable code; gemm_emit.py places them under
 `#if defined(__riscv_v_intrinsic)`. Bodies are returned unindented (the caller shifts them)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..cfmt import flt, indent
 from ..rvv import vle, vlse, vop, vse, vsetvl, vsetvlmax, vsplat, vsse, vt
-
-if TYPE_CHECKING:
-    from .gemm_emit import Epilogue
+from .gemm_types import Epilogue
 
 
 def _strip(avl: str, start: str, body: str, lmul: int = 8) -> str:
@@ -113,7 +109,7 @@ if (c < {pw}) {{   /* the last panel's padding */
 EP_LMULS = FIT_LMULS   # epilogue vectors: fitted to the run (fitted_strip)
 
 
-def _ep_apply(ep: "Epilogue", m: str, n: str, L: int) -> str:
+def _ep_apply(ep: Epilogue, m: str, n: str, L: int) -> str:
     """Statements turning vector `v` (output row m, columns n .. n+vl) into the final value:
     alpha, addends (vector loads where the index runs with n, scalars otherwise), act."""
     out, scal = [], []
@@ -136,7 +132,7 @@ def _ep_apply(ep: "Epilogue", m: str, n: str, L: int) -> str:
     return "\n".join(out)
 
 
-def _runs(ep: "Epilogue", pos: str, count: str, first: str) -> str:
+def _runs(ep: Epilogue, pos: str, count: str, first: str) -> str:
     """Head of the loop over the contiguous output runs of a tile side of `count` cells from
     grid position `pos`: each run has `run` valid outputs from output index `first`. Without
     a grid the whole side is one run (a block, not a loop)."""
@@ -150,7 +146,7 @@ const size_t run = gw >= {wo} ? 0 : (size_t)({wo} - gw < len ? {wo} - gw : len);
 const int {first} = gn / {wp} * {wo} + gw;"""
 
 
-def _over_runs(ep: "Epilogue", pos: str, count: str, first: str, body: str) -> str:
+def _over_runs(ep: Epilogue, pos: str, count: str, first: str, body: str) -> str:
     s = pos[0] + "s"
     head = _runs(ep, pos, count, first)
     if not ep.grid:
@@ -159,7 +155,7 @@ def _over_runs(ep: "Epilogue", pos: str, count: str, first: str, body: str) -> s
            f"    {s} += len;\n}}"
 
 
-def ep_rows(ep: "Epilogue", nr: int) -> str:
+def ep_rows(ep: Epilogue, nr: int) -> str:
     """RVV epilogue, normal orientation: per tile row, the contiguous column runs of t and y
     are strip-mined (vl = vsetvl(run - u)), partial sums added, the epilogue applied in
     registers."""
@@ -177,7 +173,7 @@ def ep_rows(ep: "Epilogue", nr: int) -> str:
     return _over_runs(ep, "j0", "nr", "yc", body)
 
 
-def ep_cols(ep: "Epilogue", nr: int) -> str:
+def ep_cols(ep: Epilogue, nr: int) -> str:
     """RVV epilogue, transposed orientation: tile row i is output column n, so for each tile
     column j a run of rows is a strided load from t (stride NR) and a contiguous run of y."""
     def body(L: int) -> str:

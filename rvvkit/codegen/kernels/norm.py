@@ -1,9 +1,9 @@
-"""LRN and softmax kernels, and the RVV row reduction they share with global pooling.
+"""LRN and softmax kernels.
 
-Under RVV intrinsics (see rvv.py): softmax uses vector max/sum reductions and the vector
-exp of vmath.py; LRN sums squares in registers. LRN's portable and RVV forms both raise to -beta
-with square roots for beta in {0.5, 0.75, 1} (other betas keep the scalar powf), and split its
-planes across threads."""
+Under RVV intrinsics (see rvv.py): softmax uses the vector max/sum row reductions of
+vreduce.py and the vector exp of vmath.py; LRN sums squares in registers. LRN's portable and
+RVV forms both raise to -beta with square roots for beta in {0.5, 0.75, 1} (other betas keep
+the scalar powf), and split its planes across threads."""
 from __future__ import annotations
 
 import math
@@ -13,53 +13,11 @@ from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, make_spec
 from ..parallel import parts_loop
 from ..loops import loop
-from .reduce import vexp_sum
 from .vmath import exp_support
-from ..rvv import (all_lanes, guarded, header, is_nan, keep_numbers, vbool, vle, vop, vse, vsetvl,
-                   vsetvlmax, vsplat, vt)
+from .vreduce import reduce_rvv, vexp_sum
+from ..rvv import guarded, header, vle, vop, vse, vsetvl, vsplat, vt
 
 XY = (Param("x"), Param("y", const=False))
-
-
-def reduce_rvv(kind: str, ptr: str, n: str, init: str, L: int = 8, nan: bool = False) -> str:
-    """Statements leaving in `red` the max or sum of ptr[0..n): whole VLMAX chunks accumulate
-    in a vector (every element defined), the reduction then takes the remainder's elements.
-    `nan` (max): a NaN element makes `red` NaN; vfmax/vfredmax alone drop NaNs (IEEE maxNum),
-    which softmax can afford (e^(NaN - m) is NaN anyway) and max pooling cannot. The NaN lanes
-    of the whole chunks leave the mask `ok` (all vm lanes defined), the remainder's are tested
-    on their own (a mask's lanes past vl are agnostic)."""
-    acc, red = ("vfmax_vv", "vfredmax") if kind == "max" else ("vfadd_vv", "vfredusum")
-    track = nan and kind == "max"
-    b = 32 // L
-    if track:
-        decl = f"{vbool(L)} ok = {all_lanes(L, 'vm')};\nint tail_nan = 0;\n"
-        step = f"""for (; i + vm <= (size_t)({n}); i += vm) {{
-    const {vt(L)} t = {vle(L, f'{ptr} + i', 'vm')};
-    {keep_numbers(L, 'ok', 't', 'vm')}
-    vacc = {vop(acc, L)}(vacc, t, vm);
-}}"""
-        tail = (f"const {vt(L)} t = {vle(L, f'{ptr} + i')};\n"
-                f"    tail_nan = __riscv_vfirst_m_b{b}({is_nan(L, 't')}, vl) >= 0;\n"
-                f"    r1 = __riscv_{red}_vs_f32m{L}_f32m1(t, r1, vl);")
-        fin = (f"float red = __riscv_vfmv_f_s_f32m1_f32(r1);\n"
-               f"if (tail_nan || __riscv_vcpop_m_b{b}(ok, vm) != vm) red = NAN;")
-    else:
-        decl = ""
-        step = f"""for (; i + vm <= (size_t)({n}); i += vm)
-    vacc = {vop(acc, L)}(vacc, {vle(L, f'{ptr} + i', 'vm')}, vm);"""
-        tail = f"r1 = __riscv_{red}_vs_f32m{L}_f32m1({vle(L, f'{ptr} + i')}, r1, vl);"
-        fin = "const float red = __riscv_vfmv_f_s_f32m1_f32(r1);"
-    return f"""const size_t vm = {vsetvlmax(L)};
-{vt(L)} vacc = {vsplat(L, init, 'vm')};
-{decl}size_t i = 0;
-{step}
-vfloat32m1_t r1 = __riscv_vfmv_v_f_f32m1({init}, 1);
-r1 = __riscv_{red}_vs_f32m{L}_f32m1(vacc, r1, vm);
-if (i < (size_t)({n})) {{
-    const size_t vl = {vsetvl(L, f'(size_t)({n}) - i')};
-    {tail}
-}}
-{fin}"""
 
 
 def _strip(var: str, n, body: str, L: int = 8) -> str:
@@ -155,7 +113,7 @@ for (long k = 0; k < {n}; ++k) s += yp[k * {inner}];
     if inner != 1:
         return Lowered(Kernel(name, XY, code, spec=spec, split=split))
     L = 8
-    # the exponentials with the vector exp of vmath.py (kernels/reduce.py vexp_sum)
+    # the exponentials with the vector exp of vmath.py (kernels/vreduce.py vexp_sum)
     if log:
         rest = f"""{vexp_sum("s", "xp", n, "m")}
 const float ls = logf(s);

@@ -16,7 +16,8 @@ from ..parallel import parts_loop, split_of
 from ..loops import loop
 from ..rvv import (all_lanes, guarded, header, keep_numbers, nan_unless, vbool, vle, vlse, vop,
                    vse, vsetvl, vsplat, vt)
-from .norm import XY, lrn, reduce_rvv, softmax
+from .norm import XY, lrn, softmax
+from .vreduce import reduce_rvv
 
 __all__ = ["pool_terms", "pool2d", "global_pool", "lrn", "softmax", "MAX_INIT", "max_step"]
 

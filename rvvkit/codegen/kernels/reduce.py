@@ -20,6 +20,7 @@ from ..cfmt import flt, indent
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..loops import loop
 from .vmath import exp_support
+from .vreduce import reduce_rvv, vexp_sum
 from ..rvv import guarded, header, vle, vse, vsetvl, vsetvlmax, vsplat, vt
 
 declare_spec("reduce", ("fn", "dtype", "x_shape", "axes"))
@@ -168,37 +169,8 @@ def _rows_rvv(f, outer, r) -> str:
 }}"""
 
 
-def vexp_sum(out: str, ptr: str, n: int, m: str, store: str = "") -> str:
-    """RVV statements declaring float `out` = sum of e^(ptr[k] - m) over [0, n), with the
-    vector exp of kernels/vmath.py (LMUL 4: its temporaries need the registers); `store`: a
-    pointer that also receives each e^(ptr[k] - m). Needs `exp_support(4)`."""
-    e = (f"rvk_vexp_f32m4(__riscv_vfsub_vf_f32m4(__riscv_vle32_v_f32m4({ptr} + k, vl), {m}, "
-         "vl), vl)")
-    st = f"\n        __riscv_vse32_v_f32m4({store} + k, e, vl);" if store else ""
-    return f"""float {out};
-{{
-    const size_t vm = __riscv_vsetvlmax_e32m4();
-    vfloat32m4_t acc = __riscv_vfmv_v_f_f32m4(0.0f, vm);
-    size_t k = 0;
-    for (; k + vm <= (size_t){n}; k += vm) {{
-        const size_t vl = vm;
-        const vfloat32m4_t e = {e};{st}
-        acc = __riscv_vfadd_vv_f32m4(acc, e, vl);
-    }}
-    vfloat32m1_t r1 = __riscv_vfmv_v_f_f32m1(0.0f, 1);
-    r1 = __riscv_vfredusum_vs_f32m4_f32m1(acc, r1, vm);
-    if (k < (size_t){n}) {{
-        const size_t vl = __riscv_vsetvl_e32m4((size_t){n} - k);
-        const vfloat32m4_t e = {e};{st}
-        r1 = __riscv_vfredusum_vs_f32m4_f32m1(e, r1, vl);
-    }}
-    {out} = __riscv_vfmv_f_s_f32m1_f32(r1);
-}}"""
-
-
 def _lse_rvv(outer: int, r: int) -> str:
     """RVV LogSumExp rows: a vector max, then the vector-exp sum."""
-    from .norm import reduce_rvv
     return f"""{_outer_head(outer)}
     const float *__restrict xp = x + o * {r};
     float m;
