@@ -87,7 +87,19 @@ def _run(argv: Optional[List[str]]) -> int:
     return code
 
 
+def _log_like_progress() -> None:
+    """rvvkit's log warnings (a precompiled fall-back, a board's transfer choice) read on stderr
+    like its progress lines, `rvvkit: ...`, rather than logging's bare last-resort text."""
+    logger = logging.getLogger("rvvkit")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("rvvkit: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        logger.addHandler(handler)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    _log_like_progress()
     try:
         with ending_on_signals():
             return _run(argv)

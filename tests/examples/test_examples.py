@@ -128,6 +128,9 @@ def test_board_without_compiler(tmp_path):
     assert ".rvvkit.so.riscv64" in out and ".rvvkit.runner.riscv64" in out, out
     assert re.search(r"qemu \(VLEN 256\): kernels ready .*precompiled riscv64\S* kernels", out)
     assert re.search(r"host: kernels ready .*precompiled x86_64\S* kernels", out), out
+    # the fall-back is said once per executor, as a progress line of rvvkit's own
+    assert re.search(r"^rvvkit: qemu: no compiler \(.*\); running the artifact's precompiled",
+                     out, re.M), out
     assert out.count("-> OK") == 4, out   # two outputs, QEMU and host, against onnxruntime
     assert re.search(r"refused \(exit 1\): .*--precompile riscv64", out), out
 
