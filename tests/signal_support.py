@@ -46,6 +46,15 @@ def cmdline(pid: int) -> str:
     return _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
 
 
+def _default_endings() -> None:
+    """In the child, before exec: SIGINT, SIGTERM and SIGHUP at their defaults, as for a
+    command typed at a terminal. pytest may itself run with SIGINT ignored (a background job
+    of a non-interactive shell, `cmd &`, inherits it so), and rvvkit rightly keeps a signal
+    ignored from the start ignored, which would leave the SIGINT cases nothing to test."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 class Rvvkit:
     """One `rvvkit` command with a marker of its own ("{marker}" in `args` says it), stdout
     and stderr piped."""
@@ -60,7 +69,8 @@ class Rvvkit:
         prefix = ["/bin/sh", "-c", f'trap "" {" ".join(ignored)}; exec "$@"', "sh"] \
             if ignored else []
         self.proc = subprocess.Popen(prefix + RVVKIT + argv, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=full_env)
+                                     stderr=subprocess.PIPE, env=full_env,
+                                     preexec_fn=_default_endings)
 
     def marked(self, *, by_command_line: bool = True) -> Dict[int, str]:
         """{pid: command line} of live processes other than rvvkit carrying the marker in
