@@ -24,7 +24,8 @@ from .. import children
 from ..errors import ExecutionError
 from .boards import BoardConfig
 from .keepalive import Keepalive
-from .ssh_connect import connect, paramiko_module
+from .paramiko_import import paramiko_module
+from .ssh_connect import connect
 
 log = logging.getLogger("rvvkit.ssh")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import List, Union
 
 from .. import children
+
 Command = Union[List[str], str]  # an argv list (local) or POSIX shell text (a board)
 
 
@@ -97,4 +98,3 @@ class BoardShell:
         res = self.board.sh(f"cd {shlex.quote(rundir)} && {command}", timeout=timeout,
                             what="the run")
         return RawRun(command, res.rc, res.out, res.err, time.perf_counter() - t0, rundir)
-
