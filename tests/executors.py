@@ -2,8 +2,9 @@
 
 A test that takes an `executor` argument runs once per selected executor (tests/conftest.py
 parametrizes it, the executor's id last: `test_conv[3x3_pad1-qemu-vlen128]`). The selection is
-$RVVKIT_TEST_EXECUTORS, a comma-separated list of executor ids or of marks ("host", "qemu",
-"cuda"), e.g. `RVVKIT_TEST_EXECUTORS=host,qemu-vlen128`. By default: the host, QEMU at VLEN 128,
+$RVVKIT_TEST_EXECUTORS, a comma-separated list of executor ids or of marks ("qemu": every
+VLEN), e.g. `RVVKIT_TEST_EXECUTORS=host,qemu-vlen128`; `cuda` is the GPU alone, `cuda-emu` the
+CPU emulator. By default: the host, QEMU at VLEN 128,
 256, 512 and 1024 and at 128 with tail/mask-agnostic elements set to all ones (which catches
 code that reads lanes past vl), the CUDA source under the CPU emulator (after a strict nvcc
 compile where nvcc is), and the GPU when there is one. An executor this machine lacks the tools
@@ -153,12 +154,14 @@ def selected(env: Optional[str] = None) -> List[Executor]:
     if not spec.strip():
         return [e for e in ALL if e.on != "cuda" or not e.why_not()]
     wanted = [w.strip() for w in spec.split(",") if w.strip()]
-    known = {e.id for e in ALL} | {e.mark or e.id for e in ALL}
+    ids = {e.id for e in ALL}
+    known = ids | {e.mark or e.id for e in ALL}
     unknown = sorted(set(wanted) - known)
     if unknown:
         raise ValueError(f"{ENV}: unknown executor(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(known))}")
-    return [e for e in ALL if e.id in wanted or (e.mark or e.id) in wanted]
+    # a word that is an executor's id means that one ("cuda": the GPU, not its emulator)
+    return [e for e in ALL if e.id in wanted or (e.mark in wanted and e.mark not in ids)]
 
 
 def sample() -> List[Executor]:

@@ -61,7 +61,9 @@ def translation_unit(header: str, kernels: Sequence, support_of=None, body_of=No
         for name, text in sup.items():
             assert support.setdefault(name, text) == text, f"support {name} differs"
         body = k.body if body_of is None else body_of(i, k)
-        parts.append(definition(f"k{i}", k, body, threads=body_of is None))
+        # the CUDA launchers (body_of) run on the host: no C prologue there (codegen/c.py)
+        parts.append(definition(f"k{i}", k, body, threads=body_of is None,
+                                prologue=body_of is None))
     return header + "\n".join(support.values()) + "\n\n" + "\n".join(parts)
 
 

@@ -225,6 +225,7 @@ class Dialect:
     loops: Callable[[int], Dict[str, str]]   # step count -> the loops `run` places, by name
     extra: str = ""
     threads: bool = True     # split kernels (Kernel.split) run on the C thread pool
+    prologue: bool = True    # a kernel's prologue (Kernel.prologue) opens its host function
 
 
 C = Dialect(PRELUDE, lambda k: (k.support, k.body), RUN, step_loops)
@@ -240,7 +241,7 @@ def render(plan: Plan, dialect: Dialect = C) -> str:
         for key, text in sup.items():
             support.setdefault(key, text)
         extra = f" /* {k.macs} MACs */" if k.macs else ""
-        defs.append(definition(name, k, body, extra, dialect.threads))
+        defs.append(definition(name, k, body, extra, dialect.threads, dialect.prologue))
     parts.extend(text.rstrip() + "\n" for text in support.values())
     parts.extend(defs)
     parts.append(_weight_table(plan))

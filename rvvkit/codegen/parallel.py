@@ -58,19 +58,20 @@ static void {name}_task(void *ctx, int task, int ntasks, float *ws) {{
 """
 
 
-def plain(name: str, kernel, body: str, extra: str = "") -> str:
-    """The definition of a kernel that runs on its caller's thread alone (its prologue, then
-    `body`)."""
-    pro = indent(kernel.prologue.strip()) + "\n" if kernel.prologue else ""
+def plain(name: str, kernel, body: str, extra: str = "", prologue: bool = True) -> str:
+    """The definition of a kernel that runs on its caller's thread alone (its prologue unless
+    `prologue` is False, then `body`)."""
+    pro = indent(kernel.prologue.strip()) + "\n" if kernel.prologue and prologue else ""
     return f"{kernel.signature(name)} {{{extra}\n{pro}{body.rstrip()}\n}}\n"
 
 
-def definition(name: str, kernel, body: str, extra: str = "", threads: bool = True) -> str:
+def definition(name: str, kernel, body: str, extra: str = "", threads: bool = True,
+               prologue: bool = True) -> str:
     """`kernel` defined as `name`: split across the pool when it says so and the dialect runs
-    C threads, else plain."""
+    C threads, else plain (with its prologue unless `prologue` is False)."""
     if threads and kernel.split is not None and kernel.split.units > 1 and not kernel.status:
         return define(name, kernel, body)
-    return plain(name, kernel, body, extra)
+    return plain(name, kernel, body, extra, prologue)
 
 
 def split_of(count: int, work: int) -> Optional[Split]:

@@ -4,8 +4,6 @@ kernels' numerics on machines without a GPU), dlopen it through cffi and run the
 device buffers that the object itself allocates and copies."""
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
 from typing import Dict, List, Mapping, Optional, Tuple, Union
 
@@ -18,6 +16,8 @@ from ..abi import check_version
 from ..errors import ArtifactError, CompilerNotFound, ExecutionError, ExecutorUnavailable
 from ..jit import (compile_cu, compile_cu_emulated, evict, nvcc_flags, nvcc_version,
                    resolve_host_cxx, resolve_nvcc)
+from . import cuda_state
+from .cuda_state import NO_DEVICE
 from .host import CDEF as PLAN_CDEF
 from .session import Session
 
@@ -32,40 +32,17 @@ int rvvkit_cuda_download(void *dst, const void *src, long bytes);
 int rvvkit_cuda_memset(void *dst, int value, long bytes);
 int rvvkit_cuda_sync(void);
 int rvvkit_cuda_emulated(void);
+int rvvkit_cuda_fault_step(void);
 """
 
-NO_DEVICE = "no CUDA device"
-
-
-@functools.lru_cache(maxsize=1)
 def cuda_available() -> Tuple[bool, str]:
     """(True, "N CUDA device(s)") when the driver sees a GPU, else (False, "no CUDA device:
-    why"). Asks the driver library directly (ctypes); compiles nothing. Memoised per process
-    (cuda_available.cache_clear() to ask again)."""
-    try:
-        drv = ctypes.CDLL("libcuda.so.1")
-    except OSError as exc:
-        return False, f"{NO_DEVICE}: no CUDA driver ({exc})"
-    rc = drv.cuInit(0)
-    if rc != 0:
-        return False, f"{NO_DEVICE}: cuInit failed with {_driver_error(drv, rc)}"
-    count = ctypes.c_int(0)
-    rc = drv.cuDeviceGetCount(ctypes.byref(count))
-    if rc != 0:
-        return False, f"{NO_DEVICE}: cuDeviceGetCount failed with {_driver_error(drv, rc)}"
-    if count.value <= 0:
-        return False, f"{NO_DEVICE}: the CUDA driver reports no devices"
-    return True, f"{count.value} CUDA device(s)"
+    why"). Compiles nothing, and does not initialise CUDA in this process (cuda_state.probe:
+    memoised per process; cuda_available.cache_clear() to ask again)."""
+    return cuda_state.probe()
 
 
-def _driver_error(drv, rc: int) -> str:
-    name = ctypes.c_char_p()
-    try:
-        if drv.cuGetErrorName(rc, ctypes.byref(name)) == 0 and name.value:
-            return f"error {rc} ({name.value.decode('ascii', 'replace')})"
-    except AttributeError:
-        pass
-    return f"error {rc}"
+cuda_available.cache_clear = cuda_state.probe.cache_clear  # type: ignore[attr-defined]
 
 
 def nvcc_available() -> Tuple[bool, str]:
@@ -87,6 +64,7 @@ class CudaSession(Session):
         host C++ compiler for emulate=True (else the host compiler's usual choice)."""
         self._buffers: List = []  # device allocations, freed by close()
         self.lib = None
+        self._pid = os.getpid()   # CUDA state does not survive fork(): see _live()
         super().__init__(artifact)
         self.emulate = emulate
         self.executor = "cuda-emu" if emulate else "cuda"
@@ -103,6 +81,7 @@ class CudaSession(Session):
             ok, why = cuda_available()
             if not ok:  # before compiling: nvcc takes long and the result could not run
                 raise ExecutorUnavailable(why)
+            cuda_state.mark_initialised()   # loading the object below initialises CUDA
         import cffi
         self.ffi = cffi.FFI()
         self.ffi.cdef(CDEF)
@@ -139,8 +118,9 @@ class CudaSession(Session):
         check_library(meta, len(self.artifact.weights), lib, "the compiled CUDA kernels")
         count = lib.rvvkit_cuda_device_count()
         if count <= 0:
-            raise ExecutorUnavailable(f"{NO_DEVICE}: the CUDA runtime in {self.so_path.name} "
-                                 "reports no devices")
+            forked = None if self.emulate else cuda_state.fork_error(NO_DEVICE)
+            raise ExecutorUnavailable(forked or f"{NO_DEVICE}: the CUDA runtime in "
+                                      f"{self.so_path.name} reports no devices")
 
     def _device_name(self) -> str:
         buf = self.ffi.new("char[]", 256)
@@ -179,6 +159,10 @@ class CudaSession(Session):
         if rc != 0:
             text = self.ffi.string(self.lib.rvvkit_cuda_error_string(rc)).decode("utf-8",
                                                                                   "replace")
+            fault = self.lib.rvvkit_cuda_fault_step() if self.emulate else -1
+            if fault >= 0:   # the emulator caught host code touching device memory
+                raise ExecutionError(f"{self.where(fault)}: {text}; the artifact's CUDA "
+                                     "source is wrong (an rvvkit bug: please report it)")
             raise ExecutionError(f"{what} failed on {self.device_name}: CUDA error {rc} "
                                  f"({text})")
 
@@ -203,6 +187,11 @@ class CudaSession(Session):
     def _live(self) -> None:
         if self.lib is None or not self._buffers:
             raise ExecutionError("this CUDA session is closed")
+        if os.getpid() != self._pid and not self.emulate:
+            raise ExecutionError(
+                f"this CUDA session was opened in process {self._pid} and is used in process "
+                f"{os.getpid()}, forked from it; CUDA state does not survive fork(): open the "
+                "session in this process instead")
 
     # -- running ----------------------------------------------------------------------------
 
@@ -253,8 +242,8 @@ class CudaSession(Session):
         """Free the device buffers (idempotent); the object stays loaded (cffi cannot unload
         it safely while other sessions may share it)."""
         buffers, self._buffers = self._buffers, []
-        if self.lib is None:
-            return
+        if self.lib is None or (os.getpid() != self._pid and not self.emulate):
+            return   # a forked child's copy: the device memory is the parent's to free
         for ptr in buffers:
             self.lib.rvvkit_cuda_free(ptr)
 

@@ -87,14 +87,17 @@ class Session:
     def output_buffers(self) -> List[np.ndarray]:
         return [np.empty(shape, self.dtypes[name]) for name, shape in self.outputs]
 
-    def step_error(self, step: int) -> ExecutionError:
-        """The error of a run stopped by step `step`'s check of its data (an index)."""
-        where = f"step {step}"
+    def where(self, step: int) -> str:
+        """'step 3 (Conv node 'conv1')': a plan step as errors name it."""
         if 0 <= step < len(self.steps):
             s = self.steps[step]
-            where = f"step {step} ({s['op']} node {s['node']!r})"
-        return ExecutionError(f"{where}: an index in its run-time data is out of range; "
-                              "nothing outside the tensor was read")
+            return f"step {step} ({s['op']} node {s['node']!r})"
+        return f"step {step}"
+
+    def step_error(self, step: int) -> ExecutionError:
+        """The error of a run stopped by step `step`'s check of its data (an index)."""
+        return ExecutionError(f"{self.where(step)}: an index in its run-time data is out of "
+                              "range; nothing outside the tensor was read")
 
     def validate(self, feeds: Mapping[str, np.ndarray]) -> List[np.ndarray]:
         """Inputs in graph order as C-contiguous float32, or InputError saying what is wrong."""

@@ -3,6 +3,7 @@ tests/host/conformance_lists.py: >= 150 small cases, a few per operator, chosen
 deterministically by benchmarks/conformance.py --write-lists) on the `op_executor` set without
 the host, which tests/host/test_onnx_backend.py runs every case on: QEMU at VLEN 128 and 512
 with tail/mask-agnostic elements all ones, the CUDA emulator, and a GPU where there is one."""
+import functools
 import importlib.util
 import os
 
@@ -29,7 +30,10 @@ TARGETS = executors.params([e for e in executors.sample() if e.on != "host"])
 @pytest.mark.parametrize("name", SAMPLE)
 def test_conformance_sample(name, target):
     case = oc.load_cases()[name]
-    passed, why = oc.isolated(lambda: oc.run_rvvkit(case, on=target.on, **target.options))
+    # a partial, not a lambda: a worker that has initialised CUDA (a GPU test ran in it)
+    # starts the case from a fork server, which pickles it (rvvkit.forked)
+    passed, why = oc.isolated(functools.partial(oc.run_rvvkit, case, on=target.on,
+                                                **target.options))
     assert passed, why
 
 

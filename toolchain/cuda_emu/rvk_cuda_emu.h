@@ -15,7 +15,14 @@
  * Only the subset of CUDA that rvvkit's generators use is provided: thread/block indices,
  * __syncthreads, static __shared__ arrays, kernel launches through RVK_LAUNCH, and the runtime
  * calls of the generated entry points (malloc/copy/events/errors). Device memory is host
- * memory filled with NaN bytes on allocation, so reads of unwritten memory show up. */
+ * memory filled with NaN bytes on allocation, so reads of unwritten memory show up.
+ *
+ * Device memory is out of the host's reach, as on a GPU: every cudaMalloc is a mapping of its
+ * own, kept PROT_NONE except while a kernel launch, cudaMemcpy or cudaMemset runs (launch
+ * arguments are evaluated before it opens, as a GPU's host evaluates them). Host code that
+ * reads or writes it anyway (a memset in a host wrapper) faults; the fault is caught, and the
+ * plan step it happened in (RVK_HOST_STEP) returns the error code RVK_EMU_HOST_ACCESS, whose
+ * cudaGetErrorString says where. On a GPU the same code kills the process with SIGSEGV. */
 #ifndef RVK_CUDA_EMU_H
 #define RVK_CUDA_EMU_H
 
@@ -23,8 +30,12 @@
 #define RVK_CUDA_EMU 1
 #endif
 
-#include <ucontext.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstddef>
@@ -32,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #define __global__
@@ -78,6 +90,122 @@ inline void trampoline() {
     std::fprintf(stderr, "rvk_cuda_emu: %s (block %u,%u,%u)\n", what, blockIdx.x, blockIdx.y,
                  blockIdx.z);
     std::abort();
+}
+
+/* ---- device memory: mappings that host code cannot touch outside launches and copies ---- */
+
+/* cudaGetLastError's code for a host access to device memory (not a CUDA runtime code). */
+#define RVK_EMU_HOST_ACCESS 9001
+
+struct Region {
+    char *base;
+    size_t mapped;   /* whole pages */
+    size_t asked;    /* what cudaMalloc was asked for */
+};
+
+inline std::vector<Region> regions;
+inline int open_depth = 0;             /* > 0 while a launch or a copy may touch device memory */
+inline int step = -1;                  /* the plan step whose host code runs (RVK_HOST_STEP) */
+inline const char *launched = nullptr; /* the last kernel that step launched */
+inline sigjmp_buf *trap = nullptr;     /* where a caught host access returns to */
+inline int fault_step = -1;            /* the step of the last caught host access */
+inline int sticky = 0;                 /* what cudaGetLastError returns next */
+inline char fault_text[512];
+inline struct sigaction previous;
+inline bool handler_on = false;
+
+inline void protect_all(int prot) {
+    for (const Region &r : regions) mprotect(r.base, r.mapped, prot);
+}
+
+/* Device memory is reachable while one of these lives (launches, copies, sets). */
+struct Open {
+    Open() { if (open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE); }
+    ~Open() { if (--open_depth == 0) protect_all(PROT_NONE); }
+    Open(const Open &) = delete;
+    Open &operator=(const Open &) = delete;
+};
+
+inline const Region *region_of(const void *p) {
+    const char *c = static_cast<const char *>(p);
+    for (const Region &r : regions)
+        if (c >= r.base && c < r.base + r.mapped) return &r;
+    return nullptr;
+}
+
+inline const char *access_kind(void *uc) {
+#if defined(__x86_64__) && defined(REG_ERR)
+    /* bit 1 of the page-fault error code: the access was a write */
+    return (static_cast<ucontext_t *>(uc)->uc_mcontext.gregs[REG_ERR] & 2) ? "wrote" : "read";
+#else
+    (void)uc;
+    return "read or wrote";
+#endif
+}
+
+/* Not async-signal-safe in the strict sense (snprintf): it runs on a fault of the emulator's
+ * own making, in code that holds no lock, and only to report it. */
+inline void on_fault(int sig, siginfo_t *info, void *uc) {
+    const Region *r = open_depth == 0 ? region_of(info->si_addr) : nullptr;
+    if (!r) {   /* not ours: whatever handled SIGSEGV before (Python's faulthandler, default) */
+        if ((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction) {
+            previous.sa_sigaction(sig, info, uc);
+            return;
+        }
+        if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+            previous.sa_handler(sig);
+            return;
+        }
+        signal(sig, SIG_DFL);   /* the access happens again and ends the process as usual */
+        return;
+    }
+    const size_t off = (size_t)(static_cast<char *>(info->si_addr) - r->base);
+    char where[160];
+    if (step >= 0)
+        std::snprintf(where, sizeof where, "in the host code of plan step %d (%s%s)", step,
+                      launched ? "after launching " : "before any launch",
+                      launched ? launched : "");
+    else
+        std::snprintf(where, sizeof where, "outside any plan step");
+    std::snprintf(fault_text, sizeof fault_text,
+                  "host code %s device memory (byte %zu of a %zu-byte cudaMalloc) %s; host "
+                  "code may only launch kernels and call the CUDA runtime (on a GPU this is a "
+                  "host SIGSEGV)", access_kind(uc), off, r->asked, where);
+    if (trap) {
+        fault_step = step;
+        sticky = RVK_EMU_HOST_ACCESS;
+        siglongjmp(*trap, 1);
+    }
+    static const char head[] = "rvk_cuda_emu: ";
+    if (write(2, head, sizeof head - 1) < 0 || write(2, fault_text, strlen(fault_text)) < 0 ||
+        write(2, "\n", 1) < 0) {
+    }
+    std::abort();
+}
+
+inline void install_handler() {
+    if (handler_on) return;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &previous);
+    handler_on = true;
+}
+
+/* Runs a plan step's host code (its wrapper) so that a host access to device memory inside it
+ * ends that step with RVK_EMU_HOST_ACCESS instead of the process. */
+template <class F>
+inline void host_step(int i, F f) {
+    sigjmp_buf here;
+    sigjmp_buf *const outer = trap;
+    step = i;
+    launched = nullptr;
+    trap = &here;
+    if (sigsetjmp(here, 1) == 0) f();
+    trap = outer;
+    step = -1;
 }
 
 inline bool reverse_order() {
@@ -138,6 +266,7 @@ inline void rvk_emu_launch(dim3 grid, dim3 block, F f) {
                                               (unsigned)i / block.x % block.y,
                                               (unsigned)i / (block.x * block.y));
     const bool reverse = rvk_emu::reverse_order();
+    const rvk_emu::Open open;
     gridDim = grid;
     blockDim = block;
     for (unsigned bz = 0; bz < grid.z; ++bz)
@@ -149,7 +278,15 @@ inline void rvk_emu_launch(dim3 grid, dim3 block, F f) {
     rvk_emu::body = nullptr;
 }
 
-#define RVK_LAUNCH(kern, grid, block, args) rvk_emu_launch((grid), (block), [&]() { kern args; })
+/* The arguments are evaluated once, on the host, before device memory opens (as a GPU's host
+ * evaluates them): an argument that reads device memory is a host access. */
+#define RVK_LAUNCH(kern, grid, block, args)                                                    \
+    do {                                                                                       \
+        auto rvk_args_ = std::make_tuple args;                                                 \
+        rvk_emu::launched = #kern;                                                             \
+        rvk_emu_launch((grid), (block), [&]() { std::apply(kern, rvk_args_); });              \
+    } while (0)
+#define RVK_HOST_STEP(i, call) rvk_emu::host_step((i), [&]() { (void)(call); })
 
 /* ---- the runtime API subset used by the generated entry points ---- */
 typedef int cudaError_t;
@@ -164,20 +301,45 @@ typedef rvk_emu_event *cudaEvent_t;
 struct cudaDeviceProp { char name[256]; };
 
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
-    const size_t n = (bytes + 255) / 256 * 256;
-    *p = std::aligned_alloc(256, n ? n : 256);
-    if (!*p) return cudaErrorMemoryAllocation;
-    std::memset(*p, 0xff, n ? n : 256);   /* NaN floats: unwritten memory is visible */
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t mapped = (bytes + page - 1) / page * page + (bytes ? 0 : page);
+    void *base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                      0);
+    if (base == MAP_FAILED) { *p = nullptr; return cudaErrorMemoryAllocation; }
+    std::memset(base, 0xff, mapped);   /* NaN floats: unwritten memory is visible */
+    rvk_emu::install_handler();
+    if (rvk_emu::open_depth == 0) mprotect(base, mapped, PROT_NONE);
+    rvk_emu::regions.push_back({static_cast<char *>(base), mapped, bytes});
+    *p = base;
     return cudaSuccess;
 }
-inline cudaError_t cudaFree(void *p) { std::free(p); return cudaSuccess; }
+inline cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    for (size_t i = 0; i < rvk_emu::regions.size(); ++i) {
+        if (rvk_emu::regions[i].base != p) continue;
+        munmap(p, rvk_emu::regions[i].mapped);
+        rvk_emu::regions.erase(rvk_emu::regions.begin() + (long)i);
+        return cudaSuccess;
+    }
+    return cudaErrorInvalidValue;   /* not a pointer cudaMalloc returned */
+}
 inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind) {
+    const rvk_emu::Open open;
     if (n) std::memcpy(dst, src, n);
     return cudaSuccess;
 }
 inline cudaError_t cudaMemset(void *dst, int v, size_t n) {
+    const rvk_emu::Open open;
     std::memset(dst, v, n);
     return cudaSuccess;
+}
+/* The default stream is the only one, and synchronous here. */
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                                   cudaStream_t = nullptr) {
+    return cudaMemcpy(dst, src, n, kind);
+}
+inline cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t = nullptr) {
+    return cudaMemset(dst, v, n);
 }
 /* __device__ variables are plain globals here: the symbol copies are memcpys. */
 template <typename T>
@@ -193,10 +355,15 @@ inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &sym, size_t n, size_
     return cudaSuccess;
 }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() {
+    const int e = rvk_emu::sticky;
+    rvk_emu::sticky = 0;
+    return e;
+}
+inline cudaError_t cudaPeekAtLastError() { return rvk_emu::sticky; }
 inline const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
+    case RVK_EMU_HOST_ACCESS: return rvk_emu::fault_text;
     case cudaSuccess: return "no error (CPU emulator)";
     case cudaErrorMemoryAllocation: return "out of memory (CPU emulator)";
     default: return "invalid value (CPU emulator)";

@@ -47,6 +47,7 @@ PRELUDE = """\
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
 #define RVK_LAUNCH(kern, grid, block, args) kern<<<(grid), (block)>>> args
+#define RVK_HOST_STEP(i, call) (void)(call)
 #elif !defined(RVK_CUDA_EMU)
 #error "rvvkit CUDA source: compile with nvcc, or with a C++ compiler and -include rvk_cuda_emu.h"
 #endif
@@ -103,7 +104,7 @@ def step_loops(nsteps: int) -> Dict[str, str]:
     """The loops of RUN over the steps and over their nsteps + 1 events, by loops.loop: a
     guarded block where there is one trip."""
     launch = """if (seconds) cudaEventRecord(ev[i], 0);
-rvvkit_step(i, w, a, in, out);
+RVK_HOST_STEP(i, rvvkit_step(i, w, a, in, out));
 err = (int)cudaGetLastError();
 if (!err && rvk_step_failed(i)) err = RVVKIT_STATUS_DATA + i;"""
     elapsed = """float ms = 0.0f;
@@ -159,6 +160,17 @@ RVK_API int rvvkit_cuda_emulated(void) {{
     return 0;
 #endif
 }}
+/* The plan step whose host code touched device memory in the last run (the CPU emulator
+ * catches that; on a GPU it is a crash), else -1. */
+RVK_API int rvvkit_cuda_fault_step(void) {{
+#if defined(RVK_CUDA_EMU)
+    const int step = rvk_emu::fault_step;
+    rvk_emu::fault_step = -1;
+    return step;
+#else
+    return -1;
+#endif
+}}
 """
 
 
@@ -174,7 +186,10 @@ def _kernel(k: Kernel) -> Tuple[Dict[str, str], str]:
     return ck.support, launcher_body(k, ck)
 
 
-CUDA = Dialect(PRELUDE, _kernel, RUN, step_loops, DEVICE, threads=False)
+# No host prologue: a C kernel's prologue runs on the host thread, which in this dialect has
+# no access to device memory (the workspace clear of a depthwise conv was a host memset of a
+# device pointer); a CUDA generator does on the device what its kernel needs.
+CUDA = Dialect(PRELUDE, _kernel, RUN, step_loops, DEVICE, threads=False, prologue=False)
 
 
 def render_cuda(plan: Plan) -> str:
