@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from executors import HOST
+from executors import keeps as executor_keeps
 from executors import params as executor_params
 from executors import sample as executor_sample
 
@@ -201,6 +202,19 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("executor", executor_params())
     if "op_executor" in metafunc.fixturenames:
         metafunc.parametrize("op_executor", executor_params(executor_sample()))
+
+
+def pytest_collection_modifyitems(config, items):
+    """CI's executor matrix: each case on one of the rotating QEMU VLENs (tests/executors.py
+    ROTATING; RVVKIT_TEST_MATRIX=full runs them all)."""
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        ex = params.get("executor")
+        (keep if ex is None or executor_keeps(item.nodeid, ex) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def bn_params(c, seed=3):

@@ -22,6 +22,7 @@ from ..resources import toolchain_file
 from . import targets
 from .build import compile_source
 from .compilers import Compiler, resolve_compiler, split_compiler
+from .pch import precompiled
 from .probe import compiler_exe_index, probe
 
 NVCC_ENV = "RVVKIT_NVCC"
@@ -163,11 +164,12 @@ def emulator_header() -> Path:
     return toolchain_file(_NVCC.get("emulator", "header"))
 
 
-def emulator_flags(extra: Optional[Sequence[str]] = None) -> List[str]:
-    """Flags that build CUDA source for the CPU emulator; extra (default $RVVKIT_CFLAGS, as
-    for any host build) come last."""
+def emulator_flags(extra: Optional[Sequence[str]] = None,
+                   header: Optional[str] = None) -> List[str]:
+    """Flags that build CUDA source for the CPU emulator, force-including `header` (default
+    the emulator header); extra (default $RVVKIT_CFLAGS, as for any host build) come last."""
     extra = shlex.split(os.environ.get("RVVKIT_CFLAGS", "")) if extra is None else list(extra)
-    header = str(emulator_header())
+    header = str(emulator_header()) if header is None else header
     return [f.replace("{header}", header) for f in _NVCC.get("emulator", "flags")] + extra
 
 
@@ -175,8 +177,12 @@ def compile_cu_emulated(source: str, compiler: Optional[Compiler] = None,
                         flags: Optional[Sequence[str]] = None, *, name: str = "model",
                         use_cache: Optional[bool] = None) -> Path:
     """A CUDA translation unit as a shared object that runs on the CPU (cached; the key
-    covers the emulator header's content, which the flags name only by path)."""
+    covers the emulator header's content, which the flags name only by path). With the
+    default flags, g++ reads the header precompiled (jit/pch.py)."""
     comp = compiler or resolve_host_cxx()
-    return compile_source(source, comp, emulator_flags() if flags is None else list(flags),
+    if flags is None:
+        header = precompiled(emulator_header(), comp, emulator_flags(header="{header}"))
+        flags = emulator_flags(header=str(header))
+    return compile_source(source, comp, list(flags),
                           name=name, kind="so", suffix=".cu", depends=(emulator_header(),),
                           use_cache=use_cache)
