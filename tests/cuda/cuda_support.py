@@ -144,6 +144,7 @@ RVK_API int rvvkit_cuda_emulated(void) {
     return 0;
 #endif
 }
+RVK_API int rvvkit_cuda_fault_step(void) { return -1; }
 """)
 
 
