@@ -11,7 +11,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pytest
 
-from executors import HOST
+from executors import HOST, Executor
 from executors import keeps as executor_keeps
 from executors import params as executor_params
 from executors import sample as executor_sample
@@ -206,12 +206,13 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(config, items):
     """CI's executor matrix: each case on one of the rotating QEMU VLENs (tests/executors.py
-    ROTATING; RVVKIT_TEST_MATRIX=full runs them all)."""
+    ROTATIONS; RVVKIT_TEST_MATRIX=full runs them all)."""
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        ex = params.get("executor")
-        (keep if ex is None or executor_keeps(item.nodeid, ex) else drop).append(item)
+        kept = all(executor_keeps(item.nodeid, params[p], p) for p in ("executor", "target")
+                   if isinstance(params.get(p), Executor))
+        (keep if kept else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -105,11 +105,18 @@ SAMPLE: Tuple[Executor, ...] = (
 # CI's matrix, the default: each case runs on the host, on QEMU at VLEN 128 with poisoned tails,
 # on the CUDA emulator, and on ONE of the plain QEMU VLENs, picked by a stable hash of the case
 # (`keeps`), so that the table as a whole covers every VLEN and thread count while a case costs
-# two QEMU runs, not five; one artifact in NVCC_SHARE also gets the strict nvcc compile. The
+# two QEMU runs, not five; one artifact in NVCC_SHARE also gets the strict nvcc compile (and
+# the conformance sample runs each case at one of its two QEMU VLENs, see ROTATIONS). The
 # whole product runs with RVVKIT_TEST_MATRIX=full (scripts/nightly.sh), and whenever
 # RVVKIT_TEST_EXECUTORS chooses the executors.
 ROTATING: Tuple[str, ...] = tuple(f"qemu-vlen{v}" for v in QEMU_VLENS)
 NVCC_SHARE = 4
+# The rotation of each parameter that takes executors: `executor` (ALL) over the plain VLENs,
+# `target` (the conformance sample's QEMU targets, both with poisoned tails) over VLEN 128/512.
+ROTATIONS: Dict[str, Tuple[str, ...]] = {
+    "executor": ROTATING,
+    "target": ("qemu-vlen128-tail-ones", "qemu-vlen512-tail-ones"),
+}
 
 
 def full_matrix() -> bool:
@@ -120,13 +127,15 @@ def _bucket(text: str, n: int) -> int:
     return int(hashlib.sha1(text.encode()).hexdigest()[:8], 16) % n
 
 
-def keeps(nodeid: str, executor: "Executor") -> bool:
-    """Whether CI's matrix runs test `nodeid` (whose id ends with the executor's) on
-    `executor`: always, but for the rotating VLENs, of which it runs one."""
-    if full_matrix() or executor.id not in ROTATING:
+def keeps(nodeid: str, executor: "Executor", param: str = "executor") -> bool:
+    """Whether CI's matrix runs test `nodeid` (whose id holds the executor's) on `executor`,
+    the value of its parameter `param`: always, but for the executors that parameter rotates
+    over (ROTATIONS), of which it runs one."""
+    group = ROTATIONS.get(param, ())
+    if full_matrix() or executor.id not in group:
         return True
     case = nodeid.replace(executor.id, "")
-    return ROTATING[_bucket(case, len(ROTATING))] == executor.id
+    return group[_bucket(case, len(group))] == executor.id
 
 
 @functools.lru_cache(maxsize=None)
