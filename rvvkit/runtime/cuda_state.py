@@ -9,7 +9,8 @@ which used to surface as "no devices"). So:
   sees that it is not that process (`fork_error`) and says so in one line, and rvvkit.forked
   starts its workers from a clean fork server instead of forking such a process.
 
-The probe's answer is memoised per process (a fork clears it)."""
+The probe's answer is memoised per process (and kept by a forked child unless the parent had
+initialised CUDA)."""
 from __future__ import annotations
 
 import ctypes
@@ -93,4 +94,11 @@ def probe() -> Tuple[bool, str]:
     return False, f"{NO_DEVICE}: {rest}"
 
 
-os.register_at_fork(after_in_child=probe.cache_clear)
+def _after_fork() -> None:
+    """A child keeps its parent's answer unless the parent had initialised CUDA (then the
+    child's own answer is that it cannot use it)."""
+    if _init_pid is not None:
+        probe.cache_clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
