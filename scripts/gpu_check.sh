@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Everything in rvvkit that needs an NVIDIA GPU, in one command, in under 8 minutes on a
-# 16-core GPU machine:
+# Everything in rvvkit that needs an NVIDIA GPU, in one command (estimated at about 8 minutes
+# on a 16-core GPU machine; each stage stops at its limit):
 #
-#   bash scripts/gpu_check.sh [OUT_DIR]         # default /tmp/rvvkit-gpu-check
+#   bash scripts/gpu_check.sh [OUT_DIR [STAGE...]]   # default /tmp/rvvkit-gpu-check, all stages
+#   bash scripts/gpu_check.sh /tmp/out doctor gpu_tests    # where one command may run 10 minutes:
+#   bash scripts/gpu_check.sh /tmp/out bench_gpu cuda_objects   # two calls
 #
 #  1. `rvvkit doctor` (driver, nvcc, device);
 #  2. every GPU-marked test on the GPU executor (RVVKIT_TEST_EXECUTORS=cuda): tests/cuda, the
@@ -21,6 +23,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-/tmp/rvvkit-gpu-check}"
+shift || true
+stages=("$@")
+[ "${#stages[@]}" -gt 0 ] || stages=(doctor gpu_tests bench_gpu cuda_objects)
+for s in "${stages[@]}"; do
+    case "$s" in doctor|gpu_tests|bench_gpu|cuda_objects) ;;
+    *) echo "gpu_check: unknown stage '$s' (doctor, gpu_tests, bench_gpu, cuda_objects)" >&2
+       exit 2 ;;
+    esac
+done
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 RVVKIT_CACHE_DIR="${RVVKIT_CACHE_DIR:-/tmp/rvvkit-gpu-cache}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -34,17 +45,24 @@ if ! "$py" -c "import cffi, elftools" 2>/dev/null; then
     fi
 fi
 
-if ! why="$("$py" -c 'from rvvkit.runtime.cuda import cuda_available as c
+# GPU_CHECK_EMULATE=1: the same stages, small, on the CPU emulator (checks this script
+# without a GPU; tests/cuda/test_gpu_check.py runs it so)
+emulate="${GPU_CHECK_EMULATE:-}"
+if [ -n "$emulate" ]; then
+    echo "gpu_check: GPU_CHECK_EMULATE set: small stages on the CPU emulator, no GPU"
+elif ! why="$("$py" -c 'from rvvkit.runtime.cuda import cuda_available as c
 ok, why = c(); print(why); raise SystemExit(0 if ok else 1)' 2>&1)"; then
     echo "gpu_check: nothing to check here: ${why##*$'\n'}" >&2
     exit 2
+else
+    echo "gpu_check: $why; output in $out"
 fi
-echo "gpu_check: $why; output in $out"
 
 failed=()
 stage() {   # stage NAME SECONDS COMMAND...: run it with a limit, log to $out/NAME.txt
     local name="$1" limit="$2"
     shift 2
+    [[ " ${stages[*]} " == *" $name "* ]] || return 0
     echo "== $name (at most ${limit} s)"
     local t0=$SECONDS
     timeout --kill-after=10 "$limit" "$@" > "$out/$name.txt" 2>&1
@@ -54,15 +72,25 @@ stage() {   # stage NAME SECONDS COMMAND...: run it with a limit, log to $out/NA
     [ "$rc" -eq 0 ] || failed+=("$name (exit $rc)")
 }
 
-stage doctor 60 "$py" -m rvvkit doctor
-stage gpu_tests 280 env RVVKIT_TEST_EXECUTORS=cuda "$py" -m pytest -m cuda -n "$jobs" -q \
-    -p no:cacheprovider --junitxml="$out/gpu_tests.xml" tests/cuda tests/ops \
-    tests/qemu/test_conformance_sample.py tests/models tests/host/test_compare.py \
-    tests/host/test_nan_propagation.py
-stage bench_gpu 330 "$py" benchmarks/bench_gpu.py --jobs "$jobs" --repeat 30 \
+if [ -n "$emulate" ]; then
+    tests=(env RVVKIT_TEST_EXECUTORS=cuda-emu "$py" -m pytest -m cuda -q -p no:cacheprovider
+           tests/cuda/test_cuda_emu_memory.py)
+    bench=(--emulate --models stored:lstm_kws_legacy --repeat 2)
+    objects=(--emulate --count 4)
+else
+    tests=(env RVVKIT_TEST_EXECUTORS=cuda "$py" -m pytest -m cuda -n "$jobs" -q
+           -p no:cacheprovider --junitxml="$out/gpu_tests.xml" tests/cuda tests/ops
+           tests/qemu/test_conformance_sample.py tests/models tests/host/test_compare.py
+           tests/host/test_nan_propagation.py)
+    bench=(--repeat 20)
+    objects=(--count 64)
+fi
+stage doctor 30 "$py" -m rvvkit doctor
+stage gpu_tests 400 "${tests[@]}"
+stage bench_gpu 400 "$py" benchmarks/bench_gpu.py --jobs "$jobs" "${bench[@]}" \
     --out "$out/bench" --json "$out/bench_gpu.json"
-cp "$out/bench_gpu.txt" "$out/bench_gpu.md" 2>/dev/null
-stage cuda_objects 90 "$py" benchmarks/cuda_objects.py --count 64
+[ -f "$out/bench_gpu.txt" ] && cp "$out/bench_gpu.txt" "$out/bench_gpu.md"
+stage cuda_objects 90 "$py" benchmarks/cuda_objects.py "${objects[@]}"
 
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "gpu_check: FAILED: ${failed[*]}"
