@@ -106,16 +106,17 @@ SAMPLE: Tuple[Executor, ...] = (
 # on the CUDA emulator, and on ONE of the plain QEMU VLENs, picked by a stable hash of the case
 # (`keeps`), so that the table as a whole covers every VLEN and thread count while a case costs
 # two QEMU runs, not five; one artifact in NVCC_SHARE also gets the strict nvcc compile (and
-# the conformance sample runs each case at one of its two QEMU VLENs, see ROTATIONS). The
+# the conformance sample runs each case on one of its three targets, see ROTATIONS). The
 # whole product runs with RVVKIT_TEST_MATRIX=full (scripts/nightly.sh), and whenever
 # RVVKIT_TEST_EXECUTORS chooses the executors.
 ROTATING: Tuple[str, ...] = tuple(f"qemu-vlen{v}" for v in QEMU_VLENS)
 NVCC_SHARE = 8
 # The rotation of each parameter that takes executors: `executor` (ALL) over the plain VLENs,
-# `target` (the conformance sample's QEMU targets, both with poisoned tails) over VLEN 128/512.
+# `target` (the conformance sample's targets) over QEMU VLEN 128 and 512 with poisoned tails and
+# the CUDA emulator: each case on one of them.
 ROTATIONS: Dict[str, Tuple[str, ...]] = {
     "executor": ROTATING,
-    "target": ("qemu-vlen128-tail-ones", "qemu-vlen512-tail-ones"),
+    "target": ("qemu-vlen128-tail-ones", "qemu-vlen512-tail-ones", "cuda-emu"),
 }
 
 
