@@ -46,9 +46,9 @@ def precompiled(header: Path, compiler: Compiler, flags: Sequence[str]) -> Path:
         return header
     text = header.read_bytes()
     hflags = header_flags(flags, "{header}")
-    key = hashlib.sha256(b"\0".join([text, str(compiler.path).encode(),
-                                     compiler.version.encode(), *(a.encode() for a in compiler.argv),
-                                     *(f.encode() for f in hflags)])).hexdigest()[:32]
+    parts = [text, str(compiler.path).encode(), compiler.version.encode(),
+             *(a.encode() for a in compiler.argv), *(f.encode() for f in hflags)]
+    key = hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
     home = cache.cache_dir() / "pch" / key
     copy = home / header.name
     if (home / f"{header.name}.gch").is_file():
