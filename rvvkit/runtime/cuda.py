@@ -184,10 +184,15 @@ class CudaSession(Session):
             result[name] = host
         return result
 
+    def _forked_copy(self) -> bool:
+        """This session object was inherited through fork() from the process that opened it on
+        a GPU (the emulator's plain memory survives fork; a GPU's CUDA state does not)."""
+        return os.getpid() != self._pid and not self.emulate
+
     def _live(self) -> None:
         if self.lib is None or not self._buffers:
             raise ExecutionError("this CUDA session is closed")
-        if os.getpid() != self._pid and not self.emulate:
+        if self._forked_copy():
             raise ExecutionError(
                 f"this CUDA session was opened in process {self._pid} and is used in process "
                 f"{os.getpid()}, forked from it; CUDA state does not survive fork(): open the "
@@ -242,7 +247,7 @@ class CudaSession(Session):
         """Free the device buffers (idempotent); the object stays loaded (cffi cannot unload
         it safely while other sessions may share it)."""
         buffers, self._buffers = self._buffers, []
-        if self.lib is None or (os.getpid() != self._pid and not self.emulate):
+        if self.lib is None or self._forked_copy():
             return   # a forked child's copy: the device memory is the parent's to free
         for ptr in buffers:
             self.lib.rvvkit_cuda_free(ptr)

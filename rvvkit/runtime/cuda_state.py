@@ -2,9 +2,9 @@
 a child it forks: the child's CUDA calls fail (cudaGetDeviceCount says "initialization error",
 which used to surface as "no devices"). So:
 
-- asking whether there is a GPU (`probe`) runs the driver's cuInit in a short child process
-  unless this process has initialised CUDA already, so that the question alone (pytest's
-  collection, `rvvkit doctor`) never makes this process unable to fork CUDA workers;
+- asking whether there is a GPU (`probe`) runs the driver's cuInit in a short child process,
+  so that the question alone (pytest's collection, `rvvkit doctor`) never makes this process
+  unable to fork CUDA workers;
 - a GPU session records the process that initialised CUDA (`mark_initialised`); a forked child
   sees that it is not that process (`fork_error`) and says so in one line, and rvvkit.forked
   starts its workers from a clean fork server instead of forking such a process.
