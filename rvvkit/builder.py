@@ -11,7 +11,10 @@ from .codegen.c import ABI_VERSION, render
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
 from .frontend.onnx import from_onnx
+from .ops import REGISTRY
 from .passes import optimize
+from .passes.kv_cache import caches_to_state
+from .decoder import decoder_meta
 
 
 def _need_onnx() -> None:
@@ -39,6 +42,9 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     before = g.summary()
     optimize(g, opt_level)
     say(f"optimised to {len(g.nodes)} nodes")
+    cached = caches_to_state(g)
+    if cached:
+        say(f"{len(cached)} key/value caches kept in the session (updated in place)")
     plan = build_plan(g, vlen=vlen)
     say(f"planned {len(plan.steps)} steps, {len(plan.kernels)} distinct kernels")
     source = render(plan)
@@ -66,6 +72,12 @@ def _io(items):
     return [{"name": n, "shape": list(s), "dtype": dt} for n, s, dt in items]
 
 
+def _data_error(step) -> Dict:
+    """{"data_error": what the step's run-time check guards} for ops that say, else {}."""
+    op = REGISTRY.get(step.op)
+    return {"data_error": op.data_error} if step.status and op and op.data_error else {}
+
+
 def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
               vlen: Optional[int] = None) -> Dict:
     return {
@@ -85,6 +97,7 @@ def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
                     for name, k in plan.kernels],
         "plan": [{"kernel": s.kernel, "node": s.node, "op": s.op, "macs": s.macs,
                   "fused": [{"op": op, "name": nm} for op, nm in s.fused],
+                  **_data_error(s),
                   "args": [a.to_json() for a in s.args],
                   "workspace": s.workspace.to_json() if s.workspace else None}
                  for s in plan.steps],
@@ -92,5 +105,8 @@ def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
                    "lower_bound_bytes": 4 * plan.lower_bound_floats,
                    "weights_bytes": 4 * int(plan.weights.size)},
         "macs": plan.macs,
+        "state": [{"name": n, "present": p, "offset": off, "shape": list(shape), "dtype": dt}
+                  for n, p, off, shape, dt in plan.state],
+        "decoder": decoder_meta(plan),
         "entry": {"run": "rvvkit_run", "run_timed": "rvvkit_run_timed", "step": "rvvkit_step"},
     }

@@ -213,5 +213,6 @@ from . import lower_extra  # noqa: E402,F401
 from . import lower_grid  # noqa: E402,F401
 from . import lower_quant  # noqa: E402,F401
 from . import lower_quant_ew  # noqa: E402,F401
+from . import lower_llm  # noqa: E402,F401
 
 __all__ = ["lower", "is_alias", "kernel_inputs", "check_lowerable", "unlowerable"]

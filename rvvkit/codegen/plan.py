@@ -76,6 +76,9 @@ class Plan:
     inputs: List[Tuple[str, Tuple[int, ...], str]]    # (name, shape, dtype name)
     outputs: List[Tuple[str, Tuple[int, ...], str]]
     weight_index: Dict[str, Tuple[int, int]] = field(default_factory=dict)
+    # buffers that persist between runs (graph.state): (tensor, present name, arena offset in
+    # words, shape, dtype name)
+    state: List[Tuple[str, str, int, Tuple[int, ...], str]] = field(default_factory=list)
 
     @property
     def macs(self) -> int:
@@ -200,11 +203,13 @@ def _build_plan(g: Graph) -> Plan:
     # transformed copies are keyed `name@node` (see above): named after the initializer
     symbols = unique_idents({k: k.split("@")[0] + ("_packed" if "@" in k else "")
                              for k in weights.index}, "W_")
-    steps, arena, bound = _assign(g, raw_steps, weights, views, symbols)
+    steps, arena, bound, offsets = _assign(g, raw_steps, weights, views, symbols)
     def io(name):
         return (name, g.t(name).shape, g.t(name).dtype.name)
+    state = [(name, present, offsets[name], g.t(name).shape, g.t(name).dtype.name)
+             for name, present in g.state]
     return Plan(g.name, list(kernels.values()), steps, weights.blob(), arena, bound,
-                [io(i) for i in g.inputs], [io(o) for o in g.outputs], weights.index)
+                [io(i) for i in g.inputs], [io(o) for o in g.outputs], weights.index, state)
 
 
 def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
@@ -224,6 +229,8 @@ def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, st
             owner = _resolve(name, views)[0]
             first.setdefault(owner, s)
             last[owner] = s
+    for name, _ in g.state:   # lives across runs: no other tensor may ever share its words
+        first[name], last[name] = 0, max(len(raw_steps) - 1, 0)
     intervals = [Interval(nm, dtypes.words(g.t(nm).size, g.t(nm).dtype), first[nm], last[nm])
                  for nm in first
                  if not nm.startswith("\0w:") and nm not in g.inputs and nm not in g.outputs]
@@ -249,7 +256,7 @@ def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, st
         args = [arg(nm, p.dtype) for nm, p in zip(names, k.params)]
         steps.append(Step(kname, node.name, node.op, args, ws, k.macs,
                           [tuple(f) for f in node.fused], k.status))
-    return steps, max(total, ALIGN), lower_bound(intervals)
+    return steps, max(total, ALIGN), lower_bound(intervals), offsets
 
 
 def tensor_bytes(shape, dtype="float32") -> int:

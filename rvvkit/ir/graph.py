@@ -58,6 +58,9 @@ class Graph:
         # ai.onnx opset of the source model, read by ops whose meaning changed across opsets
         # (0: a graph built without a model, which gets the newest rules)
         self.opset: int = 0
+        # (tensor, present output name) of every buffer that persists from one run to the next
+        # in the session's arena (a key/value cache; passes/kv_cache.py)
+        self.state: List[Tuple[str, str]] = []
 
     # -- tensors -------------------------------------------------------------------------------
     def add_tensor(self, t: Tensor) -> Tensor:

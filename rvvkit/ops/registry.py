@@ -48,6 +48,8 @@ class OpDef:
     # source(node, inputs) -> what its folded output keeps as Tensor.qsource (DequantizeLinear:
     # the integer form, which passes/quant.py runs integer kernels on)
     source: Optional[EvalFn] = None
+    # what its kernel's run-time check found when it fails (errors name the step and add this)
+    data_error: str = ""
 
     @property
     def kernel_dtypes(self) -> Tuple[str, ...]:
@@ -77,10 +79,11 @@ def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = Fals
              act_epilogue: bool = False, without_kernel: str = "",
              dtypes: Tuple[str, ...] = ("float32",),
              value_inputs: Optional[Tuple[int, ...]] = None,
-             source: Optional[EvalFn] = None):
+             source: Optional[EvalFn] = None, data_error: str = ""):
     def deco(infer: InferFn) -> InferFn:
         REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, value_inputs, act_epilogue,
-                             without_kernel, tuple(dtypes), source=source)
+                             without_kernel, tuple(dtypes), source=source,
+                             data_error=data_error)
         return infer
     return deco
 

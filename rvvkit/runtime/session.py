@@ -5,6 +5,7 @@ results (dicts of numpy arrays keyed by the graph's names), and the session cont
     profile(feeds, repeat)              -> [{step, kernel, node, op, macs, seconds}]
     measure(feeds, repeat, warmup)      -> {latency_ms, latency_stat, runs, ...}
     describe()                          -> {executor, path, label, compiler, ...}
+    generate(prompt, max_new_tokens)   -> Generation (decoder artifacts)
 
 so that benchmarks, `rvvkit compare` and the CLI never ask which executor they hold."""
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from .. import generate as generation
 from ..artifact import Artifact
 from ..errors import ExecutionError, InputError
 
@@ -95,9 +97,21 @@ class Session:
         return f"step {step}"
 
     def step_error(self, step: int) -> ExecutionError:
-        """The error of a run stopped by step `step`'s check of its data (an index)."""
-        return ExecutionError(f"{self.where(step)}: an index in its run-time data is out of "
-                              "range; nothing outside the tensor was read")
+        """The error of a run stopped by step `step`'s check of its data (an index, a
+        cache length): the op's own explanation when the meta carries one."""
+        why = self.steps[step].get("data_error") if 0 <= step < len(self.steps) else None
+        return ExecutionError(f"{self.where(step)}: " + (why or "an index in its run-time "
+                              "data is out of range") + "; nothing outside the tensor was read")
+
+    def generate(self, prompt: Sequence[int], max_new_tokens: int = 32, **options):
+        """Generate up to `max_new_tokens` after `prompt` (token ids) with a decoder
+        artifact; options as rvvkit.generate.generate (sampling, eos, keep_logits, on_token).
+        Returns a rvvkit.generate.Generation."""
+        return generation.generate(self, prompt, max_new_tokens, **options)
+
+    def generate_iter(self, prompt: Sequence[int], max_new_tokens: int = 32, **options):
+        """The tokens of `generate`, yielded as they come."""
+        return generation.steps(self, prompt, max_new_tokens, **options)
 
     def validate(self, feeds: Mapping[str, np.ndarray]) -> List[np.ndarray]:
         """Inputs in graph order as C-contiguous float32, or InputError saying what is wrong."""

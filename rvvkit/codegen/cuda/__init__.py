@@ -29,6 +29,7 @@ from . import pool_extra  # noqa: F401,E402  (LpPool, Det)
 from . import quant_gemm  # noqa: F401,E402  (QConv, QMatMul)
 from . import quant  # noqa: F401,E402  (Q/DQ, QLinear element-wise and pooling)
 from . import winograd  # noqa: F401,E402  (Winograd conv)
+from . import llm  # noqa: F401,E402  (RMSNorm, MatMulNBits, GroupQueryAttention)
 from .registry import GENERATORS, CudaKernel, Generator, generator
 from .serial import SERIAL_KINDS, serial_generator
 

@@ -71,3 +71,35 @@ def serial_generator(*kinds: str) -> None:
     for kind in kinds:
         generator(kind)(serial)
         SERIAL_KINDS.add(kind)
+
+
+def parts(spec: dict, kernel: Kernel) -> CudaKernel:
+    """A split C kernel (its body over parts rvk_lo <= u < rvk_hi) with one GPU thread per
+    part: the parts are independent by the split's contract, so this is the C kernel's own
+    parallelism; an unsplit kernel runs serially."""
+    if kernel.split is None:
+        return serial(spec, kernel)
+    params = [(f"const {p.ctype} *__restrict__ " if p.const else f"{p.ctype} *__restrict__ ")
+              + p.name for p in kernel.params]
+    names = [p.name for p in kernel.params]
+    units = kernel.split.units
+    body = portable(kernel.body)
+    text_key = hashlib.sha1((spec["op"] + ",".join(params) + body).encode()).hexdigest()[:12]
+    name = f"rvk_cu_parts_{kernel.hint}_{text_key}"
+    fn = (f"/* {spec['op']}: the C kernel's {units} parts, one thread each */\n"
+          f"__global__ void {name}({', '.join(params)}) {{\n"
+          f"    const int rvk_lo = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
+          f"    const int rvk_hi = rvk_lo + 1;\n"
+          f"    if (rvk_lo >= {units}) return;\n{body.rstrip()}\n}}\n")
+    support = dict(_device_support(kernel))
+    support[name] = fn
+    threads = 64
+    launch = (f"    RVK_LAUNCH({name}, dim3({-(-units // threads)}), dim3({threads}), "
+              f"({', '.join(names)}));")
+    return CudaKernel(launch, support)
+
+
+def parts_generator(*kinds: str) -> None:
+    """Register `parts` as the CUDA form of each kernel kind in `kinds`."""
+    for kind in kinds:
+        generator(kind)(parts)

@@ -1,0 +1,9 @@
+"""CUDA forms of the decoder kernels (codegen/kernels/llm.py): RMS normalisation and
+MatMulNBits run one GPU thread per part of the C kernel (rows; groups of output columns);
+GroupQueryAttention, which checks its run-time lengths, runs serially for now."""
+from __future__ import annotations
+
+from .serial import parts_generator, serial_generator
+
+parts_generator("rmsnorm", "matmul_nbits")
+serial_generator("gqa")

@@ -1,0 +1,209 @@
+"""Kernels of decoder blocks (semantics: rvvkit/ops/llm.py): RMS normalisation with an
+optional skip/bias sum, MatMulNBits (block-quantized weights decoded once per block and used
+for every row), and GroupQueryAttention over a key/value cache read only up to its live
+length, which comes from run-time data (seqlens_k) and is checked against the bound."""
+from __future__ import annotations
+
+from ..cfmt import flt
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..parallel import split_of
+
+declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
+declare_spec("matmul_nbits", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "group"))
+declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
+                     "rot_half", "interleaved", "scale", "in_place", "cos_rows"))
+
+
+def rmsnorm(rows: int, cols: int, eps: float, skip: bool, bias: bool, sum_out: bool
+            ) -> Lowered:
+    """Params: x, [skip], gamma, [bias], y, [sum]: y = rms_norm(x + skip + bias) * gamma."""
+    spec = make_spec("rmsnorm", rows=rows, cols=cols, eps=eps, skip=skip, bias=bias,
+                     sum_out=sum_out)
+    terms = "x[o + c]" + (" + sk[o + c]" if skip else "") + (" + bias[c]" if bias else "")
+    keep = "        s[o + c] = v;\n" if sum_out else ""
+    src = "s" if sum_out else "x"
+    if skip and not sum_out:   # the sum is needed twice: recompute it rather than store it
+        again = terms
+    else:
+        again = f"{src}[o + c]"
+    body = f"""    for (long r = rvk_lo; r < rvk_hi; ++r) {{
+        const long o = r * {cols};
+        double ss = 0.0;
+        for (long c = 0; c < {cols}; ++c) {{
+            const float v = {terms};
+{keep}            ss += (double)v * v;
+        }}
+        const float inv = (float)(1.0 / sqrt(ss / {cols} + {eps!r}));
+        for (long c = 0; c < {cols}; ++c) y[o + c] = ({again}) * inv * gamma[c];
+    }}
+"""
+    params = [Param("x")] + ([Param("sk")] if skip else []) + [Param("gamma")] + \
+        ([Param("bias")] if bias else []) + [Param("y", False)] + \
+        ([Param("s", False)] if sum_out else [])
+    split = split_of(rows, rows * cols * 4)
+    if split is None:
+        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
+    return Lowered(Kernel("rmsnorm", tuple(params), body, spec=spec, split=split))
+
+
+def _decode_block(bits: int, block: int, zp_kind: str, nb: int) -> str:
+    """C statements filling wv[block] with block `blk` of column n, dequantized."""
+    if zp_kind == "u8" and bits == 4:
+        zp = f"(float)((zp[n * {(nb + 1) // 2} + blk / 2] >> (4 * (blk & 1))) & 15)"
+    elif zp_kind == "u8":
+        zp = f"(float)zp[n * {nb} + blk]"
+    elif zp_kind == "f32":
+        zp = f"zp[n * {nb} + blk]"
+    else:
+        zp = flt(float(1 << (bits - 1)))
+    blob = block * bits // 8
+    row = f"const uint8_t *__restrict q = b + (n * {nb} + blk) * {blob};"
+    head = f"""            {row}
+            const float sc = scales[n * {nb} + blk], z = {zp};
+"""
+    if bits == 8:
+        return head + f"""            for (long j = 0; j < {block}; ++j) wv[j] = ((float)q[j] - z) * sc;
+"""
+    return head + f"""            for (long j = 0; j < {blob}; ++j) {{
+                wv[2 * j] = ((float)(q[j] & 15) - z) * sc;
+                wv[2 * j + 1] = ((float)(q[j] >> 4) - z) * sc;
+            }}
+"""
+
+
+def matmul_nbits(m: int, k: int, n: int, bits: int, block: int, zp_kind: str, bias: bool
+                 ) -> Lowered:
+    """Params: a [m, k], b (uint8 codes), scales, [zp (uint8 packed or float)], [bias], y.
+    Parts are groups of columns; each weight block is decoded once and used for every row."""
+    nb = -(-k // block)
+    group = 16 if n >= 64 else n
+    parts = -(-n // group)
+    spec = make_spec("matmul_nbits", M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
+                     bias=bias, group=group)
+    tail = k - (nb - 1) * block
+    span = f"(blk + 1 < {nb} ? {block} : {tail})" if tail != block else str(block)
+    body = f"""    for (long part = rvk_lo; part < rvk_hi; ++part) {{
+    const long n_end = part * {group} + {group} < {n} ? part * {group} + {group} : {n};
+    for (long n = part * {group}; n < n_end; ++n) {{
+        for (long i = 0; i < {m}; ++i) y[i * {n} + n] = {"bias[n]" if bias else "0.0f"};
+        for (long blk = 0; blk < {nb}; ++blk) {{
+            float wv[{block}];
+{_decode_block(bits, block, zp_kind, nb)}            const long len = {span};
+            for (long i = 0; i < {m}; ++i) {{
+                const float *__restrict x = a + i * {k} + blk * {block};
+                float acc = 0.0f;
+                for (long j = 0; j < len; ++j) acc += wv[j] * x[j];
+                y[i * {n} + n] += acc;
+            }}
+        }}
+    }}
+    }}
+"""
+    zp_param = [] if not zp_kind else [Param("zp", dtype="uint8" if zp_kind == "u8"
+                                             else "float32")]
+    params = [Param("a"), Param("b", dtype="uint8"), Param("scales")] + zp_param + \
+        ([Param("bias")] if bias else []) + [Param("y", False)]
+    split = split_of(parts, m * n * k)
+    if split is None:
+        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
+    return Lowered(Kernel("matmul_nbits", tuple(params), body, spec=spec, split=split,
+                          macs=m * n * k))
+
+
+def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> str:
+    i1, i2 = ("2 * j", "2 * j + 1") if interleaved else ("j", f"j + {rot_half}")
+    return f"""{{
+                const float *__restrict cr = cosc + pos * {rot_half};
+                const float *__restrict sr = sinc + pos * {rot_half};
+                for (long j = 0; j < {rot_half}; ++j) {{
+                    const float x1 = {src}[{i1}], x2 = {src}[{i2}];
+                    {dst}[{i1}] = cr[j] * x1 - sr[j] * x2;
+                    {dst}[{i2}] = sr[j] * x1 + cr[j] * x2;
+                }}
+                for (long d = {2 * rot_half}; d < {head}; ++d) {dst}[d] = {src}[d];
+            }}"""
+
+
+def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int,
+        rotary: bool, rot_half: int, interleaved: bool, scale: float, in_place: bool,
+        cos_rows: int) -> Lowered:
+    """Params: q, k, v, kc, vc, seqlens (int32), total (int32), [cosc, sinc], out,
+    [present_k, present_v]. In place, kc/vc are the session's caches (read and written);
+    otherwise they are the past inputs, whose live prefix is copied into the presents first.
+    Workspace: max_seq scores + one rotated query."""
+    spec = make_spec("gqa", batch=batch, seq=seq, heads=heads, kv_heads=kv_heads, head=head,
+                     max_seq=max_seq, rotary=rotary, rot_half=rot_half,
+                     interleaved=interleaved, scale=scale, in_place=in_place,
+                     cos_rows=cos_rows)
+    group = heads // kv_heads
+    cache = f"{kv_heads} * {max_seq} * {head}"
+    if in_place:
+        setup = "        float *__restrict kd = kc + b * " + cache + \
+                ", *__restrict vd = vc + b * " + cache + ";\n"
+    else:
+        setup = f"""        float *__restrict kd = pk + b * {cache}, *__restrict vd = pv + b * {cache};
+        for (long h = 0; h < {kv_heads}; ++h)   /* the live prefix only */
+            for (long t = 0; t < past * {head}; ++t) {{
+                kd[h * {max_seq * head} + t] = kc[b * {cache} + h * {max_seq * head} + t];
+                vd[h * {max_seq * head} + t] = vc[b * {cache} + h * {max_seq * head} + t];
+            }}
+"""
+    pos_check = f" || past + {seq} > {cos_rows}" if rotary else ""
+    put_k = _rotate("kr", "ks", rot_half, head, interleaved) if rotary else \
+        f"for (long d = 0; d < {head}; ++d) kr[d] = ks[d];"
+    get_q = _rotate("qr", "qs", rot_half, head, interleaved) if rotary else \
+        f"for (long d = 0; d < {head}; ++d) qr[d] = qs[d];"
+    body = f"""    (void)total;
+    float *__restrict sc = ws, *__restrict qr = ws + {max_seq};
+    for (long b = 0; b < {batch}; ++b) {{
+        const long past = (long)seqlens[b] + 1 - {seq};
+        if (past < 0 || past + {seq} > {max_seq}{pos_check}) RVK_DATA_ERROR;
+{setup}        for (long s = 0; s < {seq}; ++s) {{
+            const long pos = past + s;
+            for (long h = 0; h < {kv_heads}; ++h) {{
+                const float *__restrict ks = k + (b * {seq} + s) * {kv_heads * head} + h * {head};
+                const float *__restrict vs = v + (b * {seq} + s) * {kv_heads * head} + h * {head};
+                float *__restrict kr = kd + (h * {max_seq} + pos) * {head};
+                float *__restrict vr = vd + (h * {max_seq} + pos) * {head};
+                {put_k}
+                for (long d = 0; d < {head}; ++d) vr[d] = vs[d];
+            }}
+        }}
+        for (long s = 0; s < {seq}; ++s) {{
+            const long pos = past + s, live = pos + 1;
+            for (long h = 0; h < {heads}; ++h) {{
+                const float *__restrict qs = q + (b * {seq} + s) * {heads * head} + h * {head};
+                const float *__restrict kh = kd + (h / {group}) * {max_seq * head};
+                const float *__restrict vh = vd + (h / {group}) * {max_seq * head};
+                float *__restrict o = out + (b * {seq} + s) * {heads * head} + h * {head};
+                {get_q}
+                float mx = -3.402823466e38f, sum = 0.0f;
+                for (long t = 0; t < live; ++t) {{
+                    float dot = 0.0f;
+                    for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
+                    sc[t] = dot * {flt(scale)};
+                    mx = sc[t] > mx ? sc[t] : mx;
+                }}
+                for (long t = 0; t < live; ++t) {{ sc[t] = expf(sc[t] - mx); sum += sc[t]; }}
+                const float inv = 1.0f / sum;
+                for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
+                for (long t = 0; t < live; ++t) {{
+                    const float p = sc[t] * inv;
+                    for (long d = 0; d < {head}; ++d) o[d] += p * vh[t * {head} + d];
+                }}
+            }}
+        }}
+    }}
+    RVK_DATA_OK;
+"""
+    params = [Param("q"), Param("k"), Param("v"), Param("kc", not in_place),
+              Param("vc", not in_place), Param("seqlens", dtype="int32"),
+              Param("total", dtype="int32")]
+    if rotary:
+        params += [Param("cosc"), Param("sinc")]
+    params.append(Param("out", False))
+    if not in_place:
+        params += [Param("pk", False), Param("pv", False)]
+    macs = batch * seq * heads * max_seq * head * 2
+    return Lowered(Kernel("gqa", tuple(params), body, workspace=max_seq + head, spec=spec,
+                          status=True, macs=macs))

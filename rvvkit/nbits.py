@@ -1,0 +1,88 @@
+"""Block-wise weight-only quantization in onnxruntime's MatMulNBits layout (com.microsoft).
+
+One place for the format, read by the operator's semantics (ops/llm.py), the test-model
+generator (zoo_llm.py) and `rvvkit quantize`:
+- a weight W [K, N] (MatMul's B) is stored transposed, column n of W as row n of B;
+- each row is cut into blocks of `block` values along K (the last block zero-padded);
+- B [N, blocks, block * bits / 8] uint8 holds the codes, two per byte at 4 bits (the element
+  of even index in the low nibble), one per byte at 8 bits;
+- scales [N, blocks] float; zero points either packed like B ([N, ceil(blocks * bits / 8)]
+  uint8) or absent, meaning 2^(bits-1);
+- w[k, n] = (code - zero_point) * scale of (n, k // block)."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+
+def blocks_of(k: int, block: int) -> int:
+    return -(-k // block)
+
+
+def _pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
+    """[..., n] uint8 codes (< 2^bits) -> [..., n * bits / 8] bytes (n even at 4 bits)."""
+    codes = codes.astype(np.uint8)
+    if bits == 8:
+        return codes
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
+def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The inverse of _pack_codes, keeping the first `count` codes of the last axis."""
+    packed = np.asarray(packed, np.uint8)
+    if bits == 8:
+        return packed[..., :count]
+    out = np.empty(packed.shape[:-1] + (packed.shape[-1] * 2,), np.uint8)
+    out[..., 0::2] = packed & 0x0F
+    out[..., 1::2] = packed >> 4
+    return out[..., :count]
+
+
+def quantize(w: np.ndarray, bits: int = 4, block: int = 32, zero_points: bool = False
+             ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """Quantize W [K, N] float to (B, scales, packed zero points or None)."""
+    if bits not in (4, 8) or block < 16 or block & (block - 1):
+        raise ValueError(f"bits {bits} / block {block}: 4 or 8 bits, a power-of-two block >= 16")
+    w = np.asarray(w, np.float32)
+    k, n = w.shape
+    nb = blocks_of(k, block)
+    rows = np.zeros((n, nb * block), np.float32)
+    rows[:, :k] = w.T
+    rows = rows.reshape(n, nb, block)
+    top = (1 << bits) - 1
+    if zero_points:
+        lo = np.minimum(rows.min(axis=2), 0.0)
+        hi = np.maximum(rows.max(axis=2), 0.0)
+        scale = np.where(hi > lo, (hi - lo) / top, 1.0).astype(np.float32)
+        zp = np.clip(np.rint(-lo / scale), 0, top).astype(np.uint8)
+    else:
+        amax = np.abs(rows).max(axis=2)
+        half = 1 << (bits - 1)
+        scale = np.where(amax > 0, amax / (half - 0.5 if bits == 4 else half - 1), 1.0)
+        scale = scale.astype(np.float32)
+        zp = np.full((n, nb), half, np.uint8)
+    codes = np.clip(np.rint(rows / scale[:, :, None]) + zp[:, :, None], 0, top)
+    b = _pack_codes(codes.astype(np.uint8), bits)
+    packed_zp = None
+    if zero_points:
+        pad = (-nb) % (8 // bits) if bits == 4 else 0
+        packed_zp = _pack_codes(np.concatenate([zp, np.zeros((n, pad), np.uint8)], 1), bits)
+    return b, scale, packed_zp
+
+
+def dequantize(b: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarray],
+               k: int, n: int, bits: int, block: int) -> np.ndarray:
+    """W [K, N] float32 from MatMulNBits' B, scales and zero points (packed uint8, float per
+    block, or None)."""
+    nb = blocks_of(k, block)
+    codes = unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block).astype(np.float32)
+    scale = np.asarray(scales, np.float32).reshape(n, nb)
+    if zero_points is None:
+        zp = np.full((n, nb), float(1 << (bits - 1)), np.float32)
+    elif np.asarray(zero_points).dtype == np.uint8:
+        zp = unpack_codes(np.asarray(zero_points).reshape(n, -1), bits, nb).astype(np.float32)
+    else:
+        zp = np.asarray(zero_points, np.float32).reshape(n, nb)
+    w = (codes - zp[:, :, None]) * scale[:, :, None]
+    return np.ascontiguousarray(w.reshape(n, nb * block)[:, :k].T)

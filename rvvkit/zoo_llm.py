@@ -1,0 +1,169 @@
+"""Small decoder-only language models with seeded random weights, in the form onnxruntime-genai's
+model builder writes (com.microsoft GroupQueryAttention with rotary inside, MatMulNBits or
+float MatMul projections, SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization),
+for tests, examples and benchmarks. Built with onnx.helper alone: no torch.
+
+Interface of every model (one decoding step over S new tokens; the cache is shared past/present,
+as onnxruntime-genai runs it):
+  input_ids int64 [1, S], seqlens_k int32 [1] (= tokens so far including these, minus one),
+  total_sequence_length int32 [] (= seqlens_k + 1), past_key_values.{i}.key|value float32
+  [1, kv_heads, max_seq, head] -> logits float32 [1, S, vocab], present.{i}.key|value (same
+  shape as the past: the new keys and values written at their positions)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List
+
+import numpy as np
+
+from . import nbits
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    vocab: int = 256
+    hidden: int = 64
+    heads: int = 4
+    kv_heads: int = 2
+    layers: int = 2
+    intermediate: int = 128
+    max_seq: int = 128
+    rope_theta: float = 10000.0
+    eps: float = 1e-6
+    qkv_bias: bool = True      # Qwen2 has q/k/v biases; Llama has none
+    bits: int = 0              # 0: float MatMul; 4 or 8: MatMulNBits
+    block: int = 32
+    zero_points: bool = False
+    seq: int = 1               # new tokens per call (S)
+
+    @property
+    def head(self) -> int:
+        return self.hidden // self.heads
+
+
+SMALL = {
+    "qwen2-tiny": DecoderConfig(),
+    "llama-tiny": DecoderConfig(vocab=320, hidden=96, heads=6, kv_heads=2, layers=2,
+                                intermediate=160, qkv_bias=False),
+    # Qwen2.5-0.5B's shape (benchmarks only: 0.5 B parameters)
+    "qwen2.5-0.5b": DecoderConfig(vocab=151936, hidden=896, heads=14, kv_heads=2, layers=24,
+                                  intermediate=4864, max_seq=512, rope_theta=1e6),
+}
+
+
+class _Builder:
+    def __init__(self, cfg: DecoderConfig, seed: int):
+        self.cfg, self.rng = cfg, np.random.default_rng(seed)
+        self.nodes: List = []
+        self.inits: List = []
+
+    def const(self, name: str, data: np.ndarray) -> str:
+        from onnx import numpy_helper
+        self.inits.append(numpy_helper.from_array(np.asarray(data), name))
+        return name
+
+    def node(self, op: str, ins, outs, domain: str = "", **attrs) -> List[str]:
+        from onnx import helper
+        name = f"/{op}_{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op, list(ins), list(outs), name=name,
+                                           domain=domain, **attrs))
+        return list(outs)
+
+    def linear(self, x: str, k: int, n: int, name: str, scale: float = 0.0) -> str:
+        """x [.., k] @ W [k, n]: a float MatMul or a MatMulNBits of W's quantized form."""
+        cfg = self.cfg
+        w = (self.rng.standard_normal((k, n)) * (scale or k ** -0.5)).astype(np.float32)
+        out = f"{name}/out"
+        if not cfg.bits:
+            return self.node("MatMul", [x, self.const(f"{name}.weight", w)], [out])[0]
+        b, s, zp = nbits.quantize(w, cfg.bits, cfg.block, cfg.zero_points)
+        ins = [x, self.const(f"{name}.qweight", b), self.const(f"{name}.scales", s.ravel())]
+        if zp is not None:
+            ins.append(self.const(f"{name}.qzeros", zp.ravel()))
+        return self.node("MatMulNBits", ins, [out], domain="com.microsoft", K=k, N=n,
+                         bits=cfg.bits, block_size=cfg.block, accuracy_level=0)[0]
+
+    def norm_weight(self, name: str) -> str:
+        return self.const(name, (1.0 + 0.1 * self.rng.standard_normal(self.cfg.hidden))
+                          .astype(np.float32))
+
+
+def _rope_caches(cfg: DecoderConfig):
+    half = cfg.head // 2
+    inv = 1.0 / cfg.rope_theta ** (np.arange(half, dtype=np.float64) * 2 / cfg.head)
+    ang = np.arange(cfg.max_seq, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def _attention(b: _Builder, i: int, x: str, cos: str, sin: str) -> str:
+    cfg = b.cfg
+    kvw = cfg.kv_heads * cfg.head
+    q, k, v = (b.linear(x, cfg.hidden, n, f"layers.{i}.attn.{p}_proj")
+               for p, n in (("q", cfg.hidden), ("k", kvw), ("v", kvw)))
+    if cfg.qkv_bias:
+        q, k, v = (b.node("Add", [t, b.const(f"layers.{i}.attn.{p}_proj.bias",
+                                             (0.1 * b.rng.standard_normal(n)).astype(
+                                                 np.float32))], [f"{t}/bias"])[0]
+                   for t, p, n in ((q, "q", cfg.hidden), (k, "k", kvw), (v, "v", kvw)))
+    past = [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+    present = [f"present.{i}.key", f"present.{i}.value"]
+    out = b.node("GroupQueryAttention",
+                 [q, k, v, *past, "seqlens_k", "total_sequence_length", cos, sin],
+                 [f"layers.{i}.attn/out", *present], domain="com.microsoft",
+                 num_heads=cfg.heads, kv_num_heads=cfg.kv_heads, do_rotary=1,
+                 rotary_interleaved=0, scale=float(cfg.head ** -0.5))[0]
+    return b.linear(out, cfg.hidden, cfg.hidden, f"layers.{i}.attn.o_proj")
+
+
+def _mlp(b: _Builder, i: int, x: str) -> str:
+    cfg = b.cfg
+    gate = b.linear(x, cfg.hidden, cfg.intermediate, f"layers.{i}.mlp.gate_proj")
+    up = b.linear(x, cfg.hidden, cfg.intermediate, f"layers.{i}.mlp.up_proj")
+    sig = b.node("Sigmoid", [gate], [f"{gate}/sigmoid"])[0]
+    act = b.node("Mul", [gate, sig], [f"{gate}/silu"])[0]
+    prod = b.node("Mul", [act, up], [f"layers.{i}.mlp/prod"])[0]
+    return b.linear(prod, cfg.intermediate, cfg.hidden, f"layers.{i}.mlp.down_proj")
+
+
+def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "decoder"):
+    """The onnx ModelProto of a random decoder of configuration `cfg`."""
+    from onnx import TensorProto, helper
+    b = _Builder(cfg, seed)
+    cos, sin = (b.const(n, c) for n, c in zip(("cos_cache", "sin_cache"), _rope_caches(cfg)))
+    emb = b.const("embed_tokens.weight",
+                  (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32))
+    h = b.node("Gather", [emb, "input_ids"], ["embed/out"])[0]
+    eps = dict(epsilon=cfg.eps)
+    x = b.node("SimplifiedLayerNormalization", [h, b.norm_weight("layers.0.input_norm")],
+               ["layers.0.input_norm/out"], axis=-1, stash_type=1, **eps)[0]
+    residual = h
+    for i in range(cfg.layers):
+        attn = _attention(b, i, x, cos, sin)
+        x, _, _, residual = b.node(
+            "SkipSimplifiedLayerNormalization",
+            [attn, residual, b.norm_weight(f"layers.{i}.post_attention_norm")],
+            [f"layers.{i}.post_attention_norm/out", "", "", f"layers.{i}.attn/residual"],
+            domain="com.microsoft", **eps)
+        mlp = _mlp(b, i, x)
+        last = i + 1 == cfg.layers
+        norm = "final_norm" if last else f"layers.{i + 1}.input_norm"
+        x, _, _, residual = b.node(
+            "SkipSimplifiedLayerNormalization", [mlp, residual, b.norm_weight(norm)],
+            [f"{norm}/out", "", "", f"layers.{i}.mlp/residual"], domain="com.microsoft", **eps)
+    logits = b.linear(x, cfg.hidden, cfg.vocab, "lm_head", scale=2.0 * cfg.hidden ** -0.5)
+    b.nodes[-1].output[0] = "logits"
+    f32, cache = TensorProto.FLOAT, [1, cfg.kv_heads, cfg.max_seq, cfg.head]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, cfg.seq]),
+              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+              helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
+    outputs = [helper.make_tensor_value_info("logits", f32, [1, cfg.seq, cfg.vocab])]
+    for i in range(cfg.layers):
+        for kind in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", f32,
+                                                        cache))
+            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", f32, cache))
+    graph = helper.make_graph(b.nodes, name, inputs, outputs, b.inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo_llm")
+    model.ir_version = 8
+    return model
