@@ -5,6 +5,11 @@
  *
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
  *          [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]
+ *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L --max-seq M
+ *          [--eos E] [--logits-out FILE] [--outdir DIR] [--threads T] [--no-verify]
+ *
+ * --generate runs a decoder's plan once per token in this process (rvk_generate.h), the
+ * key/value caches staying in the arena: the prompt, then up to N greedy tokens.
  *
  * --threads T runs the kernels on T threads (default: $RVVKIT_NUM_THREADS, else the online
  * cores; outputs are bit-identical for every T). Checks ARTIFACT first (rvk_artifact.h: every section against the checksums of its meta, unless
@@ -91,22 +96,29 @@ static void sym(void *lib, const char *path, const char *name, void *fn_out, siz
 }
 #define SYM(lib, path, name, var) sym(lib, path, name, &(var), sizeof(var))
 
+#include "rvk_generate.h"
+
 struct args {
     const char *artifact, *kernels, *outdir, *timings;
     const char *inputs[MAX_IO];
     int ninputs, untimed, no_verify;
     long repeat, warmup, threads;
+    rvk_gen_args gen;   /* gen.new_tokens > 0: --generate */
+    const char *roles;
 };
 
 static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
-    "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]";
+    "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]\n"
+    "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L\n"
+    "              --max-seq M [--eos E] [--logits-out FILE] [--outdir DIR] [--threads T]";
 
 static struct args parse_args(int argc, char **argv) {
     struct args a;
     memset(&a, 0, sizeof a);
     a.outdir = ".";
     a.repeat = 1;
+    a.gen.eos = -1;
     int positional = 0;
     for (int i = 1; i < argc; ++i) {
         const char *s = argv[i];
@@ -131,6 +143,12 @@ static struct args parse_args(int argc, char **argv) {
             else if (!strcmp(s, "--repeat")) a.repeat = parse_count(s, v);
             else if (!strcmp(s, "--warmup")) a.warmup = parse_count(s, v);
             else if (!strcmp(s, "--threads")) a.threads = parse_count(s, v);
+            else if (!strcmp(s, "--generate")) a.gen.new_tokens = parse_count(s, v);
+            else if (!strcmp(s, "--max-seq")) a.gen.max_seq = parse_count(s, v);
+            else if (!strcmp(s, "--eos")) a.gen.eos = parse_count(s, v);
+            else if (!strcmp(s, "--prompt-ids")) a.gen.prompt = v;
+            else if (!strcmp(s, "--roles")) a.roles = v;
+            else if (!strcmp(s, "--logits-out")) a.gen.logits_out = v;
             else die(EXIT_USAGE, "unknown option %s\n%s", s, USAGE);
         } else if (positional == 0) {
             a.artifact = s, positional = 1;
@@ -141,6 +159,17 @@ static struct args parse_args(int argc, char **argv) {
         }
     }
     if (positional != 2) die(EXIT_USAGE, "ARTIFACT and KERNELS.so are required\n%s", USAGE);
+    if (a.gen.new_tokens > 0 || a.gen.prompt || a.roles) {
+        long *r = NULL;
+        if (a.gen.new_tokens < 1 || !a.gen.prompt || !a.roles || a.gen.max_seq < 1)
+            die(EXIT_USAGE, "--generate N (N >= 1) needs --prompt-ids, --roles and --max-seq\n%s",
+                USAGE);
+        if (rvk_gen_list(a.roles, &r) != 4)
+            die(EXIT_USAGE, "--roles expects four indices IDS,SEQLENS,TOTAL,LOGITS, got '%s'",
+                a.roles);
+        for (int i = 0; i < 4; ++i) a.gen.roles[i] = (int)r[i];
+        free(r);
+    }
     return a;
 }
 
@@ -233,6 +262,42 @@ static void check_run(int rc, long run) {
     if (rc != 0) die(EXIT_RUNTIME, "the plan reported error %d (run %ld)", rc, run);
 }
 
+/* --generate: the roles' buffers made here, every output allocated, then the loop. */
+static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn in_elems,
+                    rvvkit_io_elems_fn out_elems, rvvkit_io_dtype_fn in_dtype,
+                    rvvkit_io_dtype_fn out_dtype, rvvkit_run_timed_fn run, const float *w,
+                    long arena_words) {
+    const int *r = a->gen.roles;
+    const int given = 2 + (r[2] >= 0);
+    if (r[0] < 0 || r[0] >= nin || r[1] < 0 || r[1] >= nin || r[2] >= nin || r[3] < 0 ||
+        r[3] >= nout || nin != given || r[0] == r[1] || r[0] == r[2] || r[1] == r[2])
+        die(EXIT_USAGE, "--roles %s does not fit a decoder with %d inputs and %d outputs",
+            a->roles, nin, nout);
+    if (in_dtype(r[0]) != 7 || in_elems(r[0]) != 1 || in_dtype(r[1]) != 6 ||
+        in_elems(r[1]) != 1 || (r[2] >= 0 && (in_dtype(r[2]) != 6 || in_elems(r[2]) != 1)) ||
+        out_dtype(r[3]) != 1)
+        die(EXIT_USAGE, "--roles %s: ids must be one int64, the lengths one int32 each and "
+            "the logits float32 (a one-token decoding step)", a->roles);
+    const void *ins[MAX_IO + 1] = {NULL};
+    void *outs[MAX_IO + 1] = {NULL};
+    rvk_gen_state s;
+    memset(&s, 0, sizeof s);
+    s.ids = (int64_t *)xalloc64(sizeof(int64_t), "the token id");
+    s.seqlens = (int32_t *)xalloc64(sizeof(int32_t), "the cache length");
+    s.total = r[2] >= 0 ? (int32_t *)xalloc64(sizeof(int32_t), "the total length") : NULL;
+    ins[r[0]] = s.ids, ins[r[1]] = s.seqlens;
+    if (s.total) ins[r[2]] = s.total;
+    for (int i = 0; i < nout; ++i) {
+        const rvk_npy_type *type = rvk_npy_type_of(out_dtype(i));
+        if (!type) die(EXIT_KERNELS, "the kernels declare output %d of unknown type", i);
+        outs[i] = xalloc64((size_t)out_elems(i) * type->size, "outputs");
+    }
+    s.run = run, s.w = w, s.ins = ins, s.outs = outs;
+    s.arena = (float *)xalloc64((size_t)arena_words * sizeof(float), "the arena");
+    rvk_generate(&a->gen, &s, a->outdir, out_elems(r[3]));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const double t_start = now();
     struct args a = parse_args(argc, argv);
@@ -278,6 +343,8 @@ int main(int argc, char **argv) {
                   in_elems, out_elems, in_dtype, out_dtype);
     const float *weights = weights_of(art, &facts);
 
+    if (a.gen.new_tokens > 0) return generate(&a, nin, nout, in_elems, out_elems, in_dtype,
+                                              out_dtype, run_timed, weights, arena_floats());
     if (a.ninputs != nin)
         die(EXIT_INPUTS, "the model takes %d input(s) but %d .npy file(s) were given "
             "(--inputs, in graph input order)", nin, a.ninputs);

@@ -19,7 +19,9 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..errors import ExecutionError
+from ..decoder import require
+from ..errors import ExecutionError, InputError
+from ..generate import Generation, Sampling, check_prompt
 from .runner import DATA_EXIT, describe_exit
 from .session import Session
 from .transport import Command, RawRun
@@ -103,13 +105,14 @@ class RunnerSession(Session):
 
     def run_raw(self, rundir, repeat: int = 1, warmup: int = 0, extra_args: Sequence[str] = (),
                 *, timings: bool = False, untimed: bool = False, timeout: Optional[float] = None,
-                check: bool = True) -> RawRun:
+                check: bool = True, argv: Optional[List[str]] = None) -> RawRun:
         """Run runner_command(...) in `rundir` (from write_inputs); ExecutionError on a
         timeout, and (when `check`) on a non-zero exit or a signal, quoting the command and
         the runner's stderr."""
         self.check_open()
-        cmd = self.runner_command(rundir, repeat, warmup, extra_args, timings=timings,
-                                  untimed=untimed)
+        cmd = self.command(argv, [str(a) for a in extra_args]) if argv else \
+            self.runner_command(rundir, repeat, warmup, extra_args, timings=timings,
+                                untimed=untimed)
         limit = self.timeout if timeout is None else timeout
         try:
             run = self.transport.execute(cmd, rundir, limit)
@@ -162,6 +165,62 @@ class RunnerSession(Session):
                     "timings": self.read_timings(rundir) if timings else None}
         finally:
             self.transport.remove(rundir)
+
+    # -- generation: the loop runs in the runner, on the target ----------------------------
+
+    def generate_argv(self, rundir, prompt: Sequence[int], max_new_tokens: int,
+                      eos: Optional[int] = None, logits: bool = False) -> List[str]:
+        """The runner's argv for `runner --generate` (rvk_generate.h) in `rundir`."""
+        dec = require(self.artifact.meta)
+        where = self.transport.runner_dir(rundir)
+        names = self.input_names
+        roles = [names.index(dec["ids"]), names.index(dec["seqlens"]),
+                 names.index(dec["total"]) if dec["total"] else -1,
+                 self.output_names.index(dec["logits"])]
+        argv = [str(self.runner_path), str(self.artifact_path), str(self.kernels_path),
+                "--generate", str(int(max_new_tokens)),
+                "--prompt-ids", ",".join(str(int(t)) for t in prompt),
+                "--roles", ",".join(map(str, roles)), "--max-seq", str(dec["max_seq"]),
+                "--outdir", where]
+        if eos is not None:
+            argv += ["--eos", str(int(eos))]
+        if logits:
+            argv += ["--logits-out", "logits.npy" if where == "." else f"{where}/logits.npy"]
+        if self.threads:
+            argv += ["--threads", str(int(self.threads))]
+        return argv
+
+    def generate(self, prompt: Sequence[int], max_new_tokens: int = 32,
+                 sampling: Sampling = Sampling(), eos: Optional[int] = None,
+                 keep_logits: bool = False, on_token=None) -> Generation:
+        """Session.generate, with the loop in C on the target: one runner process for the
+        whole generation (greedy), its key/value caches in the runner's arena."""
+        dec = require(self.artifact.meta)
+        sampling.check()
+        if sampling.temperature:
+            raise InputError(f"{self.runner_where} generates greedily (temperature 0); "
+                             "sampling runs on the host and CUDA executors")
+        ids = check_prompt(dec, prompt, max_new_tokens)
+        rundir = self.transport.new_dir()
+        try:
+            self.run_raw(rundir, argv=self.generate_argv(rundir, ids, max_new_tokens, eos,
+                                                         keep_logits))
+            doc = json.loads(self.transport.get(rundir, "generate.json").decode("utf-8"))
+            rows = np.load(io.BytesIO(self.transport.get(rundir, "logits.npy")),
+                           allow_pickle=False) if keep_logits else None
+        finally:
+            self.transport.remove(rundir)
+        out = Generation(ids, [int(t) for t in doc["tokens"]], float(doc["prefill_seconds"]),
+                         float(doc["decode_seconds"]), str(doc["stopped"]))
+        if rows is not None:
+            out.logits = list(rows.reshape(len(out.tokens), dec["vocab"]))
+        for token in out.tokens:
+            if on_token:
+                on_token(token)
+        return out
+
+    def generate_iter(self, prompt: Sequence[int], max_new_tokens: int = 32, **options):
+        return iter(self.generate(prompt, max_new_tokens, **options).tokens)
 
     # -- the Session contract --------------------------------------------------------------
 

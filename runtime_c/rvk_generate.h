@@ -1,0 +1,149 @@
+/* rvk_generate.h - the runner's generation loop (runner --generate): a decoder artifact's plan
+ * run once per token on the target, its key/value caches staying in the arena between runs,
+ * so that a board or QEMU generates a whole answer in one process rather than one round trip
+ * per token. Greedy: each next token is the argmax of the last logits row (the lowest index
+ * wins a tie, as numpy.argmax).
+ *
+ * The caller names the roles of the graph's inputs and output by index (--roles
+ * IDS,SEQLENS,TOTAL,LOGITS; TOTAL -1 when the model has none): the token ids (int64 [1, 1]),
+ * the tokens already in the cache (int32 [1], seqlens_k = position), the total length (int32
+ * scalar, position + 1) and the logits (float32 [1, 1, vocab]). Tokens are printed to stdout
+ * one per line as they come; DIR/generate.json gets the tokens, the prefill and decode
+ * seconds and why generation stopped ("max_new_tokens", "eos" or "bound": the cache is
+ * full); --logits-out writes every generated step's logits row as one float32 .npy.
+ *
+ * Valid as C11 and as C++11; included by runner.c after its helpers (die, now, xalloc64). */
+#ifndef RVK_GENERATE_H
+#define RVK_GENERATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    long new_tokens;      /* --generate N: at most N generated tokens (N >= 1) */
+    long max_seq;         /* --max-seq: the cache bound (positions) */
+    long eos;             /* --eos: stop after this token (-1: none) */
+    int roles[4];         /* input ids, input seqlens, input total (-1), output logits */
+    const char *prompt;   /* --prompt-ids "1,2,3" */
+    const char *logits_out;
+} rvk_gen_args;
+
+/* Parses "a,b,c" of non-negative integers into a malloc'd array; returns the count or -1. */
+static long rvk_gen_list(const char *text, long **out) {
+    long n = 1;
+    for (const char *p = text; *p; ++p) n += *p == ',';
+    long *v = (long *)malloc((size_t)n * sizeof(long));
+    if (!v) return -1;
+    const char *p = text;
+    for (long i = 0; i < n; ++i) {
+        char *end = NULL;
+        errno = 0;
+        v[i] = strtol(p, &end, 10);
+        if (errno || end == p || v[i] < -1 || (*end && *end != ',')) {
+            free(v);
+            return -1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    *out = v;
+    return n;
+}
+
+static long rvk_gen_argmax(const float *row, long n) {
+    long best = 0;
+    for (long i = 1; i < n; ++i)
+        if (row[i] > row[best]) best = i;
+    return best;
+}
+
+typedef struct {
+    rvvkit_run_timed_fn run;
+    const float *w;
+    float *arena;
+    const void **ins;
+    void **outs;
+    int64_t *ids;
+    int32_t *seqlens, *total;
+    long steps;
+} rvk_gen_state;
+
+static void rvk_gen_step(rvk_gen_state *s, long pos, long token) {
+    s->ids[0] = (int64_t)token;
+    s->seqlens[0] = (int32_t)pos;
+    if (s->total) s->total[0] = (int32_t)(pos + 1);
+    const int rc = s->run(s->w, s->arena, s->ins, s->outs, NULL);
+    if (rc > 0)
+        die(EXIT_DATA, "step %d: an index in its run-time data is out of range (run %ld); "
+            "nothing outside the tensor was read", rc - 1, s->steps);
+    if (rc != 0) die(EXIT_RUNTIME, "the plan reported error %d (run %ld)", rc, s->steps);
+    ++s->steps;
+}
+
+static void rvk_gen_json(const char *dir, const long *tokens, long n, double prefill,
+                         double decode, const char *stopped) {
+    char path[4096], tmp[4200];
+    if (snprintf(path, sizeof path, "%s/generate.json", dir) >= (int)sizeof path)
+        die(EXIT_RUNTIME, "--outdir path too long");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) die(EXIT_RUNTIME, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, "{\"tokens\": [");
+    for (long i = 0; i < n; ++i) fprintf(f, "%s%ld", i ? ", " : "", tokens[i]);
+    fprintf(f, "], \"prefill_seconds\": %.9g, \"decode_seconds\": %.9g, \"stopped\": \"%s\"}\n",
+            prefill, decode, stopped);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        die(EXIT_RUNTIME, "cannot write %s: %s", path, strerror(errno));
+}
+
+/* Runs the loop; `out_elems`/`in_elems` check the roles' sizes. */
+static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *outdir,
+                         long vocab) {
+    long *prompt = NULL;
+    const long np = rvk_gen_list(g->prompt, &prompt);
+    if (np < 1) die(EXIT_USAGE, "--prompt-ids expects token ids like 1,2,3, got '%s'", g->prompt);
+    for (long i = 0; i < np; ++i)
+        if (prompt[i] < 0 || prompt[i] >= vocab)
+            die(EXIT_INPUTS, "token id %ld is outside the vocabulary (0 .. %ld)", prompt[i],
+                vocab - 1);
+    if (np > g->max_seq)
+        die(EXIT_INPUTS, "the prompt has %ld tokens; the artifact's cache holds %ld", np,
+            g->max_seq);
+    long *tokens = (long *)malloc((size_t)g->new_tokens * sizeof(long));
+    float *kept = NULL;
+    if (!tokens) die(EXIT_RUNTIME, "out of memory");
+    if (g->logits_out) {
+        kept = (float *)malloc((size_t)g->new_tokens * (size_t)vocab * sizeof(float));
+        if (!kept) die(EXIT_RUNTIME, "out of memory for --logits-out");
+    }
+    const float *logits = (const float *)s->outs[g->roles[3]];
+    const double t0 = now();
+    for (long i = 0; i < np; ++i) rvk_gen_step(s, i, prompt[i]);
+    const double t1 = now();
+    long pos = np, n = 0;
+    const char *stopped = "max_new_tokens";
+    for (;;) {
+        const long token = rvk_gen_argmax(logits, vocab);
+        if (kept) memcpy(kept + n * vocab, logits, (size_t)vocab * sizeof(float));
+        tokens[n++] = token;
+        printf("%ld\n", token);
+        fflush(stdout);
+        if (g->eos >= 0 && token == g->eos) { stopped = "eos"; break; }
+        if (n >= g->new_tokens) break;
+        if (pos >= g->max_seq) { stopped = "bound"; break; }
+        rvk_gen_step(s, pos++, token);
+    }
+    const double t2 = now();
+    if (kept) {
+        char err[8192];
+        if (rvk_npy_write(g->logits_out, kept, n * vocab, 1, err, sizeof err) != 0)
+            die(EXIT_RUNTIME, "%s", err);
+    }
+    rvk_gen_json(outdir, tokens, n, t1 - t0, t2 - t1, stopped);
+    free(prompt);
+    free(tokens);
+    free(kept);
+}
+
+#endif /* RVK_GENERATE_H */
