@@ -10,7 +10,8 @@ from .errors import ModelError, RvvkitError
 from .codegen.c import ABI_VERSION, render
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
-from .frontend.onnx import from_onnx
+from .frontend.decoder_dims import decoder_shapes
+from .frontend.onnx import from_onnx, load_model
 from .ops import REGISTRY
 from .passes import optimize
 from .passes.kv_cache import caches_to_state
@@ -28,15 +29,19 @@ def _need_onnx() -> None:
 
 def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
                 opt_level: int = 2, name: Optional[str] = None, cuda: bool = True,
-                vlen: Optional[int] = None,
+                vlen: Optional[int] = None, max_seq: Optional[int] = None,
                 progress: Optional[Callable[[str], None]] = None) -> Artifact:
     """ONNX model (path, bytes or ModelProto) -> artifact with the C source, the CUDA source of
     the same plan (unless `cuda` is False) and the weights. With `vlen`, the RVV micro-kernels
     are emitted for that VLEN only (smaller source; still correct, only slower, at another
-    VLEN); by default the source runs well at every VLEN."""
+    VLEN); by default the source runs well at every VLEN. `max_seq` bounds a decoder's
+    key/value caches (frontend/decoder_dims.py); `input_shapes` still wins per input."""
     say = progress or (lambda _msg: None)
     _need_onnx()
     t0 = time.perf_counter()
+    if max_seq is not None:
+        model = load_model(model)
+        input_shapes = {**decoder_shapes(model, max_seq), **dict(input_shapes or {})}
     g = from_onnx(model, input_shapes=input_shapes, name=name)
     say(f"parsed {len(g.nodes)} nodes ({time.perf_counter() - t0:.1f}s)")
     before = g.summary()

@@ -5,10 +5,12 @@ for tests, examples and benchmarks. Built with onnx.helper alone: no torch.
 
 Interface of every model (one decoding step over S new tokens; the cache is shared past/present,
 as onnxruntime-genai runs it):
-  input_ids int64 [1, S], seqlens_k int32 [1] (= tokens so far including these, minus one),
-  total_sequence_length int32 [] (= seqlens_k + 1), past_key_values.{i}.key|value float32
-  [1, kv_heads, max_seq, head] -> logits float32 [1, S, vocab], present.{i}.key|value (same
-  shape as the past: the new keys and values written at their positions)."""
+  input_ids int64 [batch_size, sequence_length], seqlens_k int32 [batch_size] (= tokens so
+  far including these, minus one), total_sequence_length int32 [] (= seqlens_k + 1),
+  past_key_values.{i}.key|value float32 [batch_size, kv_heads, past_sequence_length, head]
+  -> logits float32 [batch_size, sequence_length, vocab], present.{i}.key|value (the past's
+  buffer with the new keys and values written at their positions). `max_seq` sizes the rotary
+  caches (the longest context); `rvvkit build --max-seq N` (N <= max_seq) fixes the cache."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,7 +36,6 @@ class DecoderConfig:
     bits: int = 0              # 0: float MatMul; 4 or 8: MatMulNBits
     block: int = 32
     zero_points: bool = False
-    seq: int = 1               # new tokens per call (S)
 
     @property
     def head(self) -> int:
@@ -152,16 +153,19 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
             [f"{norm}/out", "", "", f"layers.{i}.mlp/residual"], domain="com.microsoft", **eps)
     logits = b.linear(x, cfg.hidden, cfg.vocab, "lm_head", scale=2.0 * cfg.hidden ** -0.5)
     b.nodes[-1].output[0] = "logits"
-    f32, cache = TensorProto.FLOAT, [1, cfg.kv_heads, cfg.max_seq, cfg.head]
-    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, cfg.seq]),
-              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+    # symbolic dimensions as onnxruntime-genai writes them: `rvvkit build --max-seq N`
+    f32, batch, seq = TensorProto.FLOAT, "batch_size", "sequence_length"
+    cache = [batch, cfg.kv_heads, "past_sequence_length", cfg.head]
+    present = [batch, cfg.kv_heads, "total_sequence_length", cfg.head]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq]),
+              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [batch]),
               helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
-    outputs = [helper.make_tensor_value_info("logits", f32, [1, cfg.seq, cfg.vocab])]
+    outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])]
     for i in range(cfg.layers):
         for kind in ("key", "value"):
             inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", f32,
                                                         cache))
-            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", f32, cache))
+            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", f32, present))
     graph = helper.make_graph(b.nodes, name, inputs, outputs, b.inits)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo_llm")

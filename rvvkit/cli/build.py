@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from ..report import human_bytes
-from .common import input_shape, progress, shapes, vlen
+from .common import count, input_shape, progress, shapes, vlen
 from .sign import signer
 
 
@@ -14,7 +14,8 @@ def cmd_build(args) -> int:
     say = (lambda _m: None) if args.quiet else progress
     sign = signer(args.sign)
     art = build_model(args.model, input_shapes=shapes(args.input_shape),
-                      opt_level=args.opt_level, vlen=args.vlen, progress=say)
+                      opt_level=args.opt_level, vlen=args.vlen, max_seq=args.max_seq,
+                      progress=say)
     if args.precompile:
         from ..precompile import pack, parse_targets
         art = pack(art, parse_targets(args.precompile), progress=say)
@@ -33,6 +34,9 @@ def add_parser(sub) -> None:
     b.add_argument("-o", "--output", help="artifact path (default: <model>.rvv)")
     b.add_argument("--input-shape", action="append", type=input_shape, metavar="NAME=D0,D1,...",
                    help="static shape for an input with symbolic dimensions (repeatable)")
+    b.add_argument("--max-seq", type=count(1), metavar="N",
+                   help="a decoder's key/value cache bound in positions (prompt + generated "
+                        "tokens); its symbolic batch and new-token dimensions become 1")
     b.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2],
                    help="0: no folding/fusion, 1: fold BatchNorm/affine, 2: + fusion (default)")
     b.add_argument("--vlen", type=vlen, default=None, metavar="BITS",

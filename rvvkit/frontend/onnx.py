@@ -8,6 +8,8 @@ and the nodes that did infer are checked for lowerability, so one error lists ev
 user must change (ModelProblems), before any code is generated."""
 from __future__ import annotations
 
+import re
+
 import os
 from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
@@ -93,9 +95,11 @@ def _input_shape(vi, overrides: Dict[str, Sequence[int]]) -> Tuple[int, ...]:
                    f"{d.dim_param or '?'} set to 1 (override with --input-shape)")
             dims.append(1)
         else:
+            hint = " (a decoder's cache: build with --max-seq N)" if \
+                re.search(r"past|cache|seq", vi.name + d.dim_param, re.IGNORECASE) else ""
             raise ModelError(f"input {vi.name!r} has a symbolic dimension "
                              f"{d.dim_param or '?'} at axis {axis}; rvvkit compiles static "
-                             f"shapes: give one with --input-shape {vi.name}=...")
+                             f"shapes: give one with --input-shape {vi.name}=...{hint}")
     return tuple(dims)
 
 

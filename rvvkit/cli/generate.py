@@ -1,0 +1,91 @@
+"""`rvvkit generate`: text (token ids, or text through a tokenizer) from a decoder artifact,
+streamed as it comes, then the prompt and generation speeds."""
+from __future__ import annotations
+
+import sys
+from typing import List
+
+from ..errors import InputError, RvvkitError
+from ..generate import Sampling
+from .common import UsageError, add_threads_option, count, executor, open_session, progress, \
+    vlen
+from .sign import add_require_option, verified
+
+
+def token_ids(text: str) -> List[int]:
+    """argparse type of --prompt-ids 1,2,3."""
+    import argparse
+    try:
+        ids = [int(t) for t in text.replace(" ", ",").split(",") if t]
+    except ValueError:
+        ids = []
+    if not ids:
+        raise argparse.ArgumentTypeError(f"expected token ids like 1,2,3, got {text!r}")
+    return ids
+
+
+def _tokenizer(path: str):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise RvvkitError("--tokenizer needs the tokenizers package: pip install "
+                          "'rvvkit[llm]' (or give --prompt-ids)") from None
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # the package raises its own exception types
+        raise InputError(f"cannot read tokenizer {path}: {exc}") from None
+
+
+def cmd_generate(args) -> int:
+    if (args.prompt is None) == (args.prompt_ids is None):
+        raise UsageError("give exactly one of --prompt-ids and --prompt")
+    if args.prompt is not None and not args.tokenizer:
+        raise UsageError("--prompt TEXT needs --tokenizer tokenizer.json")
+    tok = _tokenizer(args.tokenizer) if args.tokenizer else None
+    prompt = args.prompt_ids if args.prompt is None else tok.encode(args.prompt).ids
+    art = verified(args, args.artifact)
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    sess = open_session(art or args.artifact, args.on, compiler=args.compiler,
+                        no_cache=args.no_cache, vlen=args.vlen, threads=args.threads)
+    with sess:
+        def show(token: int) -> None:
+            text = tok.decode([token]) if tok else f"{token} "
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        result = sess.generate(prompt, args.max_new_tokens, sampling=sampling, eos=args.eos,
+                               on_token=show)
+    sys.stdout.write("\n")
+    progress(result.summary() + f" on {args.on}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("generate", help="generate tokens with a decoder artifact",
+                       description="Generate text with a decoder artifact (a model with "
+                       "key/value caches, e.g. onnxruntime-genai's GroupQueryAttention form): "
+                       "the prompt, then up to --max-new-tokens tokens, printed as they come; "
+                       "greedy unless --temperature is given.")
+    r.add_argument("artifact")
+    r.add_argument("--prompt-ids", type=token_ids, metavar="IDS",
+                   help="the prompt as token ids, e.g. 1,2,3")
+    r.add_argument("--prompt", metavar="TEXT", help="the prompt as text (needs --tokenizer)")
+    r.add_argument("--tokenizer", metavar="JSON", help="a tokenizers tokenizer.json: encodes "
+                   "--prompt and decodes the output")
+    r.add_argument("--max-new-tokens", type=count(1), default=32,
+                   help="tokens to generate at most (default 32; stops earlier, saying so, "
+                        "when the artifact's cache is full)")
+    r.add_argument("--eos", type=count(0), help="stop after this token id")
+    r.add_argument("--temperature", type=float, default=0.0,
+                   help="sample at this temperature (default 0: greedy)")
+    r.add_argument("--top-k", type=count(0), default=0, help="sample among the k likeliest")
+    r.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
+    r.add_argument("--seed", type=int, default=0, help="the sampler's seed")
+    r.add_argument("--on", default="host", type=executor, metavar="EXECUTOR",
+                   help="host, qemu, cuda, cuda-emu or ssh://[user@]host[:port] (default "
+                        "host); on qemu and boards the loop runs on the target (greedy)")
+    r.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
+    r.add_argument("--vlen", type=vlen, help="RVV vector length for --on qemu")
+    r.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")
+    add_threads_option(r)
+    add_require_option(r)
+    r.set_defaults(func=cmd_generate, parser=r)

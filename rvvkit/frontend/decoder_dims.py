@@ -1,0 +1,47 @@
+"""`--max-seq N`: the static shapes of a decoder's inputs for a one-token decoding step with a
+key/value cache of N positions, from the model's symbolic dimensions (onnxruntime-genai
+writes [batch_size, kv_heads, past_sequence_length, head] caches and [batch_size,
+sequence_length] ids). The cache length is the bound; the live length is run-time data."""
+from __future__ import annotations
+
+import re
+from typing import Dict, List
+
+from ..errors import ModelError
+
+CACHE_NAME = re.compile(r"past|cache", re.IGNORECASE)
+
+
+def _dims(vi) -> List:
+    return [d.dim_value if d.HasField("dim_value") else None
+            for d in vi.type.tensor_type.shape.dim]
+
+
+def decoder_shapes(proto, max_seq: int) -> Dict[str, List[int]]:
+    """{input name: static shape} for every input with a symbolic dimension."""
+    if max_seq < 1:
+        raise ModelError(f"--max-seq {max_seq}: at least 1 expected")
+    inits = {i.name for i in proto.graph.initializer}
+    inputs = [vi for vi in proto.graph.input if vi.name not in inits]
+    caches = [vi for vi in inputs if CACHE_NAME.search(vi.name) and len(_dims(vi)) == 4]
+    if not caches:
+        looked = ", ".join(f"{vi.name} {_dims(vi)}" for vi in inputs) or "none"
+        raise ModelError("--max-seq: found no key/value cache among the inputs (looked for "
+                         f"rank-4 inputs named past*/…cache…; the inputs are {looked})")
+    shapes: Dict[str, List[int]] = {}
+    for vi in caches:
+        dims = _dims(vi)
+        if dims[2] is not None and dims[2] != max_seq:
+            raise ModelError(f"--max-seq {max_seq}: cache input {vi.name!r} has a fixed length "
+                             f"of {dims[2]} positions (build without --max-seq, or re-export)")
+        shapes[vi.name] = [1 if dims[0] is None else dims[0], dims[1], max_seq, dims[3]]
+        if None in shapes[vi.name]:
+            raise ModelError(f"cache input {vi.name!r} {dims}: only its batch and length "
+                             "may be symbolic")
+    for vi in inputs:
+        dims = _dims(vi)
+        if vi.name in shapes or None not in dims:
+            continue
+        # the batch, and the new tokens of one decoding step
+        shapes[vi.name] = [1 if d is None else d for d in dims]
+    return shapes

@@ -1,0 +1,147 @@
+"""Operator cases of decoder blocks: MatMulNBits (4 and 8 bits, blocks 16..128, zero points
+packed, as floats or absent, a bias, K not a multiple of the block), SimplifiedLayerNormalization,
+SkipSimplifiedLayerNormalization (bias, the sum output or not) and GroupQueryAttention (a
+prompt and a decoding step, rotary halves and interleaved pairs, grouped heads), each a tiny
+model run on the sample executors and compared with onnxruntime's contrib kernels."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import rvvkit
+from conftest import assert_matches, rand
+from rvvkit import nbits
+from rvvkit.errors import ExecutionError
+
+MS = "com.microsoft"
+
+
+def ms_model(nodes, inputs, outputs, inits=None):
+    from onnx import numpy_helper
+    graph = helper.make_graph(nodes, "llm_op", inputs, outputs,
+                              [numpy_helper.from_array(np.asarray(v), k)
+                               for k, v in (inits or {}).items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid(MS, 1)], ir_version=8)
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+NBITS_CASES = [
+    # id, rows, K, N, bits, block, zero points ("", "u8", "f32"), bias
+    ("b4_k64_gemv", 1, 64, 40, 4, 32, "", False),
+    ("b4_zp_rows3", 3, 96, 70, 4, 32, "u8", True),
+    ("b4_blk16_odd_blocks", 2, 48, 33, 4, 16, "u8", False),
+    ("b4_blk128_tail", 1, 200, 24, 4, 128, "", False),
+    ("b8_blk64", 2, 128, 65, 8, 64, "", True),
+    ("b8_zp_tail", 1, 80, 17, 8, 32, "u8", False),
+    ("b4_float_zp", 1, 64, 20, 4, 32, "f32", False),
+]
+
+
+@pytest.mark.parametrize("rows, k, n, bits, block, zp, bias", [c[1:] for c in NBITS_CASES],
+                         ids=[c[0] for c in NBITS_CASES])
+def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor):
+    w = rand(k, n, seed=1)
+    b, scales, packed = nbits.quantize(w, bits, block, zero_points=bool(zp))
+    inits = {"b": b, "scales": scales.ravel()}
+    names = ["a", "b", "scales"]
+    if zp == "u8":
+        inits["zp"] = packed.ravel()
+    elif zp == "f32":   # one float zero point per block (the codes' midpoint, shifted)
+        inits["zp"] = np.full(scales.size, (1 << (bits - 1)) + 0.25, np.float32)
+    if zp:
+        names.append("zp")
+    if bias:
+        names += [""] * (5 - len(names)) + ["bias"]
+        inits["bias"] = rand(n, seed=3)
+    node = helper.make_node("MatMulNBits", names, ["y"], domain=MS, K=k, N=n, bits=bits,
+                            block_size=block)
+    m = ms_model([node], [f32("a", [rows, k])], [f32("y", [rows, n])], inits)
+    assert_matches(m, {"a": rand(rows, k, seed=2)}, on=op_executor, rtol=1e-4, atol=1e-4)
+
+
+def test_nbits_format_round_trips():
+    w = rand(70, 9, seed=5)
+    for bits, tol in ((4, 0.2), (8, 0.02)):
+        for zp in (False, True):
+            b, s, z = nbits.quantize(w, bits, 32, zp)
+            back = nbits.dequantize(b, s, z, 70, 9, bits, 32)
+            assert back.shape == w.shape and np.abs(back - w).max() < tol * np.abs(w).max()
+
+
+@pytest.mark.parametrize("skip, bias, sum_out", [(False, False, False), (True, False, True),
+                                                 (True, True, True), (True, True, False)],
+                         ids=["rms", "skip_sum", "skip_bias_sum", "skip_bias"])
+def test_simplified_layer_norms(skip, bias, sum_out, op_executor):
+    shape, inits = [2, 3, 40], {"gamma": rand(40, seed=1)}
+    ins = [f32("x", shape)]
+    feeds = {"x": rand(*shape)}
+    if not skip:
+        node = helper.make_node("SimplifiedLayerNormalization", ["x", "gamma"], ["y"],
+                                epsilon=1e-5, axis=-1)
+        outs = [f32("y", shape)]
+    else:
+        ins.append(f32("s", shape))
+        feeds["s"] = rand(*shape, seed=4)
+        names = ["x", "s", "gamma"] + (["bias"] if bias else [])
+        if bias:
+            inits["bias"] = rand(40, seed=2)
+        node = helper.make_node("SkipSimplifiedLayerNormalization", names,
+                                ["y", "", "", "sum"] if sum_out else ["y"], domain=MS,
+                                epsilon=1e-5)
+        outs = [f32("y", shape)] + ([f32("sum", shape)] if sum_out else [])
+    assert_matches(ms_model([node], ins, outs, inits), feeds, on=op_executor)
+
+
+def _gqa_model(seq, heads, kv_heads, head, max_seq, rotary, interleaved):
+    names = ["q", "k", "v", "pk", "pv", "seqlens_k", "total"]
+    inits = {}
+    if rotary:
+        ang = np.arange(64)[:, None] * (0.3 / (1 + np.arange(head // 2)))[None, :]
+        inits = {"cos": np.cos(ang).astype(np.float32), "sin": np.sin(ang).astype(np.float32)}
+        names += ["cos", "sin"]
+    node = helper.make_node("GroupQueryAttention", names, ["out", "present_k", "present_v"],
+                            domain=MS, num_heads=heads, kv_num_heads=kv_heads,
+                            do_rotary=int(rotary), rotary_interleaved=int(interleaved))
+    cache = [1, kv_heads, max_seq, head]
+    ins = [f32("q", [1, seq, heads * head]), f32("k", [1, seq, kv_heads * head]),
+           f32("v", [1, seq, kv_heads * head]), f32("pk", cache), f32("pv", cache),
+           helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+           helper.make_tensor_value_info("total", TensorProto.INT32, [])]
+    # the presents are not graph outputs here: the op's own output is what is compared (the
+    # caches are checked through whole decoders, tests/llm)
+    return ms_model([node], ins, [f32("out", [1, seq, heads * head])], inits)
+
+
+GQA_CASES = [
+    # id, new tokens, tokens already cached, heads, kv heads, head, bound, rotary, interleaved
+    # (onnxruntime's rotary needs head sizes in multiples of 16)
+    ("prompt5_rotary", 5, 0, 4, 2, 16, 16, True, False),
+    ("decode_past9", 1, 9, 6, 2, 16, 16, True, False),
+    ("decode_interleaved_mqa", 1, 4, 4, 1, 32, 10, True, True),
+    ("prompt3_plain", 3, 0, 2, 2, 16, 8, False, False),
+]
+
+
+@pytest.mark.parametrize("seq, past, heads, kv_heads, head, max_seq, rotary, interleaved",
+                         [c[1:] for c in GQA_CASES], ids=[c[0] for c in GQA_CASES])
+def test_group_query_attention(seq, past, heads, kv_heads, head, max_seq, rotary, interleaved,
+                               op_executor):
+    m = _gqa_model(seq, heads, kv_heads, head, max_seq, rotary, interleaved)
+    cache = (1, kv_heads, max_seq, head)
+    feeds = {"q": rand(1, seq, heads * head, seed=1), "k": rand(1, seq, kv_heads * head, seed=2),
+             "v": rand(1, seq, kv_heads * head, seed=3), "pk": rand(*cache, seed=4),
+             "pv": rand(*cache, seed=5), "seqlens_k": np.array([past + seq - 1], np.int32),
+             "total": np.array(past + seq, np.int32)}
+    assert_matches(m, feeds, on=op_executor, rtol=1e-4, atol=1e-5)
+
+
+def test_group_query_attention_beyond_its_bound_is_reported(op_executor):
+    m = _gqa_model(1, 2, 1, 16, 6, True, False)
+    feeds = {"q": rand(1, 1, 32), "k": rand(1, 1, 16), "v": rand(1, 1, 16),
+             "pk": rand(1, 1, 6, 16), "pv": rand(1, 1, 6, 16),
+             "seqlens_k": np.array([6], np.int32), "total": np.array(7, np.int32)}
+    with pytest.raises(ExecutionError, match="GroupQueryAttention_0.*cache length"):
+        op_executor.run(rvvkit.build(m), feeds)
