@@ -13,7 +13,7 @@ as onnxruntime-genai runs it):
   caches (the longest context); `rvvkit build --max-seq N` (N <= max_seq) fixes the cache."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace  # noqa: F401 (replace: variants of SMALL)
 from typing import List
 
 import numpy as np

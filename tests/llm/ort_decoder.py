@@ -1,0 +1,31 @@
+"""onnxruntime as the generation reference for the decoders of rvvkit.zoo_llm: one token per
+call, the shared past/present cache of `max_seq` positions fed back each step, greedy."""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+
+def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int
+               ) -> Tuple[List[int], List[np.ndarray]]:
+    """(generated ids, the logits row each was picked from)."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    caches = {}
+    for vi in sess.get_inputs():
+        if vi.name.startswith("past_key_values"):
+            caches[vi.name] = np.zeros([1, vi.shape[1], max_seq, vi.shape[3]], np.float32)
+    names = [o.name for o in sess.get_outputs()]
+    tokens, rows = list(prompt), []
+    for pos in range(len(prompt) + new_tokens - 1):
+        feeds = dict(caches, input_ids=np.array([[tokens[pos]]], np.int64),
+                     seqlens_k=np.array([pos], np.int32),
+                     total_sequence_length=np.array(pos + 1, np.int32))
+        out = dict(zip(names, sess.run(names, feeds)))
+        for name in caches:
+            caches[name] = out[name.replace("past_key_values", "present")]
+        if pos >= len(prompt) - 1:
+            rows.append(out["logits"][0, -1])
+            tokens.append(int(np.argmax(rows[-1])))
+    return tokens[len(prompt):], rows

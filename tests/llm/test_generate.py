@@ -1,0 +1,111 @@
+"""Decoders generate what onnxruntime generates: the small decoders of rvvkit.zoo_llm (Qwen2- and
+Llama-shaped, float and MatMulNBits 4/8-bit weights) give the same 64 greedy tokens, with
+logits within tolerance at every step, on the host, under QEMU (the loop in the runner, C on
+the target) at VLEN 128 and 512, and on the CUDA emulator; the key/value caches stay in the
+session (no past/present I/O, no copy of a cache in the plan); bad prompts and bounds get one
+line and keep what was generated."""
+import numpy as np
+import pytest
+
+import rvvkit
+from ort_decoder import ort_greedy
+from rvvkit import zoo_llm
+from rvvkit.errors import ArtifactError, InputError, ModelError
+
+BOUND = 80
+PROMPT = [7, 1, 42, 3]
+FORMS = {
+    "qwen2_f32": zoo_llm.DecoderConfig(),
+    "qwen2_int4": zoo_llm.DecoderConfig(bits=4, block=32),
+    "llama_int8_zp_blk64": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=8, block=64,
+                                           zero_points=True),
+    "llama_int4_zp_blk16": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=4, block=16,
+                                           zero_points=True),
+}
+_BUILT = {}
+
+
+def built(form: str):
+    """(model, artifact, onnxruntime's tokens and logits), once per form per session."""
+    if form not in _BUILT:
+        model = zoo_llm.decoder(FORMS[form], seed=len(_BUILT))
+        art = rvvkit.build(model, max_seq=BOUND)
+        _BUILT[form] = (model, art, ort_greedy(model, PROMPT, 64, BOUND))
+    return _BUILT[form]
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_greedy_tokens_match_onnxruntime(form, op_executor):
+    _, art, (want, rows) = built(form)
+    with rvvkit.load(art, on=op_executor.on, **op_executor.options) as sess:
+        got = sess.generate(PROMPT, 64, keep_logits=True)
+    assert got.tokens == want, f"{op_executor.id}: first difference at step " \
+        f"{next(i for i, (a, b) in enumerate(zip(got.tokens, want)) if a != b)}"
+    assert got.stopped == "max_new_tokens" and len(got.logits) == 64
+    for step, (a, b) in enumerate(zip(got.logits, rows)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4,
+                                   err_msg=f"{op_executor.id}: logits of step {step}")
+
+
+def test_caches_live_in_the_session_and_are_never_copied():
+    _, art, _ = built("qwen2_int4")
+    meta = art.meta
+    names = [i["name"] for i in meta["inputs"]] + [o["name"] for o in meta["outputs"]]
+    assert names == ["input_ids", "seqlens_k", "total_sequence_length", "logits"]
+    state = {s["offset"]: s for s in meta["state"]}
+    assert len(state) == 2 * zoo_llm.DecoderConfig().layers
+    for s in state.values():
+        assert s["shape"][2] == BOUND and s["present"].startswith("present.")
+    # each cache is bound to exactly one step, the attention that appends to it in place
+    uses = {}
+    for step in meta["plan"]:
+        for arg in step["args"]:
+            if arg["kind"] == "arena" and arg["offset"] in state:
+                uses.setdefault(arg["offset"], []).append(step["op"])
+    assert all(ops == ["com.microsoft.GroupQueryAttention"] for ops in uses.values()), uses
+    assert len(uses) == len(state)
+    assert meta["decoder"]["max_seq"] == BOUND and meta["decoder"]["vocab"] == 256
+
+
+def test_max_new_tokens_beyond_the_bound_stops_at_it():
+    _, art, _ = built("qwen2_f32")
+    with rvvkit.load(art) as sess:
+        got = sess.generate([1] * (BOUND - 5), 50)
+    assert got.stopped == "bound" and len(got.tokens) == 6
+    assert "cache is full" in got.summary()
+
+
+@pytest.mark.parametrize("prompt, new, match", [
+    ([1] * (BOUND + 1), 4, f"the prompt has {BOUND + 1} tokens; the artifact's cache holds "
+                           f"{BOUND}"),
+    ([1, 256], 4, r"token id 256 is outside the vocabulary \(0 .. 255\)"),
+    ([], 4, "the prompt is empty"),
+    ([1], 0, "max_new_tokens 0"),
+])
+def test_bad_prompts_get_one_line(prompt, new, match):
+    _, art, _ = built("qwen2_f32")
+    with rvvkit.load(art) as sess, pytest.raises(InputError, match=match):
+        sess.generate(prompt, new)
+
+
+def test_a_model_without_caches_cannot_generate(tmp_path):
+    from conftest import make_model
+    from onnx import helper
+    art = rvvkit.build(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", (2,))],
+                                  ["y"]))
+    with rvvkit.load(art) as sess, pytest.raises(ArtifactError, match="not a decoder.*x "):
+        sess.generate([1], 2)
+    with pytest.raises(ModelError, match=r"--max-seq: found no key/value cache.*x \[2\]"):
+        rvvkit.build(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", (2,))],
+                                ["y"]), max_seq=8)
+
+
+def test_sampling_is_seeded_and_differs_from_greedy():
+    from rvvkit.generate import Sampling
+    _, art, (greedy, _) = built("qwen2_f32")
+    with rvvkit.load(art) as sess:
+        runs = [sess.generate(PROMPT, 24, sampling=Sampling(1.0, 50, 0.95, seed)).tokens
+                for seed in (1, 1, 2)]
+        streamed = list(sess.generate_iter(PROMPT, 24))
+    assert runs[0] == runs[1] != runs[2] and runs[0] != greedy[:24]
+    assert streamed == greedy[:24]
