@@ -336,6 +336,14 @@ def _quant_model() -> onnx.ModelProto:
                              ir_version=10)
 
 
+def _decoder_model():
+    """A decoder with 4-bit weights, packed zero points and a K tail (zoo_llm)."""
+    from rvvkit import zoo_llm
+    return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
+                                                 intermediate=72, bits=4, block=64,
+                                                 zero_points=True))
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("src")
@@ -344,15 +352,15 @@ def sources(tmp_path_factory):
                         ("sequence", _sequence_model()), ("math", _math_model()),
                         ("reduce", _reduce_model()), ("movement", _movement_model()),
                         ("extra", _extra_model()), ("grid", _grid_model()),
-                        ("quant", _quant_model())):
+                        ("quant", _quant_model()), ("decoder", _decoder_model())):
         path = d / f"{name}.c"
-        path.write_text(rvvkit.build(model).c_source)
+        path.write_text(rvvkit.build(model, max_seq=24 if name == "decoder" else None).c_source)
         out[name] = path
     return out
 
 
 @pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
-                                   "movement", "extra", "grid", "quant"])
+                                   "movement", "extra", "grid", "quant", "decoder"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

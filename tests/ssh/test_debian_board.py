@@ -138,3 +138,14 @@ def test_rvvkit_from_a_wheel_runs_on_the_board(debian_board, wheel, tmp_path):  
         assert_close(got, run_ort(model, feeds), "rvvkit on the board, from a wheel")
     finally:
         debian_board.ssh(f"rm -rf {work}", timeout=120)
+
+
+def test_generation_runs_on_the_board(board):
+    # the loop runs in the runner on the board: one SSH command for the whole generation
+    from ort_decoder import ort_greedy
+    from rvvkit import zoo_llm
+    model = zoo_llm.decoder(zoo_llm.DecoderConfig(bits=4, layers=1))
+    want, _ = ort_greedy(model, [3, 1, 4], 24, 40)
+    with rvvkit.load(rvvkit.build(model, max_seq=40), on=f"ssh://{ALIAS}") as sess:
+        got = sess.generate([3, 1, 4], 24)
+    assert got.tokens == want and got.stopped == "max_new_tokens"
