@@ -19,7 +19,8 @@ from typing import List, Optional
 
 from .. import __version__
 from ..errors import InternalError, RvvkitError
-from . import bench, boards, build, compare, doctor, generate, inspect, ops, pack, run, sign
+from . import (bench, boards, build, compare, doctor, generate, inspect, ops, pack,
+               quantize, run, sign)
 from .common import UsageError
 from .signals import ending_on_signals
 
@@ -27,7 +28,8 @@ from .signals import ending_on_signals
 EXIT_INTERNAL = 70
 
 # in `rvvkit --help` order
-COMMANDS = (build, pack, sign, inspect, run, generate, bench, compare, doctor, boards, ops)
+COMMANDS = (build, quantize, pack, sign, inspect, run, generate, bench, compare, doctor, boards,
+            ops)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,57 @@
+"""`rvvkit quantize`: float MatMul weights of an ONNX model to 4- or 8-bit MatMulNBits."""
+from __future__ import annotations
+
+import os
+
+from ..report import human_bytes
+from .common import count, progress
+
+
+def _bits(text: str) -> int:
+    import argparse
+    if text not in ("int4", "int8"):
+        raise argparse.ArgumentTypeError(f"expected int4 or int8, got {text!r}")
+    return int(text[3:])
+
+
+def _block(text: str) -> int:
+    import argparse
+    n = count(16)(text)
+    if n & (n - 1):
+        raise argparse.ArgumentTypeError(f"expected a power of two >= 16, got {text!r}")
+    return n
+
+
+def cmd_quantize(args) -> int:
+    from ..frontend.onnx import load_model
+    from ..quantize_weights import quantize_model
+    model, rep = quantize_model(load_model(args.model), args.weights, args.block,
+                                args.zero_points, args.exclude or ())
+    out = args.output or os.path.splitext(args.model)[0] + f"_int{args.weights}.onnx"
+    import onnx
+    tmp = out + ".tmp"
+    onnx.save(model, tmp)
+    os.replace(tmp, out)   # a half-written model is never left under the name asked for
+    progress(f"{rep.converted} MatMul weights to int{args.weights} blocks of {args.block}: "
+             f"{human_bytes(rep.bytes_before)} -> {human_bytes(rep.bytes_after)}"
+             + (f"; {len(rep.skipped)} MatMul kept float" if rep.skipped else ""))
+    progress(f"wrote {out}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    q = sub.add_parser("quantize", help="quantize float MatMul weights to 4/8-bit blocks",
+                       description="Rewrite every MatMul with a float32 initializer weight as "
+                       "a com.microsoft MatMulNBits (weight-only, block-wise; activations stay "
+                       "float), the form onnxruntime-genai writes. Build the result as usual.")
+    q.add_argument("model", help="ONNX model file")
+    q.add_argument("-o", "--output", help="the quantized model (default: <model>_int4.onnx)")
+    q.add_argument("--weights", type=_bits, default=4, metavar="int4|int8",
+                   help="bits per weight (default int4)")
+    q.add_argument("--block", type=_block, default=32,
+                   help="weights per scale along K, a power of two (default 32)")
+    q.add_argument("--zero-points", action="store_true",
+                   help="asymmetric blocks with a zero point each (default symmetric)")
+    q.add_argument("--exclude", action="append", metavar="NAME",
+                   help="keep this MatMul node or weight float (repeatable)")
+    q.set_defaults(func=cmd_quantize, parser=q)

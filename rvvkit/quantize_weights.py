@@ -1,0 +1,89 @@
+"""`rvvkit quantize`: an ONNX model's float MatMul weights to weight-only 4- or 8-bit blocks, as
+com.microsoft MatMulNBits nodes (the format onnxruntime-genai writes and onnxruntime runs, so
+the numerics of the result are onnxruntime's for the same file; rvvkit/nbits.py holds the
+layout). Activations stay float; embeddings (Gather) and everything else are untouched."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, Optional
+
+import numpy as np
+
+from . import nbits
+from .errors import InputError, ModelError
+
+
+@dataclass
+class QuantizeReport:
+    converted: int = 0
+    skipped: Dict[str, str] = None   # node name -> why it stayed float
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
+def _weight(model, name: str, inits) -> Optional[np.ndarray]:
+    from onnx import numpy_helper
+    init = inits.get(name)
+    return None if init is None else numpy_helper.to_array(init)
+
+
+def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = False,
+                   exclude: Iterable[str] = ()):
+    """(new ModelProto, QuantizeReport). Every MatMul whose B is a 2-D float32 initializer
+    (read by no other node) becomes a MatMulNBits; `exclude` names nodes or weights to keep."""
+    from onnx import helper, numpy_helper
+    if bits not in (4, 8):
+        raise InputError(f"--weights int{bits}: int4 and int8 are supported")
+    if block < 16 or block & (block - 1):
+        raise InputError(f"--block {block}: a power of two >= 16 expected")
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    readers: Dict[str, int] = {}
+    for n in graph.node:
+        for i in n.input:
+            readers[i] = readers.get(i, 0) + 1
+    keep = set(exclude)
+    report = QuantizeReport(skipped={})
+    new_nodes, dropped = [], set()
+    for n in graph.node:
+        w = _weight(model, n.input[1], inits) if n.op_type == "MatMul" and not n.domain \
+            else None
+        why = "" if w is not None else "not a MatMul with an initializer weight"
+        if w is not None and (w.dtype != np.float32 or w.ndim != 2):
+            why = f"weight {n.input[1]!r} is {w.dtype} {list(w.shape)}, not 2-D float32"
+        elif w is not None and readers.get(n.input[1], 0) != 1:
+            why = f"weight {n.input[1]!r} is read by other nodes too"
+        elif n.name in keep or (w is not None and n.input[1] in keep):
+            why = "excluded"
+        if why:
+            if n.op_type == "MatMul":
+                report.skipped[n.name or n.output[0]] = why
+            new_nodes.append(n)
+            continue
+        k, nn = w.shape
+        b, scales, zp = nbits.quantize(w, bits, block, zero_points)
+        base = n.input[1]
+        tensors = [numpy_helper.from_array(b, base + "_Q"),
+                   numpy_helper.from_array(scales.ravel(), base + "_scales")]
+        if zp is not None:
+            tensors.append(numpy_helper.from_array(zp.ravel(), base + "_zp"))
+        graph.initializer.extend(tensors)
+        dropped.add(base)
+        new_nodes.append(helper.make_node(
+            "MatMulNBits", [n.input[0]] + [t.name for t in tensors], list(n.output),
+            name=(n.name or base) + "_Q", domain="com.microsoft", K=k, N=nn, bits=bits,
+            block_size=block, accuracy_level=0))
+        report.converted += 1
+        report.bytes_before += w.nbytes
+        report.bytes_after += sum(numpy_helper.to_array(t).nbytes for t in tensors)
+    if not report.converted:
+        raise ModelError("rvvkit quantize: no MatMul with a float32 2-D initializer weight "
+                         "found; nothing to quantize")
+    keep_inits = [i for i in graph.initializer if i.name not in dropped]
+    del graph.initializer[:]
+    graph.initializer.extend(keep_inits)
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model, report

@@ -1,0 +1,68 @@
+"""`rvvkit quantize` and onnxruntime's MatMulNBitsQuantizer turn a float decoder into
+MatMulNBits form; rvvkit runs either file as onnxruntime does (the same greedy tokens, logits
+within tolerance)."""
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import rvvkit
+from ort_decoder import ort_greedy
+from rvvkit import zoo_llm
+from rvvkit.errors import ModelError
+from rvvkit.quantize_weights import quantize_model
+
+BOUND, PROMPT = 48, [5, 9, 2]
+
+
+def _float_decoder():
+    return zoo_llm.decoder(zoo_llm.DecoderConfig(layers=1), seed=11)
+
+
+def _same_generation(model):
+    want, rows = ort_greedy(model, PROMPT, 32, BOUND)
+    with rvvkit.load(rvvkit.build(model, max_seq=BOUND)) as sess:
+        got = sess.generate(PROMPT, 32, keep_logits=True)
+    assert got.tokens == want
+    np.testing.assert_allclose(np.array(got.logits), np.array(rows), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bits, block, zp", [(4, 32, False), (8, 64, True), (4, 16, True)])
+def test_rvvkit_quantize_runs_as_onnxruntime_does(bits, block, zp):
+    model, rep = quantize_model(_float_decoder(), bits, block, zp, exclude=["lm_head.weight"])
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("MatMulNBits") == rep.converted == 7 and ops.count("MatMul") == 1
+    assert list(rep.skipped.values()) == ["excluded"]
+    # bits per weight: the code, a float scale per block, a packed zero point per block
+    per_weight = bits + 32 / block + (bits / block if zp else 0)
+    assert rep.bytes_after <= rep.bytes_before * per_weight / 32 * 1.01
+    _same_generation(model)
+
+
+def test_onnxruntime_quantizer_output_runs():
+    pytest.importorskip("onnx_ir", reason="onnxruntime's MatMulNBitsQuantizer needs onnx_ir "
+                        "(pip install 'rvvkit[test]')")
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    q = MatMulNBitsQuantizer(_float_decoder(), block_size=32, is_symmetric=False, bits=4)
+    q.process()
+    model = q.model.model
+    assert sum(n.op_type == "MatMulNBits" for n in model.graph.node) == 8
+    _same_generation(model)
+
+
+def test_quantize_cli_writes_the_model_and_refuses_models_without_matmuls(tmp_path):
+    src = tmp_path / "dec.onnx"
+    onnx.save(_float_decoder(), src)
+    out = tmp_path / "dec8.onnx"
+    cmd = [sys.executable, "-m", "rvvkit", "quantize", str(src), "--weights", "int8",
+           "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "8 MatMul weights to int8" in res.stderr, res.stderr
+    assert sum(n.op_type == "MatMulNBits" for n in onnx.load(out).graph.node) == 8
+    bad = subprocess.run(cmd[:-2] + ["--block", "48"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "power of two" in bad.stderr
+    with pytest.raises(ModelError, match="no MatMul"):
+        quantize_model(onnx.load(out), 4)
