@@ -1,0 +1,64 @@
+"""`rvvkit generate`: streams tokens (ids, or text through a tokenizers tokenizer.json), ends with
+the prompt and generation speeds; bad use is exit 2, bad input exit 1, one line each."""
+import subprocess
+import sys
+
+import pytest
+
+import rvvkit
+from ort_decoder import ort_greedy
+from rvvkit import zoo_llm
+
+BOUND = 40
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gen")
+    model = zoo_llm.decoder(zoo_llm.DecoderConfig(layers=1, bits=4), seed=3)
+    rvvkit.build(model, max_seq=BOUND).save(str(d / "dec.rvv"))
+    return d, model
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "rvvkit", "generate", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("on", ["host", "qemu"])
+def test_generate_prints_onnxruntimes_tokens_and_speeds(decoder, on):
+    d, model = decoder
+    res = _run(d / "dec.rvv", "--prompt-ids", "4,8,15", "--max-new-tokens", 12, "--on", on)
+    assert res.returncode == 0, res.stderr
+    want, _ = ort_greedy(model, [4, 8, 15], 12, BOUND)
+    assert res.stdout.split() == [str(t) for t in want]
+    assert "prompt 3 tokens at" in res.stderr and "generated 12 at" in res.stderr
+
+
+def test_generate_with_a_tokenizer(decoder, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers", reason="pip install 'rvvkit[llm]'")
+    from tokenizers import models, pre_tokenizers
+    vocab = {f"w{i}": i for i in range(256)}
+    tok = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    d, model = decoder
+    res = _run(d / "dec.rvv", "--prompt", "w4 w8 w15", "--tokenizer", tmp_path / "tokenizer.json",
+               "--max-new-tokens", 6)
+    assert res.returncode == 0, res.stderr
+    want, _ = ort_greedy(model, [4, 8, 15], 6, BOUND)
+    assert res.stdout.strip() == "".join(f"w{t}" for t in want)
+
+
+@pytest.mark.parametrize("args, code, said", [
+    (["--prompt-ids", "1,2,300"], 1, "token id 300 is outside the vocabulary"),
+    (["--prompt", "hello"], 2, "--prompt TEXT needs --tokenizer"),
+    (["--prompt-ids", "1", "--prompt", "x"], 2, "exactly one of --prompt-ids and --prompt"),
+    (["--prompt-ids", "1,x"], 2, "expected token ids"),
+    (["--prompt-ids", "1", "--temperature", "0.7", "--on", "qemu"], 1, "generates greedily"),
+])
+def test_generate_bad_use_and_input(decoder, args, code, said):
+    d, _ = decoder
+    res = _run(d / "dec.rvv", *args)
+    assert res.returncode == code and said in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
