@@ -86,3 +86,29 @@ def dequantize(b: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarr
         zp = np.asarray(zero_points, np.float32).reshape(n, nb)
     w = (codes - zp[:, :, None]) * scale[:, :, None]
     return np.ascontiguousarray(w.reshape(n, nb * block)[:, :k].T)
+
+
+def matmul_int8_act(a: np.ndarray, b: np.ndarray, scales: np.ndarray,
+                    zero_points: Optional[np.ndarray], k: int, n: int, bits: int,
+                    block: int) -> np.ndarray:
+    """A [.., K] @ W as onnxruntime computes it at accuracy_level 4: each block of each row
+    of A quantized to int8 (scale amax / 127, rounded half away from zero), integer sums per
+    block, then scaled."""
+    a = np.asarray(a, np.float32)
+    nb = blocks_of(k, block)
+    rows = np.zeros((int(np.prod(a.shape[:-1])), nb * block), np.float32)
+    rows[:, :k] = a.reshape(-1, k)
+    rows = rows.reshape(-1, nb, block)
+    sa = np.abs(rows).max(axis=2) / np.float32(127)
+    inv = np.where(sa != 0, 1 / np.where(sa != 0, sa, 1), 0).astype(np.float32)
+    q = np.clip(np.trunc(rows * inv[:, :, None] + np.copysign(0.5, rows)), -128, 127)
+    codes = unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block).astype(np.float64)
+    if zero_points is None:
+        zp = np.full((n, nb), float(1 << (bits - 1)))
+    elif np.asarray(zero_points).dtype == np.uint8:
+        zp = unpack_codes(np.asarray(zero_points).reshape(n, -1), bits, nb).astype(np.float64)
+    else:
+        zp = np.asarray(zero_points, np.float64).reshape(n, nb)
+    dot = np.einsum("mbk,nbk->mnb", q, codes - zp[:, :, None])
+    y = (dot * sa[:, None, :] * np.asarray(scales, np.float64).reshape(n, nb)[None]).sum(-1)
+    return y.astype(np.float32).reshape(a.shape[:-1] + (n,))

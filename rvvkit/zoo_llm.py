@@ -36,6 +36,7 @@ class DecoderConfig:
     bits: int = 0              # 0: float MatMul; 4 or 8: MatMulNBits
     block: int = 32
     zero_points: bool = False
+    accuracy: int = 0          # MatMulNBits accuracy_level: 4 = int8 activations (genai's CPU int4)
 
     @property
     def head(self) -> int:
@@ -82,7 +83,7 @@ class _Builder:
         if zp is not None:
             ins.append(self.const(f"{name}.qzeros", zp.ravel()))
         return self.node("MatMulNBits", ins, [out], domain="com.microsoft", K=k, N=n,
-                         bits=cfg.bits, block_size=cfg.block, accuracy_level=0)[0]
+                         bits=cfg.bits, block_size=cfg.block, accuracy_level=cfg.accuracy)[0]
 
     def norm_weight(self, name: str) -> str:
         return self.const(name, (1.0 + 0.1 * self.rng.standard_normal(self.cfg.hidden))

@@ -7,6 +7,7 @@ from ..ir import Graph, Node
 from ..ops.registry import lowering, opt_input
 from .kernel import Lowered
 from .kernels.llm import gqa, matmul_nbits, rmsnorm
+from .kernels.nbits_int8 import matmul_nbits_i8
 
 MS = "com.microsoft."
 
@@ -29,6 +30,9 @@ def _skip_sln(n: Node, g: Graph) -> Lowered:
 def _matmul_nbits(n: Node, g: Graph) -> Lowered:
     a = n.attrs
     rows = math.prod(g.t(n.inputs[0]).shape[:-1])
+    if a["int8_act"]:
+        return matmul_nbits_i8(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
+                               bool(opt_input(n, 5)))
     return matmul_nbits(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
                         bool(opt_input(n, 5)))
 

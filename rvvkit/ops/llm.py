@@ -69,9 +69,13 @@ def _skip(node, g):
 
 def _nbits_eval(node, xs):
     a = node.attrs
-    w = nbits.dequantize(xs[1], xs[2], xs[3] if len(xs) > 3 else None, a["K"], a["N"],
-                         a["bits"], a["block_size"])
-    y = np.asarray(xs[0], np.float32) @ w
+    zp = xs[3] if len(xs) > 3 else None
+    if a["int8_act"]:
+        y = nbits.matmul_int8_act(xs[0], xs[1], xs[2], zp, a["K"], a["N"], a["bits"],
+                                  a["block_size"])
+    else:
+        w = nbits.dequantize(xs[1], xs[2], zp, a["K"], a["N"], a["bits"], a["block_size"])
+        y = np.asarray(xs[0], np.float32) @ w
     if len(xs) > 5 and xs[5] is not None:
         y = y + xs[5]
     return [y.astype(np.float32)]
@@ -104,8 +108,11 @@ def _matmul_nbits(node, g):
         raise bad(node, "g_idx (act-order) is not supported")
     if opt_input(node, 5) and tuple(in_shape(node, g, 5)) != (n,):
         raise bad(node, f"bias {list(in_shape(node, g, 5))} must be [N={n}]")
-    a.update(K=k, N=n, bits=bits, block_size=block,
-             zp_kind="" if not zp else ("u8" if g.t(zp).dtype == np.uint8 else "f32"))
+    # accuracy_level 4: onnxruntime computes with int8 activations (per block, amax / 127),
+    # except with float zero points, which only its float path takes
+    zp_kind = "" if not zp else ("u8" if g.t(zp).dtype == np.uint8 else "f32")
+    a.update(K=k, N=n, bits=bits, block_size=block, zp_kind=zp_kind,
+             int8_act=int(a.get("accuracy_level", 0)) == 4 and zp_kind != "f32")
     return [(tuple(x[:-1]) + (n,), F32)]
 
 

@@ -336,12 +336,13 @@ def _quant_model() -> onnx.ModelProto:
                              ir_version=10)
 
 
-def _decoder_model():
-    """A decoder with 4-bit weights, packed zero points and a K tail (zoo_llm)."""
+def _decoder_model(accuracy: int = 0):
+    """A decoder with 4-bit weights, packed zero points and a K tail (zoo_llm); accuracy 4:
+    the int8-activation kernels."""
     from rvvkit import zoo_llm
     return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
                                                  intermediate=72, bits=4, block=64,
-                                                 zero_points=True))
+                                                 zero_points=True, accuracy=accuracy))
 
 
 @pytest.fixture(scope="module")
@@ -352,15 +353,18 @@ def sources(tmp_path_factory):
                         ("sequence", _sequence_model()), ("math", _math_model()),
                         ("reduce", _reduce_model()), ("movement", _movement_model()),
                         ("extra", _extra_model()), ("grid", _grid_model()),
-                        ("quant", _quant_model()), ("decoder", _decoder_model())):
+                        ("quant", _quant_model()), ("decoder", _decoder_model()),
+                        ("decoder_acc4", _decoder_model(accuracy=4))):
         path = d / f"{name}.c"
-        path.write_text(rvvkit.build(model, max_seq=24 if name == "decoder" else None).c_source)
+        seq = 24 if name.startswith("decoder") else None
+        path.write_text(rvvkit.build(model, max_seq=seq).c_source)
         out[name] = path
     return out
 
 
 @pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
-                                   "movement", "extra", "grid", "quant", "decoder"])
+                                   "movement", "extra", "grid", "quant", "decoder",
+                                   "decoder_acc4"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

@@ -17,6 +17,10 @@ PROMPT = [7, 1, 42, 3]
 FORMS = {
     "qwen2_f32": zoo_llm.DecoderConfig(),
     "qwen2_int4": zoo_llm.DecoderConfig(bits=4, block=32),
+    # accuracy_level 4 (int8 activations): what onnxruntime-genai writes for CPUs
+    "qwen2_int4_acc4": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4),
+    "llama_int8_acc4_blk128": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=8, block=128,
+                                              accuracy=4),
     "llama_int8_zp_blk64": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=8, block=64,
                                            zero_points=True),
     "llama_int4_zp_blk16": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=4, block=16,

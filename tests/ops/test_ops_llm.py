@@ -37,12 +37,19 @@ NBITS_CASES = [
     ("b8_blk64", 2, 128, 65, 8, 64, "", True),
     ("b8_zp_tail", 1, 80, 17, 8, 32, "u8", False),
     ("b4_float_zp", 1, 64, 20, 4, 32, "f32", False),
+    # accuracy_level 4: int8 activations, the column-vector kernel (odd N: a lone high half)
+    ("acc4_b4_gemv", 1, 256, 130, 4, 32, "", False),
+    ("acc4_b4_zp_tail_bias", 3, 200, 77, 4, 64, "u8", True),
+    ("acc4_b8_bias", 1, 128, 65, 8, 32, "", True),
+    ("acc4_b8_zp_rows2", 2, 96, 40, 8, 32, "u8", False),
+    ("acc4_b4_blk16_float_zp", 1, 64, 33, 4, 16, "f32", False),   # computed in float
 ]
 
 
 @pytest.mark.parametrize("rows, k, n, bits, block, zp, bias", [c[1:] for c in NBITS_CASES],
                          ids=[c[0] for c in NBITS_CASES])
-def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor):
+def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor, request):
+    acc4 = request.node.callspec.id.startswith("acc4")
     w = rand(k, n, seed=1)
     b, scales, packed = nbits.quantize(w, bits, block, zero_points=bool(zp))
     inits = {"b": b, "scales": scales.ravel()}
@@ -57,7 +64,7 @@ def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor):
         names += [""] * (5 - len(names)) + ["bias"]
         inits["bias"] = rand(n, seed=3)
     node = helper.make_node("MatMulNBits", names, ["y"], domain=MS, K=k, N=n, bits=bits,
-                            block_size=block)
+                            block_size=block, accuracy_level=4 if acc4 else 0)
     m = ms_model([node], [f32("a", [rows, k])], [f32("y", [rows, n])], inits)
     assert_matches(m, {"a": rand(rows, k, seed=2)}, on=op_executor, rtol=1e-4, atol=1e-4)
 

@@ -73,11 +73,15 @@ def serial_generator(*kinds: str) -> None:
         SERIAL_KINDS.add(kind)
 
 
+# floats of per-thread scratch a part may have in the parts form (more: the serial form)
+PART_SCRATCH = 4096
+
+
 def parts(spec: dict, kernel: Kernel) -> CudaKernel:
     """A split C kernel (its body over parts rvk_lo <= u < rvk_hi) with one GPU thread per
     part: the parts are independent by the split's contract, so this is the C kernel's own
     parallelism; an unsplit kernel runs serially."""
-    if kernel.split is None:
+    if kernel.split is None or kernel.workspace > PART_SCRATCH:
         return serial(spec, kernel)
     params = [(f"const {p.ctype} *__restrict__ " if p.const else f"{p.ctype} *__restrict__ ")
               + p.name for p in kernel.params]
@@ -86,16 +90,21 @@ def parts(spec: dict, kernel: Kernel) -> CudaKernel:
     body = portable(kernel.body)
     text_key = hashlib.sha1((spec["op"] + ",".join(params) + body).encode()).hexdigest()[:12]
     name = f"rvk_cu_parts_{kernel.hint}_{text_key}"
+    # the C kernel's workspace is per thread: here, an array of the thread's own
+    scratch = f"    float rvk_scratch[{kernel.workspace}];\n    float *ws = rvk_scratch;\n" \
+        if kernel.workspace else ""
     fn = (f"/* {spec['op']}: the C kernel's {units} parts, one thread each */\n"
           f"__global__ void {name}({', '.join(params)}) {{\n"
           f"    const int rvk_lo = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
           f"    const int rvk_hi = rvk_lo + 1;\n"
-          f"    if (rvk_lo >= {units}) return;\n{body.rstrip()}\n}}\n")
+          f"    if (rvk_lo >= {units}) return;\n{scratch}{body.rstrip()}\n}}\n")
     support = dict(_device_support(kernel))
     support[name] = fn
     threads = 64
     launch = (f"    RVK_LAUNCH({name}, dim3({-(-units // threads)}), dim3({threads}), "
               f"({', '.join(names)}));")
+    if kernel.workspace:   # the plan's scratch is not used: each thread has its own
+        launch = "    (void)ws;\n" + launch
     return CudaKernel(launch, support)
 
 

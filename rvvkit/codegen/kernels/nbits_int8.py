@@ -1,0 +1,214 @@
+"""MatMulNBits with int8 activations (accuracy_level 4: onnxruntime quantizes each block of
+the activation row to int8 with scale amax / 127 and sums integer products per block):
+
+    y[n] = sum_blk sa[blk] * sw[blk, n] * (sum_k aq[k] * code[k, n] - zp[blk, n] * sum_k aq[k])
+
+The weights are stored re-laid at build time so that a vector runs along output columns: row
+k of block blk holds the codes of every column, at 4 bits two per byte with column j in the
+low nibble and column j + ceil(N/2) in the high one, so both halves of the output are
+contiguous. Per k a vector loads one byte per column pair, splits the nibbles and multiplies
+them by the activation scalar into 16-bit sums (16 steps fit: 16 * 128 * 15 < 2^15), which
+are widened into 32-bit sums; each packed weight byte is read once per generated token.
+Scales and zero points are stored [blocks, N]. The portable path computes the same integer
+sums in scalar C."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import rvv
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..parallel import split_of
+from ... import nbits
+
+declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs"))
+
+PAIRS = 64   # column pairs (4-bit) or columns (8-bit) per part
+
+
+def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
+    """B [N, blocks, bytes] -> [blocks * block, width] bytes (see the module docstring)."""
+    nb = nbits.blocks_of(k, block)
+    codes = nbits.unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block)  # [N, nb, blk]
+    rows = codes.reshape(n, nb * block).T                                       # [K', N]
+    if bits == 8:   # as int8 (code - 128): signed products; the zero point shifts too
+        return np.ascontiguousarray((rows.astype(np.int16) - 128).astype(np.int8))
+    half = (n + 1) // 2
+    hi = np.zeros((rows.shape[0], half), np.uint8)
+    hi[:, :n - half] = rows[:, half:]
+    return np.ascontiguousarray(rows[:, :half] | (hi << 4)).astype(np.uint8)
+
+
+def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(s, np.float32).reshape(n, -1).T)
+
+
+def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
+    nb = nbits.blocks_of(k, block)
+    z = np.asarray(z)
+    zf = nbits.unpack_codes(z.reshape(n, -1), bits, nb).astype(np.float32) \
+        if z.dtype == np.uint8 else z.astype(np.float32).reshape(n, nb)
+    return np.ascontiguousarray(zf.T - (128.0 if bits == 8 else 0.0))
+
+
+def default_zero_point(bits: int) -> float:
+    """The zero point in the stored code's terms when the model gives none."""
+    return 8.0 if bits == 4 else 0.0
+
+
+def _quantize_row(k: int, nb: int, block: int) -> str:
+    """C: row i of `a` to int8 blocks in the workspace (aq, sa, asum)."""
+    return f"""        const float *__restrict x = a + i * {k};
+        for (long blk = 0; blk < {nb}; ++blk) {{
+            const long k0 = blk * {block}, k1 = k0 + {block} < {k} ? k0 + {block} : {k};
+            float amax = 0.0f;
+            for (long t = k0; t < k1; ++t) amax = fabsf(x[t]) > amax ? fabsf(x[t]) : amax;
+            const float s = amax / 127.0f, inv = s != 0.0f ? 1.0f / s : 0.0f;
+            int32_t sum = 0;
+            for (long t = k0; t < k0 + {block}; ++t) {{
+                const int q = t < k1 ? (int)roundf(x[t] * inv) : 0;
+                aq[t] = (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q);
+                sum += aq[t];
+            }}
+            sa[blk] = s;
+            asum[blk] = sum;
+        }}
+"""
+
+
+def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
+              bias: bool) -> str:
+    width = (n + 1) // 2 if bits == 4 else n
+    z = "zp[blk * {n} + c]".format(n=n) if zp_kind else f"{default_zero_point(bits)!r}f"
+    if bits == 4:
+        code = f"(c < {width} ? (q[(long)t * {width} + c] & 15) : " \
+               f"(q[(long)t * {width} + c - {width}] >> 4))"
+    else:
+        code = f"q[(long)t * {width} + c]"
+    cols = f"""for (long c = c0; c < c1; ++c) {{
+                float acc = {"bias[c]" if bias else "0.0f"};
+                for (long blk = 0; blk < {nb}; ++blk) {{
+                    int32_t dot = 0;
+                    for (long t = blk * {block}; t < blk * {block} + {block}; ++t)
+                        dot += (int32_t)aq[t] * (int32_t){code};
+                    acc += sa[blk] * scales[blk * {n} + c] *
+                           ((float)dot - {z} * (float)asum[blk]);
+                }}
+                y[i * {n} + c] = acc;
+            }}"""
+    if bits == 4:   # the part's pairs: its low columns, then its high ones
+        return f"""            long c0 = j0, c1 = j1;
+            {cols}
+            c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
+            {cols}
+"""
+    return f"""            const long c0 = j0, c1 = j1;
+            {cols}
+"""
+
+
+def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool) -> str:
+    width = (n + 1) // 2 if bits == 4 else n
+    zero = "__riscv_vmv_v_x_i32m4(0, vl)"
+
+    def finish(acc: str, col: str, out: str) -> str:
+        if zp_kind:
+            z = f"{out} = __riscv_vfnmsac_vf_f32m4({out}, (float)asum[blk], " \
+                f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
+        elif default_zero_point(bits):
+            z = f"{out} = __riscv_vfsub_vf_f32m4({out}, " \
+                f"{default_zero_point(bits)!r}f * (float)asum[blk], vl);"
+        else:
+            z = ""
+        return f"""{{
+                    vfloat32m4_t {out} = __riscv_vfcvt_f_x_v_f32m4({acc}, vl);
+                    {z}
+                    const vfloat32m4_t w = __riscv_vfmul_vf_f32m4(
+                        __riscv_vle32_v_f32m4(scales + blk * {n} + {col}, vl), sa[blk], vl);
+                    y{acc[1:]} = __riscv_vfmacc_vv_f32m4(y{acc[1:]}, {out}, w, vl);
+                }}"""
+    start = (f"__riscv_vle32_v_f32m4(bias + {{col}}, vl)" if bias else
+             "__riscv_vfmv_v_f_f32m4(0.0f, vl)")
+    if bits == 4:
+        inner = f"""for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
+                    vint16m2_t slo = __riscv_vmv_v_x_i16m2(0, vl), shi = slo;
+                    for (long t = h; t < h + 16; ++t) {{
+                        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+                        slo = __riscv_vwmaccsu_vx_i16m2(slo, aq[t],
+                                                        __riscv_vand_vx_u8m1(qv, 15, vl), vl);
+                        shi = __riscv_vwmaccsu_vx_i16m2(shi, aq[t],
+                                                        __riscv_vsrl_vx_u8m1(qv, 4, vl), vl);
+                    }}
+                    ilo = __riscv_vwadd_wv_i32m4(ilo, slo, vl);
+                    ihi = __riscv_vwadd_wv_i32m4(ihi, shi, vl);
+                }}"""
+        return f"""            for (long j = j0; j < j1; ) {{
+                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
+                vfloat32m4_t ylo = {start.format(col="j")};
+                vfloat32m4_t yhi = {start.format(col=f"j + {width}") if bias else "ylo"};
+                for (long blk = 0; blk < {nb}; ++blk) {{
+                    vint32m4_t ilo = {zero}, ihi = ilo;
+                    {inner}
+                    {finish("ilo", "j", "flo")}
+                    {finish("ihi", f"j + {width}", "fhi")}
+                }}
+                __riscv_vse32_v_f32m4(y + i * {n} + j, ylo, vl);
+                const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;
+                if (hi_n > 0) __riscv_vse32_v_f32m4(y + i * {n} + {width} + j, yhi, (size_t)hi_n);
+                j += (long)vl;
+            }}
+"""
+    return f"""            for (long j = j0; j < j1; ) {{
+                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
+                vfloat32m4_t yacc = {start.format(col="j")};
+                for (long blk = 0; blk < {nb}; ++blk) {{
+                    vint32m4_t iacc = {zero};
+                    for (long t = blk * {block}; t < blk * {block} + {block}; t += 2) {{
+                        /* two products fit 16 bits: |aq| <= 127, |code - 128| <= 128 */
+                        vint16m2_t two = __riscv_vwmul_vx_i16m2(
+                            __riscv_vle8_v_i8m1(q + t * {width} + j, vl), aq[t], vl);
+                        two = __riscv_vwmacc_vx_i16m2(two, aq[t + 1],
+                            __riscv_vle8_v_i8m1(q + (t + 1) * {width} + j, vl), vl);
+                        iacc = __riscv_vwadd_wv_i32m4(iacc, two, vl);
+                    }}
+                    {finish("iacc", "j", "facc")}
+                }}
+                __riscv_vse32_v_f32m4(y + i * {n} + j, yacc, vl);
+                j += (long)vl;
+            }}
+"""
+
+
+def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
+                    bias: bool) -> Lowered:
+    """Params: a [m, k], q (re-laid codes), scales [nb, n], [zp float [nb, n]], [bias], y.
+    Workspace: the quantized row (aq int8, sa float and asum int32 per block)."""
+    nb = nbits.blocks_of(k, block)
+    width = (n + 1) // 2 if bits == 4 else n
+    parts = -(-width // PAIRS)
+    spec = make_spec("matmul_nbits_i8", M=m, K=k, N=n, bits=bits, block=block,
+                     zp_kind=zp_kind, bias=bias, pairs=PAIRS)
+    aq_words = -(-nb * block // 4)
+    body = f"""    int8_t *__restrict aq = (int8_t *)ws;
+    float *__restrict sa = ws + {aq_words};
+    int32_t *__restrict asum = (int32_t *)(ws + {aq_words + nb});
+    for (long part = rvk_lo; part < rvk_hi; ++part) {{
+    const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
+    for (long i = 0; i < {m}; ++i) {{
+{_quantize_row(k, nb, block)}{rvv.guarded(_rvv(k, n, bits, block, nb, zp_kind, bias),
+                         _portable(k, n, bits, block, nb, zp_kind, bias))}    }}
+    }}
+"""
+    split = split_of(parts, m * n * k)
+    if split is None:
+        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
+    params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
+              Param("scales")] + \
+        ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
+        [Param("y", False)]
+    transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
+                  2: lambda s: relayout_scales(s, k, n, block)}
+    if zp_kind:
+        transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
+    return Lowered(Kernel("matmul_nbits_i8", tuple(params), body, spec=spec, split=split,
+                          workspace=aq_words + 2 * nb, macs=m * n * k, support=rvv.header()),
+                   transforms)
