@@ -92,16 +92,17 @@ def matmul_int8_act(a: np.ndarray, b: np.ndarray, scales: np.ndarray,
                     zero_points: Optional[np.ndarray], k: int, n: int, bits: int,
                     block: int) -> np.ndarray:
     """A [.., K] @ W as onnxruntime computes it at accuracy_level 4: each block of each row
-    of A quantized to int8 (scale amax / 127, rounded half away from zero), integer sums per
-    block, then scaled."""
+    of A quantized to int8 (scale amax / 127; as MLAS, the values times 127 / amax rounded to
+    nearest even), integer sums per block, then scaled."""
     a = np.asarray(a, np.float32)
     nb = blocks_of(k, block)
     rows = np.zeros((int(np.prod(a.shape[:-1])), nb * block), np.float32)
     rows[:, :k] = a.reshape(-1, k)
     rows = rows.reshape(-1, nb, block)
-    sa = np.abs(rows).max(axis=2) / np.float32(127)
-    inv = np.where(sa != 0, 1 / np.where(sa != 0, sa, 1), 0).astype(np.float32)
-    q = np.clip(np.trunc(rows * inv[:, :, None] + np.copysign(0.5, rows)), -128, 127)
+    amax = np.abs(rows).max(axis=2)
+    sa = amax / np.float32(127)
+    inv = np.where(amax != 0, np.float32(127) / np.where(amax != 0, amax, 1), 0)
+    q = np.clip(np.rint(rows * inv.astype(np.float32)[:, :, None]), -128, 127)
     codes = unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block).astype(np.float64)
     if zero_points is None:
         zp = np.full((n, nb), float(1 << (bits - 1)))

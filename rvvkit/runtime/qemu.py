@@ -186,6 +186,20 @@ class QemuSession(RunnerSession):
             qemu_plugin_args(d / "counts.json", blocks=d / "blocks.txt"),
             lambda: iprofile.by_function(d / "blocks.txt"))))
 
+    def generation_counts(self, prompt, new_tokens: int) -> Dict:
+        """The instruction counts (icount.read_counts) of one `runner --generate` process:
+        the prompt, then `new_tokens` greedy tokens. Per-token figures are differences of two
+        such runs (benchmarks/bench_llm.py)."""
+        from .icount import qemu_plugin_args, read_counts
+        rundir = self.transport.new_dir()
+        try:
+            out = rundir / "counts.json"
+            self.run_raw(rundir, argv=self.generate_argv(rundir, list(prompt), new_tokens),
+                         extra_args=qemu_plugin_args(out))
+            return read_counts(out)
+        finally:
+            self.transport.remove(rundir)
+
     def _counted_runs(self, feeds, inferences: int, plugin) -> tuple:
         """(what a run of `inferences` inferences read, what a run of none read), each run
         warmed up once: plugin(rundir) gives the QEMU arguments and the reader of their

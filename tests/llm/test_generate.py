@@ -46,8 +46,11 @@ def test_greedy_tokens_match_onnxruntime(form, op_executor):
     assert got.tokens == want, f"{op_executor.id}: first difference at step " \
         f"{next(i for i, (a, b) in enumerate(zip(got.tokens, want)) if a != b)}"
     assert got.stopped == "max_new_tokens" and len(got.logits) == 64
+    # int8 activations (accuracy_level 4): an activation an ulp away from a rounding boundary
+    # upstream may land one quantum off (about 0.1 in these logits), in onnxruntime or here
+    atol = 0.2 if FORMS[form].accuracy == 4 else 1e-4
     for step, (a, b) in enumerate(zip(got.logits, rows)):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4,
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=atol,
                                    err_msg=f"{op_executor.id}: logits of step {step}")
 
 

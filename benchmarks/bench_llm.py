@@ -1,0 +1,157 @@
+"""Decoders: numerics against onnxruntime, and work per token under QEMU against llama.cpp.
+
+    python3 benchmarks/bench_llm.py numerics [--steps 64]
+    python3 benchmarks/bench_llm.py counts [--config qwen2.5-0.5b] [--vlens 128,256,512,1024]
+                                           [--forms int4,int8] [--llama]
+
+numerics: the small decoders of rvvkit.zoo_llm (fp32, int4, int8; accuracy levels 0 and 4)
+generate `--steps` greedy tokens on the host and under QEMU (VLEN 128); each row says whether
+the tokens equal onnxruntime's and the largest logit difference over all steps.
+
+counts: the decoder of `--config` at int4 (block 32) and int8 (block 32), both with int8
+activations (accuracy_level 4, what onnxruntime-genai writes for CPUs and what llama.cpp's
+Q4_0/Q8_0 kernels do), one thread, under QEMU at each VLEN: LMUL-weighted instructions (scalar
+instructions + vector instructions x LMUL) per generated token and per prompt token, from the
+difference of two runner --generate processes (so start-up and loading cancel). With --llama,
+llama.cpp (benchmarks/peer_llama.py: its public source built for riscv64 + RVV) runs the same
+configuration as GGUF at Q4_0 / Q8_0 under the same counter, and the table gains the ratio.
+Modelled K1 tokens/s: the lower of the cycle model (toolchain/boards/k1.toml, one core) and
+the memory bound (weights + live KV cache bytes per token at 10.66 GB/s) -- a model, not a
+measurement."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import rvvkit  # noqa: E402
+from rvvkit import cycle_model, zoo_llm  # noqa: E402
+from rvvkit.runtime import icount  # noqa: E402
+from rvvkit.report import table  # noqa: E402
+
+K1_BYTES_PER_S = 10.66e9
+NUMERIC_FORMS = {
+    "fp32": dict(),
+    "int4": dict(bits=4, block=32),
+    "int4-acc4": dict(bits=4, block=32, accuracy=4),
+    "int8-zp": dict(bits=8, block=64, zero_points=True),
+    "int8-acc4": dict(bits=8, block=32, accuracy=4),
+}
+COUNT_FORMS = {"int4": dict(bits=4, block=32, accuracy=4),
+               "int8": dict(bits=8, block=32, accuracy=4)}
+
+
+def numerics(steps: int) -> list:
+    from ort_decoder import ort_greedy
+    prompt, bound = [3, 14, 15, 9, 26], steps + 8
+    rows = []
+    for arch in ("qwen2-tiny", "llama-tiny"):
+        for form, extra in NUMERIC_FORMS.items():
+            model = zoo_llm.decoder(zoo_llm.replace(zoo_llm.SMALL[arch], **extra))
+            want, ref = ort_greedy(model, prompt, steps, bound)
+            art = rvvkit.build(model, max_seq=bound)
+            for on, opts in (("host", {}), ("qemu", {"vlen": 128})):
+                with rvvkit.load(art, on=on, **opts) as sess:
+                    got = sess.generate(prompt, steps, keep_logits=True)
+                diff = max(float(np.abs(a - b).max()) for a, b in zip(got.logits, ref))
+                rows.append([arch, form, on, "yes" if got.tokens == want else "NO",
+                             f"{diff:.2e}"])
+    print(table(["model", "form", "executor", f"same {steps} tokens", "max |logit diff|"],
+                rows, align="llllr"))
+    return rows
+
+
+def weighted(c) -> int:
+    return cycle_model.weighted_instructions(c)
+
+
+def _per_token(sess, prompt_lo: int, prompt_hi: int, gen_lo: int, gen_hi: int) -> dict:
+    """Per generated and per prompt token counts from three runner --generate processes."""
+    base = sess.generation_counts([1] * prompt_lo, gen_lo)
+    more_gen = sess.generation_counts([1] * prompt_lo, gen_hi)
+    more_prompt = sess.generation_counts([1] * prompt_hi, gen_lo)
+
+    def per(a, b, n):
+        diff = {k: (b[k] - a[k]) / n for k in icount.COUNT_KEYS}
+        return dict(diff, weighted=weighted(diff))
+    return {"gen": per(base, more_gen, gen_hi - gen_lo),
+            "prompt": per(base, more_prompt, prompt_hi - prompt_lo)}
+
+
+def _bytes_per_token(art, cfg, live: int) -> int:
+    """Weights read per token (all but the embedding table, of which one row) + live KV."""
+    emb = cfg.vocab * cfg.hidden * 4
+    kv = 2 * cfg.layers * cfg.kv_heads * cfg.head * 4 * live
+    return int(art.meta["memory"]["weights_bytes"]) - emb + cfg.hidden * 4 + kv
+
+
+def counts(config: str, vlens, forms, use_llama: bool, prompt=(2, 6), gen=(2, 6)) -> list:
+    base = zoo_llm.SMALL[config]
+    rows, doc = [], []
+    k1 = cycle_model.board_model("k1")
+    llama = None
+    if use_llama:
+        import peer_llama
+        llama = peer_llama
+    for form in forms:
+        cfg = zoo_llm.replace(base, **COUNT_FORMS[form])
+        t0 = time.perf_counter()
+        art = rvvkit.build(zoo_llm.decoder(cfg), max_seq=min(cfg.max_seq, 256))
+        built = time.perf_counter() - t0
+        size = len(art.to_bytes()) if hasattr(art, "to_bytes") else None
+        for vlen in vlens:
+            with rvvkit.load(art, on="qemu", vlen=vlen, threads=1) as sess:
+                ours = _per_token(sess, *prompt, *gen)
+            peer = llama.per_token(config, form, vlen, prompt, gen) if llama else None
+            live = prompt[0] + gen[1]
+            mem_tps = K1_BYTES_PER_S / _bytes_per_token(art, cfg, live)
+            # the cycle model is the K1's: meaningful for runs at its VLEN only
+            cyc_tps = k1.frequency_ghz * 1e9 / cycle_model.thread_cycles(ours["gen"], k1) \
+                if vlen == k1.vlen else float("inf")
+            ratio = f"{ours['gen']['weighted'] / peer['gen']['weighted']:.2f}" \
+                if peer and peer.get("gen") else (peer or {}).get("status", "-")
+            rows.append([form, vlen, f"{ours['gen']['weighted'] / 1e6:.2f}",
+                         f"{ours['prompt']['weighted'] / 1e6:.2f}",
+                         f"{peer['gen']['weighted'] / 1e6:.2f}" if peer and peer.get("gen")
+                         else "-", ratio,
+                         f"{min(mem_tps, cyc_tps):.1f}" if vlen == k1.vlen else "-"])
+            doc.append({"form": form, "vlen": vlen, "rvvkit": ours, "llama": peer,
+                        "build_s": built, "artifact_bytes": size,
+                        "k1_memory_tps": mem_tps, "k1_cycle_tps": cyc_tps})
+    print(f"{config}: weighted instructions per token (millions), one thread, QEMU")
+    print(table(["form", "VLEN", "rvvkit / gen token", "rvvkit / prompt token",
+                 "llama.cpp / gen token", "ratio", "K1 tokens/s (model)"], rows,
+                align="lrrrrrr"))
+    return doc
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    n = sub.add_parser("numerics")
+    n.add_argument("--steps", type=int, default=64)
+    c = sub.add_parser("counts")
+    c.add_argument("--config", default="qwen2-tiny", choices=sorted(zoo_llm.SMALL))
+    c.add_argument("--vlens", default="128,256,512,1024")
+    c.add_argument("--forms", default="int4,int8")
+    c.add_argument("--llama", action="store_true", help="count llama.cpp too (peer_llama.py)")
+    c.add_argument("--json", help="write the figures here")
+    args = p.parse_args(argv)
+    if args.what == "numerics":
+        rows = numerics(args.steps)
+        return 0 if all(r[3] == "yes" for r in rows) else 1
+    doc = counts(args.config, [int(v) for v in args.vlens.split(",")],
+                 args.forms.split(","), args.llama)
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
