@@ -238,13 +238,14 @@ def count_llama(bin, gguf, prompt_tokens: int, gen_tokens: int, vlen: int) -> di
 def check_output(res: dict, ref) -> dict:
     """Compare the driver's prompt logits with the numpy reference (None: no reference)."""
     out = res["runs"][f"p{res['prompt_tokens']}_g{G0}"]["output"]
-    chk = {"prompt_argmax": out["prompt_argmax"], "tokens": out["tokens"],
-           "flash_attn": out.get("flash_attn")}
+    chk = {"prompt_argmax": out["prompt_argmax"], "tokens": out["tokens"]}
     if ref is not None:
         got = np.array(out["prompt_logits"])
         chk["ref_argmax"] = int(np.argmax(ref))
-        chk["max_rel_err"] = float(np.abs(got - ref[: len(got)]).max() / np.ptp(ref))
-        chk["ok"] = chk["ref_argmax"] == out["prompt_argmax"] and chk["max_rel_err"] < 0.02
+        # error of the first logits relative to the reference logits' spread; llama.cpp
+        # quantizes activations to Q8_0 and keeps K/V in f16, so ~1e-2 is normal
+        chk["max_err_over_std"] = float(np.abs(got - ref[: len(got)]).max() / np.std(ref))
+        chk["ok"] = chk["ref_argmax"] == out["prompt_argmax"] and chk["max_err_over_std"] < 0.05
     return chk
 
 

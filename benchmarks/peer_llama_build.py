@@ -91,8 +91,7 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "prompt decode failed\n"); return 1;
     }
     const float * lg = llama_get_logits_ith(ctx, -1);
-    printf("{\"n_vocab\": %d, \"flash_attn\": \"%s\", \"prompt_logits\": [", n_vocab,
-           llama_flash_attn_type_name(cp.flash_attn_type));
+    printf("{\"n_vocab\": %d, \"prompt_logits\": [", n_vocab);
     for (int i = 0; i < 16 && i < n_vocab; ++i) printf(i ? ", %.6g" : "%.6g", lg[i]);
     int best = 0;
     for (int i = 1; i < n_vocab; ++i) if (lg[i] > lg[best]) best = i;

@@ -28,14 +28,17 @@ def _weight(model, name: str, inits) -> Optional[np.ndarray]:
 
 
 def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = False,
-                   exclude: Iterable[str] = ()):
+                   exclude: Iterable[str] = (), accuracy: int = 0):
     """(new ModelProto, QuantizeReport). Every MatMul whose B is a 2-D float32 initializer
-    (read by no other node) becomes a MatMulNBits; `exclude` names nodes or weights to keep."""
+    (read by no other node) becomes a MatMulNBits; `exclude` names nodes or weights to keep.
+    `accuracy` is MatMulNBits' accuracy_level: 0 float activations, 4 int8 (faster)."""
     from onnx import helper, numpy_helper
     if bits not in (4, 8):
         raise InputError(f"--weights int{bits}: int4 and int8 are supported")
     if block < 16 or block & (block - 1):
         raise InputError(f"--block {block}: a power of two >= 16 expected")
+    if accuracy not in (0, 4):
+        raise InputError(f"--accuracy {accuracy}: 0 (float activations) or 4 (int8)")
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     readers: Dict[str, int] = {}
@@ -72,7 +75,7 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
         new_nodes.append(helper.make_node(
             "MatMulNBits", [n.input[0]] + [t.name for t in tensors], list(n.output),
             name=(n.name or base) + "_Q", domain="com.microsoft", K=k, N=nn, bits=bits,
-            block_size=block, accuracy_level=0))
+            block_size=block, accuracy_level=accuracy))
         report.converted += 1
         report.bytes_before += w.nbytes
         report.bytes_after += sum(numpy_helper.to_array(t).nbytes for t in tensors)

@@ -172,3 +172,29 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo_llm")
     model.ir_version = 8
     return model
+
+
+def main(argv=None) -> int:
+    """python3 -m rvvkit.zoo_llm NAME OUT.onnx [--bits 4 --block 32 --accuracy 4]: a random
+    decoder of one of the SMALL configurations, for trying generation end to end."""
+    import argparse
+    import onnx
+    p = argparse.ArgumentParser(prog="python3 -m rvvkit.zoo_llm", description=main.__doc__)
+    p.add_argument("name", choices=sorted(SMALL))
+    p.add_argument("output")
+    p.add_argument("--bits", type=int, default=0, choices=[0, 4, 8],
+                   help="0: float MatMul weights; 4 or 8: MatMulNBits")
+    p.add_argument("--block", type=int, default=32)
+    p.add_argument("--accuracy", type=int, default=0, choices=[0, 4],
+                   help="MatMulNBits accuracy_level (4: int8 activations)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    cfg = replace(SMALL[args.name], bits=args.bits, block=args.block, accuracy=args.accuracy)
+    onnx.save(decoder(cfg, args.seed, name=args.name), args.output)
+    print(f"wrote {args.output}: {args.name}, {cfg.layers} layers, hidden {cfg.hidden}, "
+          f"vocab {cfg.vocab}, {'float' if not cfg.bits else f'int{cfg.bits}'} weights")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -26,7 +26,7 @@ def cmd_quantize(args) -> int:
     from ..frontend.onnx import load_model
     from ..quantize_weights import quantize_model
     model, rep = quantize_model(load_model(args.model), args.weights, args.block,
-                                args.zero_points, args.exclude or ())
+                                args.zero_points, args.exclude or (), args.accuracy)
     out = args.output or os.path.splitext(args.model)[0] + f"_int{args.weights}.onnx"
     import onnx
     tmp = out + ".tmp"
@@ -52,6 +52,10 @@ def add_parser(sub) -> None:
                    help="weights per scale along K, a power of two (default 32)")
     q.add_argument("--zero-points", action="store_true",
                    help="asymmetric blocks with a zero point each (default symmetric)")
+    q.add_argument("--accuracy", type=int, default=0, choices=[0, 4],
+                   help="MatMulNBits accuracy_level: 0 float activations (default), 4 int8 "
+                        "activations per block, as onnxruntime-genai writes for CPUs "
+                        "(faster; onnxruntime computes it the same way)")
     q.add_argument("--exclude", action="append", metavar="NAME",
                    help="keep this MatMul node or weight float (repeatable)")
     q.set_defaults(func=cmd_quantize, parser=q)

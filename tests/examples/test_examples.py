@@ -92,6 +92,17 @@ def test_python_api(tmp_path):
     assert (tmp_path / "model.rvv").is_file() and out.rstrip().endswith(f"OK: files in {tmp_path}")
 
 
+def test_llm_generate(tmp_path):
+    need("qemu")
+    out = run_example(bash("llm_generate.sh", str(tmp_path)), timeout=300)
+    lines = [ln.strip() for ln in out.splitlines() if re.fullmatch(r"(\d+ ){24}", ln + " ")
+             or re.fullmatch(r"(\d+ )+\d+", ln.strip())]
+    host, qemu = lines[0], lines[1]
+    assert host == qemu and len(host.split()) == 24, out   # the same tokens on both
+    assert "on host" in out and "on qemu" in out and "cache is full" in out, out
+    assert (tmp_path / "decoder_int4.rvv").is_file()
+
+
 def test_int8_from_onnxruntime(tmp_path):
     need("qemu")
     out = run_example(python("int8_from_onnxruntime.py", "--out", str(tmp_path)), timeout=240)
