@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Dict
+
+import numpy as np
 
 from ..errors import RvvkitError
 from ..report import human_bytes, table
@@ -26,6 +29,20 @@ def _signature_line(sig) -> str:
             f"  public key {sig['public_key']}")
 
 
+def _print_decoder(meta) -> None:
+    """A decoder's caches (session state, updated in place) and the roles generate uses."""
+    state, dec = meta.get("state") or [], meta.get("decoder")
+    if not state:
+        return
+    total = sum(np.dtype(s["dtype"]).itemsize * math.prod(s["shape"]) for s in state)
+    print(f"\nkey/value caches: {len(state)} in the session ({human_bytes(total)}), each "
+          f"{_dims(state[0]['shape'])}, updated in place (no past/present I/O)")
+    if dec:
+        print(f"generation: ids {printable(dec['ids'])}, cache length "
+              f"{printable(dec['seqlens'])}, logits {printable(dec['logits'])}; bound "
+              f"{dec['max_seq']} positions, vocabulary {dec['vocab']} (rvvkit generate)")
+
+
 def _print_summary(path: str, art, sig) -> None:
     # Names come from the model file: printed through printable() (no terminal escapes);
     # optional facts absent from an artifact print as "?".
@@ -42,6 +59,7 @@ def _print_summary(path: str, art, sig) -> None:
         print(table(["name", "shape", "dtype"],
                     [[p(t["name"]), _dims(t["shape"]), t.get("dtype", "float32")]
                      for t in meta[key]]))
+    _print_decoder(meta)
     uses: Dict[str, int] = {}
     for s in meta["plan"]:
         uses[s["kernel"]] = uses.get(s["kernel"], 0) + 1
