@@ -6,7 +6,8 @@ import math
 from ..ir import Graph, Node
 from ..ops.registry import lowering, opt_input
 from .kernel import Lowered
-from .kernels.llm import gqa, matmul_nbits, rmsnorm
+from .kernels.llm import gqa, rmsnorm
+from .kernels.nbits_f32 import matmul_nbits_f32
 from .kernels.nbits_int8 import matmul_nbits_i8
 
 MS = "com.microsoft."
@@ -33,8 +34,8 @@ def _matmul_nbits(n: Node, g: Graph) -> Lowered:
     if a["int8_act"]:
         return matmul_nbits_i8(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
                                bool(opt_input(n, 5)))
-    return matmul_nbits(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
-                        bool(opt_input(n, 5)))
+    return matmul_nbits_f32(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
+                            bool(opt_input(n, 5)))
 
 
 @lowering(MS + "GroupQueryAttention")

@@ -5,5 +5,5 @@ from __future__ import annotations
 
 from .serial import parts_generator, serial_generator
 
-parts_generator("rmsnorm", "matmul_nbits", "matmul_nbits_i8")
+parts_generator("rmsnorm", "matmul_nbits_f32", "matmul_nbits_i8")
 serial_generator("gqa")

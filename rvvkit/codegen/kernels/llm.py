@@ -1,7 +1,7 @@
 """Kernels of decoder blocks (semantics: rvvkit/ops/llm.py): RMS normalisation with an
-optional skip/bias sum, MatMulNBits (block-quantized weights decoded once per block and used
-for every row), and GroupQueryAttention over a key/value cache read only up to its live
-length, which comes from run-time data (seqlens_k) and is checked against the bound."""
+optional skip/bias sum, and GroupQueryAttention over a key/value cache read only up to its
+live length, which comes from run-time data (seqlens_k) and is checked against the bound.
+MatMulNBits is in nbits_f32.py and nbits_int8.py."""
 from __future__ import annotations
 
 from ..cfmt import flt
@@ -9,7 +9,6 @@ from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..parallel import split_of
 
 declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
-declare_spec("matmul_nbits", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "group"))
 declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
                      "rot_half", "interleaved", "scale", "in_place", "cos_rows"))
 
@@ -44,70 +43,6 @@ def rmsnorm(rows: int, cols: int, eps: float, skip: bool, bias: bool, sum_out: b
     if split is None:
         body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
     return Lowered(Kernel("rmsnorm", tuple(params), body, spec=spec, split=split))
-
-
-def _decode_block(bits: int, block: int, zp_kind: str, nb: int) -> str:
-    """C statements filling wv[block] with block `blk` of column n, dequantized."""
-    if zp_kind == "u8" and bits == 4:
-        zp = f"(float)((zp[n * {(nb + 1) // 2} + blk / 2] >> (4 * (blk & 1))) & 15)"
-    elif zp_kind == "u8":
-        zp = f"(float)zp[n * {nb} + blk]"
-    elif zp_kind == "f32":
-        zp = f"zp[n * {nb} + blk]"
-    else:
-        zp = flt(float(1 << (bits - 1)))
-    blob = block * bits // 8
-    row = f"const uint8_t *__restrict q = b + (n * {nb} + blk) * {blob};"
-    head = f"""            {row}
-            const float sc = scales[n * {nb} + blk], z = {zp};
-"""
-    if bits == 8:
-        return head + f"""            for (long j = 0; j < {block}; ++j) wv[j] = ((float)q[j] - z) * sc;
-"""
-    return head + f"""            for (long j = 0; j < {blob}; ++j) {{
-                wv[2 * j] = ((float)(q[j] & 15) - z) * sc;
-                wv[2 * j + 1] = ((float)(q[j] >> 4) - z) * sc;
-            }}
-"""
-
-
-def matmul_nbits(m: int, k: int, n: int, bits: int, block: int, zp_kind: str, bias: bool
-                 ) -> Lowered:
-    """Params: a [m, k], b (uint8 codes), scales, [zp (uint8 packed or float)], [bias], y.
-    Parts are groups of columns; each weight block is decoded once and used for every row."""
-    nb = -(-k // block)
-    group = 16 if n >= 64 else n
-    parts = -(-n // group)
-    spec = make_spec("matmul_nbits", M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
-                     bias=bias, group=group)
-    tail = k - (nb - 1) * block
-    span = f"(blk + 1 < {nb} ? {block} : {tail})" if tail != block else str(block)
-    body = f"""    for (long part = rvk_lo; part < rvk_hi; ++part) {{
-    const long n_end = part * {group} + {group} < {n} ? part * {group} + {group} : {n};
-    for (long n = part * {group}; n < n_end; ++n) {{
-        for (long i = 0; i < {m}; ++i) y[i * {n} + n] = {"bias[n]" if bias else "0.0f"};
-        for (long blk = 0; blk < {nb}; ++blk) {{
-            float wv[{block}];
-{_decode_block(bits, block, zp_kind, nb)}            const long len = {span};
-            for (long i = 0; i < {m}; ++i) {{
-                const float *__restrict x = a + i * {k} + blk * {block};
-                float acc = 0.0f;
-                for (long j = 0; j < len; ++j) acc += wv[j] * x[j];
-                y[i * {n} + n] += acc;
-            }}
-        }}
-    }}
-    }}
-"""
-    zp_param = [] if not zp_kind else [Param("zp", dtype="uint8" if zp_kind == "u8"
-                                             else "float32")]
-    params = [Param("a"), Param("b", dtype="uint8"), Param("scales")] + zp_param + \
-        ([Param("bias")] if bias else []) + [Param("y", False)]
-    split = split_of(parts, m * n * k)
-    if split is None:
-        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
-    return Lowered(Kernel("matmul_nbits", tuple(params), body, spec=spec, split=split,
-                          macs=m * n * k))
 
 
 def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> str:

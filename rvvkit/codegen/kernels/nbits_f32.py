@@ -1,0 +1,154 @@
+"""MatMulNBits with float activations (accuracy_level 0..3, or float zero points): the
+weights in the column layout of nbits_int8.py (re-laid at build time), a vector running along
+output columns, each packed weight byte read once per row:
+
+    y[n] = sum_blk sw[blk, n] * (sum_k a[k] * code[k, n] - zp[blk, n] * sum_k a[k])
+
+The block sums of the activation row are computed once per row (workspace); onnxruntime
+dequantizes first and then multiplies, so the two differ by float rounding only."""
+from __future__ import annotations
+
+from .. import rvv
+from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ..parallel import split_of
+from ... import nbits
+from .nbits_int8 import (PAIRS, default_zero_point, relayout_codes, relayout_scales,
+                         relayout_zero_points)
+
+declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs"))
+
+
+def _block_sums(k: int, nb: int, block: int) -> str:
+    return f"""        const float *__restrict x = a + i * {k};
+        for (long blk = 0; blk < {nb}; ++blk) {{
+            const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
+            float s = 0.0f;
+            for (long t = blk * {block}; t < k1; ++t) s += x[t];
+            asum[blk] = s;
+        }}
+"""
+
+
+def _zero_point(zp_kind: str, bits: int, n: int, col: str) -> str:
+    return f"zp[blk * {n} + {col}]" if zp_kind else f"{default_zero_point(bits)!r}f"
+
+
+def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
+              bias: bool) -> str:
+    width = (n + 1) // 2 if bits == 4 else n
+    code = (f"(float)(c < {width} ? (q[t * {width} + c] & 15) : "
+            f"(q[t * {width} + c - {width}] >> 4))") if bits == 4 else \
+        f"(float)q[t * {width} + c]"
+    cols = f"""for (long c = c0; c < c1; ++c) {{
+                float acc = {"bias[c]" if bias else "0.0f"};
+                for (long blk = 0; blk < {nb}; ++blk) {{
+                    const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
+                    float dot = 0.0f;
+                    for (long t = blk * {block}; t < k1; ++t) dot += x[t] * {code};
+                    acc += scales[blk * {n} + c] *
+                           (dot - {_zero_point(zp_kind, bits, n, "c")} * asum[blk]);
+                }}
+                y[i * {n} + c] = acc;
+            }}"""
+    if bits == 4:
+        return f"""            long c0 = j0, c1 = j1;
+            {cols}
+            c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
+            {cols}
+"""
+    return f"""            const long c0 = j0, c1 = j1;
+            {cols}
+"""
+
+
+def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool) -> str:
+    width = (n + 1) // 2 if bits == 4 else n
+
+    def finish(acc: str, col: str, out: str) -> str:
+        if zp_kind:
+            z = f"{acc} = __riscv_vfnmsac_vf_f32m4({acc}, asum[blk], " \
+                f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
+        elif default_zero_point(bits):
+            z = f"{acc} = __riscv_vfsub_vf_f32m4({acc}, " \
+                f"{default_zero_point(bits)!r}f * asum[blk], vl);"
+        else:
+            z = ""
+        return f"""{z}
+                    {out} = __riscv_vfmacc_vv_f32m4({out}, {acc},
+                        __riscv_vle32_v_f32m4(scales + blk * {n} + {col}, vl), vl);"""
+    start = "__riscv_vle32_v_f32m4(bias + {col}, vl)" if bias else \
+        "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
+    zero = "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
+    k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
+    if bits == 4:
+        return f"""            for (long j = j0; j < j1; ) {{
+                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
+                vfloat32m4_t ylo = {start.format(col="j")};
+                vfloat32m4_t yhi = {start.format(col=f"j + {width}") if bias else "ylo"};
+                for (long blk = 0; blk < {nb}; ++blk) {{
+                    vfloat32m4_t flo = {zero}, fhi = flo;
+                    for (long t = blk * {block}; t < {k1}; ++t) {{
+                        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+                        flo = __riscv_vfmacc_vf_f32m4(flo, x[t], __riscv_vfcvt_f_xu_v_f32m4(
+                            __riscv_vzext_vf4_u32m4(__riscv_vand_vx_u8m1(qv, 15, vl), vl),
+                            vl), vl);
+                        fhi = __riscv_vfmacc_vf_f32m4(fhi, x[t], __riscv_vfcvt_f_xu_v_f32m4(
+                            __riscv_vzext_vf4_u32m4(__riscv_vsrl_vx_u8m1(qv, 4, vl), vl),
+                            vl), vl);
+                    }}
+                    {finish("flo", "j", "ylo")}
+                    {finish("fhi", f"j + {width}", "yhi")}
+                }}
+                __riscv_vse32_v_f32m4(y + i * {n} + j, ylo, vl);
+                const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;
+                if (hi_n > 0) __riscv_vse32_v_f32m4(y + i * {n} + {width} + j, yhi, (size_t)hi_n);
+                j += (long)vl;
+            }}
+"""
+    return f"""            for (long j = j0; j < j1; ) {{
+                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
+                vfloat32m4_t yacc = {start.format(col="j")};
+                for (long blk = 0; blk < {nb}; ++blk) {{
+                    vfloat32m4_t facc = {zero};
+                    for (long t = blk * {block}; t < {k1}; ++t)
+                        facc = __riscv_vfmacc_vf_f32m4(facc, x[t], __riscv_vfcvt_f_x_v_f32m4(
+                            __riscv_vsext_vf4_i32m4(
+                                __riscv_vle8_v_i8m1(q + t * {width} + j, vl), vl), vl), vl);
+                    {finish("facc", "j", "yacc")}
+                }}
+                __riscv_vse32_v_f32m4(y + i * {n} + j, yacc, vl);
+                j += (long)vl;
+            }}
+"""
+
+
+def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
+                     bias: bool) -> Lowered:
+    """Params: a [m, k], q (re-laid codes), scales [nb, n], [zp float [nb, n]], [bias], y.
+    Workspace: the row's block sums."""
+    nb = nbits.blocks_of(k, block)
+    width = (n + 1) // 2 if bits == 4 else n
+    parts = -(-width // PAIRS)
+    spec = make_spec("matmul_nbits_f32", M=m, K=k, N=n, bits=bits, block=block,
+                     zp_kind=zp_kind, bias=bias, pairs=PAIRS)
+    body = f"""    float *__restrict asum = ws;
+    for (long part = rvk_lo; part < rvk_hi; ++part) {{
+    const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
+    for (long i = 0; i < {m}; ++i) {{
+{_block_sums(k, nb, block)}{rvv.guarded(_rvv(k, n, bits, block, nb, zp_kind, bias),
+                         _portable(k, n, bits, block, nb, zp_kind, bias))}    }}
+    }}
+"""
+    split = split_of(parts, m * n * k)
+    if split is None:
+        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
+    params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
+              Param("scales")] + \
+        ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
+        [Param("y", False)]
+    transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
+                  2: lambda s: relayout_scales(s, k, n, block)}
+    if zp_kind:
+        transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
+    return Lowered(Kernel("matmul_nbits_f32", tuple(params), body, spec=spec, split=split,
+                          workspace=nb, macs=m * n * k, support=rvv.header()), transforms)
