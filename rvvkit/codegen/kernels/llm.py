@@ -4,6 +4,7 @@ live length, which comes from run-time data (seqlens_k) and is checked against t
 MatMulNBits is in nbits_f32.py and nbits_int8.py."""
 from __future__ import annotations
 
+from .. import rvv
 from ..cfmt import flt
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ..parallel import split_of
@@ -59,6 +60,30 @@ def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> 
             }}"""
 
 
+def _scores(head: int, scale: float) -> str:
+    """C: sc[t] = scale * q . k[t] for the live positions. RVV runs along positions (a strided
+    load of one key element per position), so no reduction is needed; the portable loop is
+    the plain dot product."""
+    rvv_code = f"""                for (long t0 = 0; t0 < live; ) {{
+                    const size_t vl = __riscv_vsetvl_e32m4((size_t)(live - t0));
+                    vfloat32m4_t acc = __riscv_vfmv_v_f_f32m4(0.0f, vl);
+                    for (long d = 0; d < {head}; ++d)
+                        acc = __riscv_vfmacc_vf_f32m4(acc, qr[d], __riscv_vlse32_v_f32m4(
+                            kh + t0 * {head} + d, {4 * head}, vl), vl);
+                    __riscv_vse32_v_f32m4(sc + t0, __riscv_vfmul_vf_f32m4(acc, {flt(scale)}, vl),
+                                          vl);
+                    t0 += (long)vl;
+                }}
+"""
+    portable = f"""                for (long t = 0; t < live; ++t) {{
+                    float dot = 0.0f;
+                    for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
+                    sc[t] = dot * {flt(scale)};
+                }}
+"""
+    return rvv.guarded(rvv_code, portable)
+
+
 def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int,
         rotary: bool, rot_half: int, interleaved: bool, scale: float, in_place: bool,
         cos_rows: int) -> Lowered:
@@ -112,13 +137,8 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
                 const float *__restrict vh = vd + (h / {group}) * {max_seq * head};
                 float *__restrict o = out + (b * {seq} + s) * {heads * head} + h * {head};
                 {get_q}
-                float mx = -3.402823466e38f, sum = 0.0f;
-                for (long t = 0; t < live; ++t) {{
-                    float dot = 0.0f;
-                    for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
-                    sc[t] = dot * {flt(scale)};
-                    mx = sc[t] > mx ? sc[t] : mx;
-                }}
+{_scores(head, scale)}                float mx = -3.402823466e38f, sum = 0.0f;
+                for (long t = 0; t < live; ++t) mx = sc[t] > mx ? sc[t] : mx;
                 for (long t = 0; t < live; ++t) {{ sc[t] = expf(sc[t] - mx); sum += sc[t]; }}
                 const float inv = 1.0f / sum;
                 for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
@@ -141,4 +161,4 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
         params += [Param("pk", False), Param("pv", False)]
     macs = batch * seq * heads * max_seq * head * 2
     return Lowered(Kernel("gqa", tuple(params), body, workspace=max_seq + head, spec=spec,
-                          status=True, macs=macs))
+                          status=True, macs=macs, support=rvv.header()))
