@@ -6,7 +6,8 @@
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
  *          [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]
  *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L --max-seq M
- *          [--eos E] [--logits-out FILE] [--outdir DIR] [--threads T] [--no-verify]
+ *          [--cache-steps C] [--eos E] [--logits-out FILE] [--outdir DIR] [--threads T]
+ *          [--no-verify]
  *
  * --generate runs a decoder's plan once per token in this process (rvk_generate.h), the
  * key/value caches staying in the arena: the prompt, then up to N greedy tokens.
@@ -111,7 +112,8 @@ static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
     "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]\n"
     "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L\n"
-    "              --max-seq M [--eos E] [--logits-out FILE] [--outdir DIR] [--threads T]";
+    "              --max-seq M [--cache-steps C] [--eos E] [--logits-out FILE] [--outdir DIR]\n"
+    "              [--threads T]";
 
 static struct args parse_args(int argc, char **argv) {
     struct args a;
@@ -146,6 +148,7 @@ static struct args parse_args(int argc, char **argv) {
             else if (!strcmp(s, "--generate")) a.gen.new_tokens = parse_count(s, v);
             else if (!strcmp(s, "--max-seq")) a.gen.max_seq = parse_count(s, v);
             else if (!strcmp(s, "--eos")) a.gen.eos = parse_count(s, v);
+            else if (!strcmp(s, "--cache-steps")) a.gen.cache_steps = parse_count(s, v);
             else if (!strcmp(s, "--prompt-ids")) a.gen.prompt = v;
             else if (!strcmp(s, "--roles")) a.roles = v;
             else if (!strcmp(s, "--logits-out")) a.gen.logits_out = v;
@@ -265,8 +268,8 @@ static void check_run(int rc, long run) {
 /* --generate: the roles' buffers made here, every output allocated, then the loop. */
 static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn in_elems,
                     rvvkit_io_elems_fn out_elems, rvvkit_io_dtype_fn in_dtype,
-                    rvvkit_io_dtype_fn out_dtype, rvvkit_run_timed_fn run, const float *w,
-                    long arena_words) {
+                    rvvkit_io_dtype_fn out_dtype, rvvkit_run_timed_fn run,
+                    rvvkit_step_fn step, const float *w, long arena_words) {
     const int *r = a->gen.roles;
     const int given = 2 + (r[2] >= 0);
     if (r[0] < 0 || r[0] >= nin || r[1] < 0 || r[1] >= nin || r[2] >= nin || r[3] < 0 ||
@@ -292,7 +295,7 @@ static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn 
         if (!type) die(EXIT_KERNELS, "the kernels declare output %d of unknown type", i);
         outs[i] = xalloc64((size_t)out_elems(i) * type->size, "outputs");
     }
-    s.run = run, s.w = w, s.ins = ins, s.outs = outs;
+    s.run = run, s.step = step, s.w = w, s.ins = ins, s.outs = outs;
     s.arena = (float *)xalloc64((size_t)arena_words * sizeof(float), "the arena");
     rvk_generate(&a->gen, &s, a->outdir, out_elems(r[3]));
     return 0;
@@ -343,8 +346,12 @@ int main(int argc, char **argv) {
                   in_elems, out_elems, in_dtype, out_dtype);
     const float *weights = weights_of(art, &facts);
 
-    if (a.gen.new_tokens > 0) return generate(&a, nin, nout, in_elems, out_elems, in_dtype,
-                                              out_dtype, run_timed, weights, arena_floats());
+    if (a.gen.new_tokens > 0) {
+        rvvkit_step_fn step;
+        SYM(lib, a.kernels, "rvvkit_step", step);
+        return generate(&a, nin, nout, in_elems, out_elems, in_dtype, out_dtype, run_timed, step,
+                        weights, arena_floats());
+    }
     if (a.ninputs != nin)
         die(EXIT_INPUTS, "the model takes %d input(s) but %d .npy file(s) were given "
             "(--inputs, in graph input order)", nin, a.ninputs);

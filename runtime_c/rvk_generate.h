@@ -25,6 +25,8 @@ typedef struct {
     long new_tokens;      /* --generate N: at most N generated tokens (N >= 1) */
     long max_seq;         /* --max-seq: the cache bound (positions) */
     long eos;             /* --eos: stop after this token (-1: none) */
+    long cache_steps;     /* --cache-steps: the steps a prompt token before the last needs
+                             (those up to the last cache write; 0: every step) */
     int roles[4];         /* input ids, input seqlens, input total (-1), output logits */
     const char *prompt;   /* --prompt-ids "1,2,3" */
     const char *logits_out;
@@ -60,6 +62,7 @@ static long rvk_gen_argmax(const float *row, long n) {
 
 typedef struct {
     rvvkit_run_timed_fn run;
+    rvvkit_step_fn step;
     const float *w;
     float *arena;
     const void **ins;
@@ -69,11 +72,19 @@ typedef struct {
     long steps;
 } rvk_gen_state;
 
-static void rvk_gen_step(rvk_gen_state *s, long pos, long token) {
+/* One token through the plan: every step, or the first `steps` (> 0: a prompt token whose
+ * logits nobody reads needs only the steps up to the last cache write). */
+static void rvk_gen_step(rvk_gen_state *s, long pos, long token, long steps) {
     s->ids[0] = (int64_t)token;
     s->seqlens[0] = (int32_t)pos;
     if (s->total) s->total[0] = (int32_t)(pos + 1);
-    const int rc = s->run(s->w, s->arena, s->ins, s->outs, NULL);
+    int rc = 0;
+    if (steps > 0) {
+        for (long i = 0; i < steps && rc == 0; ++i)
+            if (s->step((int)i, s->w, s->arena, s->ins, s->outs) != 0) rc = (int)i + 1;
+    } else {
+        rc = s->run(s->w, s->arena, s->ins, s->outs, NULL);
+    }
     if (rc > 0)
         die(EXIT_DATA, "step %d: an index in its run-time data is out of range (run %ld); "
             "nothing outside the tensor was read", rc - 1, s->steps);
@@ -119,7 +130,7 @@ static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *ou
     }
     const float *logits = (const float *)s->outs[g->roles[3]];
     const double t0 = now();
-    for (long i = 0; i < np; ++i) rvk_gen_step(s, i, prompt[i]);
+    for (long i = 0; i < np; ++i) rvk_gen_step(s, i, prompt[i], i + 1 < np ? g->cache_steps : 0);
     const double t1 = now();
     long pos = np, n = 0;
     const char *stopped = "max_new_tokens";
@@ -132,7 +143,7 @@ static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *ou
         if (g->eos >= 0 && token == g->eos) { stopped = "eos"; break; }
         if (n >= g->new_tokens) break;
         if (pos >= g->max_seq) { stopped = "bound"; break; }
-        rvk_gen_step(s, pos++, token);
+        rvk_gen_step(s, pos++, token, 0);
     }
     const double t2 = now();
     if (kept) {

@@ -34,7 +34,17 @@ def decoder_meta(plan) -> Optional[Dict]:
         return None
     return {"ids": ids, "seqlens": seqlens, "total": total, "logits": logits,
             "seq": int(seq), "vocab": int(dict((n, s) for n, s, _ in plan.outputs)[logits][2]),
-            "max_seq": min(int(shape[2]) for _, _, _, shape, _ in plan.state)}
+            "max_seq": min(int(shape[2]) for _, _, _, shape, _ in plan.state),
+            "cache_steps": _cache_steps(plan)}
+
+
+def _cache_steps(plan) -> int:
+    """How many leading steps a prompt token that is not the last needs: up to the last step
+    that writes a cache (what follows only makes logits, which nobody reads then)."""
+    offsets = {off for _, _, off, _, _ in plan.state}
+    last = max(i for i, step in enumerate(plan.steps)
+               if any(a.kind == "arena" and a.offset in offsets for a in step.args))
+    return last + 1
 
 
 def require(meta: Dict) -> Dict:

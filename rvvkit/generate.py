@@ -105,16 +105,22 @@ def steps(session, prompt: Sequence[int], max_new_tokens: int,
     out.prompt = ids
     rng = np.random.default_rng(sampling.seed)
 
-    def step(pos: int, token: int) -> np.ndarray:
+    # a prompt token before the last needs only the steps up to the last cache write
+    prefix = getattr(session, "run_prefix", None) if dec.get("cache_steps") else None
+
+    def step(pos: int, token: int, logits: bool = True) -> np.ndarray:
         feeds = {dec["ids"]: np.array([[token]], np.int64),
                  dec["seqlens"]: np.array([pos], np.int32)}
         if dec["total"]:
             feeds[dec["total"]] = np.array(pos + 1, np.int32)
+        if not logits and prefix:
+            prefix(feeds, dec["cache_steps"])
+            return None
         return session.run(feeds)[dec["logits"]][0, -1]
 
     t0 = time.perf_counter()
     for pos, token in enumerate(ids):
-        logits = step(pos, token)
+        logits = step(pos, token, pos + 1 == len(ids))
     out.prefill_s = time.perf_counter() - t0
     pos = len(ids)
     t0 = time.perf_counter()

@@ -92,6 +92,15 @@ class HostSession(Session):
                 ExecutionError(f"rvvkit_run returned {rc}")
         return dict(zip(self.output_names, outs))
 
+    def run_prefix(self, feeds: Mapping[str, np.ndarray], steps: int) -> None:
+        """Run the plan's first `steps` steps only (no outputs read): a decoder's prompt token
+        before the last needs just the steps that write its caches."""
+        ins, outs, in_ptrs, out_ptrs = self._pointers(feeds)
+        self._threads()
+        for i in range(steps):
+            if self.lib.rvvkit_step(i, self._w, self._a, in_ptrs, out_ptrs) != 0:
+                raise self.step_error(i)
+
     def run_prepared(self, prepared) -> None:
         """Run on buffers from `prepare()` with no Python work per call (for benchmarks)."""
         self.lib.rvvkit_run(self._w, self._a, prepared[2], prepared[3])

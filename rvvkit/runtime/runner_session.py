@@ -181,7 +181,7 @@ class RunnerSession(Session):
                 "--generate", str(int(max_new_tokens)),
                 "--prompt-ids", ",".join(str(int(t)) for t in prompt),
                 "--roles", ",".join(map(str, roles)), "--max-seq", str(dec["max_seq"]),
-                "--outdir", where]
+                "--cache-steps", str(dec.get("cache_steps", 0)), "--outdir", where]
         if eos is not None:
             argv += ["--eos", str(int(eos))]
         if logits:
