@@ -91,14 +91,30 @@ def _bytes_per_token(art, cfg, live: int) -> int:
     return int(art.meta["memory"]["weights_bytes"]) - emb + cfg.hidden * 4 + kv
 
 
-def counts(config: str, vlens, forms, use_llama: bool, prompt=(2, 6), gen=(2, 6)) -> list:
+def llama_per_token(config: str, form: str, vlen: int, prompt, gen) -> dict:
+    """llama.cpp's per-token counts for the same configuration (peer_llama.py), or a status."""
+    import peer_llama as P
+    import peer_llama_build as B
+    name = {"qwen2-tiny": "small"}.get(config, config)
+    if name not in P.CONFIGS:
+        return {"status": f"no GGUF form of {config}"}
+    qtype = {"int4": "q4_0", "int8": "q8_0"}[form]
+    try:
+        build = B.build_llama()
+        gguf = B.DEFAULT_WORK / "models" / f"qwen2-{name}-{qtype}-s0.gguf"
+        if not gguf.exists():
+            P.write_gguf(gguf, P.CONFIGS[name], qtype)
+        res = P.count_llama(build["driver"], gguf, prompt[0], gen[1] - gen[0], vlen)
+    except B.PeerError as exc:
+        return {"status": f"failed: {str(exc).splitlines()[0]}"}
+    return {"gen": res["per_generated_token"], "prompt": res["per_prompt_token"],
+            "commit": build["commit"], "qtype": qtype}
+
+
+def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6)) -> list:
     base = zoo_llm.SMALL[config]
     rows, doc = [], []
     k1 = cycle_model.board_model("k1")
-    llama = None
-    if use_llama:
-        import peer_llama
-        llama = peer_llama
     for form in forms:
         cfg = zoo_llm.replace(base, **COUNT_FORMS[form])
         t0 = time.perf_counter()
@@ -108,7 +124,7 @@ def counts(config: str, vlens, forms, use_llama: bool, prompt=(2, 6), gen=(2, 6)
         for vlen in vlens:
             with rvvkit.load(art, on="qemu", vlen=vlen, threads=1) as sess:
                 ours = _per_token(sess, *prompt, *gen)
-            peer = llama.per_token(config, form, vlen, prompt, gen) if llama else None
+            peer = llama_per_token(config, form, vlen, prompt, gen) if use_llama else None
             live = prompt[0] + gen[1]
             mem_tps = K1_BYTES_PER_S / _bytes_per_token(art, cfg, live)
             # the cycle model is the K1's: meaningful for runs at its VLEN only
@@ -116,18 +132,21 @@ def counts(config: str, vlens, forms, use_llama: bool, prompt=(2, 6), gen=(2, 6)
                 if vlen == k1.vlen else float("inf")
             ratio = f"{ours['gen']['weighted'] / peer['gen']['weighted']:.2f}" \
                 if peer and peer.get("gen") else (peer or {}).get("status", "-")
+            theirs = (peer or {}).get("prompt")
             rows.append([form, vlen, f"{ours['gen']['weighted'] / 1e6:.2f}",
-                         f"{ours['prompt']['weighted'] / 1e6:.2f}",
                          f"{peer['gen']['weighted'] / 1e6:.2f}" if peer and peer.get("gen")
-                         else "-", ratio,
+                         else "-", ratio, f"{ours['prompt']['weighted'] / 1e6:.2f}",
+                         f"{theirs['weighted'] / 1e6:.2f}" if theirs else "-",
+                         f"{ours['prompt']['weighted'] / theirs['weighted']:.2f}" if theirs
+                         else "-",
                          f"{min(mem_tps, cyc_tps):.1f}" if vlen == k1.vlen else "-"])
             doc.append({"form": form, "vlen": vlen, "rvvkit": ours, "llama": peer,
                         "build_s": built, "artifact_bytes": size,
                         "k1_memory_tps": mem_tps, "k1_cycle_tps": cyc_tps})
     print(f"{config}: weighted instructions per token (millions), one thread, QEMU")
-    print(table(["form", "VLEN", "rvvkit / gen token", "rvvkit / prompt token",
-                 "llama.cpp / gen token", "ratio", "K1 tokens/s (model)"], rows,
-                align="lrrrrrr"))
+    print(table(["form", "VLEN", "rvvkit / gen token", "llama.cpp", "ratio",
+                 "rvvkit / prompt token", "llama.cpp", "ratio", "K1 tokens/s (model)"], rows,
+                align="lrrrrrrrr"))
     return doc
 
 
