@@ -1,5 +1,5 @@
 """MatMulNBits with float activations (accuracy_level 0..3, or float zero points): the
-weights in the column layout of nbits_int8.py (re-laid at build time), a vector running along
+weights in the column layout of nbits_layout.py (re-laid at build time), a vector running along
 output columns, each packed weight byte read once per row:
 
     y[n] = sum_blk sw[blk, n] * (sum_k a[k] * code[k, n] - zp[blk, n] * sum_k a[k])
@@ -9,11 +9,9 @@ dequantizes first and then multiplies, so the two differ by float rounding only.
 from __future__ import annotations
 
 from .. import rvv
-from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..parallel import split_of
+from ..kernel import Lowered, declare_spec
 from ... import nbits
-from .nbits_int8 import (PAIRS, default_zero_point, relayout_codes, relayout_scales,
-                         relayout_zero_points)
+from .nbits_layout import column_kernel, default_zero_point, width_of
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs"))
 
@@ -35,7 +33,7 @@ def _zero_point(zp_kind: str, bits: int, n: int, col: str) -> str:
 
 def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
               bias: bool) -> str:
-    width = (n + 1) // 2 if bits == 4 else n
+    width = width_of(n, bits)
     code = (f"(float)(c < {width} ? (q[t * {width} + c] & 15) : "
             f"(q[t * {width} + c - {width}] >> 4))") if bits == 4 else \
         f"(float)q[t * {width} + c]"
@@ -62,7 +60,7 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
 
 
 def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool) -> str:
-    width = (n + 1) // 2 if bits == 4 else n
+    width = width_of(n, bits)
 
     def finish(acc: str, col: str, out: str) -> str:
         if zp_kind:
@@ -124,31 +122,10 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
 
 def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
                      bias: bool) -> Lowered:
-    """Params: a [m, k], q (re-laid codes), scales [nb, n], [zp float [nb, n]], [bias], y.
-    Workspace: the row's block sums."""
+    """Params as nbits_layout.column_kernel. Workspace: the row's block sums."""
     nb = nbits.blocks_of(k, block)
-    width = (n + 1) // 2 if bits == 4 else n
-    parts = -(-width // PAIRS)
-    spec = make_spec("matmul_nbits_f32", M=m, K=k, N=n, bits=bits, block=block,
-                     zp_kind=zp_kind, bias=bias, pairs=PAIRS)
-    body = f"""    float *__restrict asum = ws;
-    for (long part = rvk_lo; part < rvk_hi; ++part) {{
-    const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
-    for (long i = 0; i < {m}; ++i) {{
-{_block_sums(k, nb, block)}{rvv.guarded(_rvv(k, n, bits, block, nb, zp_kind, bias),
-                         _portable(k, n, bits, block, nb, zp_kind, bias))}    }}
-    }}
-"""
-    split = split_of(parts, m * n * k)
-    if split is None:
-        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
-    params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
-              Param("scales")] + \
-        ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
-        [Param("y", False)]
-    transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
-                  2: lambda s: relayout_scales(s, k, n, block)}
-    if zp_kind:
-        transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
-    return Lowered(Kernel("matmul_nbits_f32", tuple(params), body, spec=spec, split=split,
-                          workspace=nb, macs=m * n * k, support=rvv.header()), transforms)
+    per_row = _block_sums(k, nb, block) + rvv.guarded(
+        _rvv(k, n, bits, block, nb, zp_kind, bias),
+        _portable(k, n, bits, block, nb, zp_kind, bias))
+    return column_kernel("matmul_nbits_f32", m, k, n, bits, block, zp_kind, bias,
+                         "    float *__restrict asum = ws;\n", per_row, nb)

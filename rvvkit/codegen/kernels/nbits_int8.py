@@ -3,57 +3,19 @@ the activation row to int8 with scale amax / 127 and sums integer products per b
 
     y[n] = sum_blk sa[blk] * sw[blk, n] * (sum_k aq[k] * code[k, n] - zp[blk, n] * sum_k aq[k])
 
-The weights are stored re-laid at build time so that a vector runs along output columns: row
-k of block blk holds the codes of every column, at 4 bits two per byte with column j in the
-low nibble and column j + ceil(N/2) in the high one, so both halves of the output are
-contiguous. Per k a vector loads one byte per column pair, splits the nibbles and multiplies
+The weights are in the column layout of nbits_layout.py, so a vector runs along output
+columns. Per k a vector loads one byte per column pair, splits the nibbles and multiplies
 them by the activation scalar into 16-bit sums (16 steps fit: 16 * 128 * 15 < 2^15), which
 are widened into 32-bit sums; each packed weight byte is read once per generated token.
-Scales and zero points are stored [blocks, N]. The portable path computes the same integer
-sums in scalar C."""
+The portable path computes the same integer sums in scalar C."""
 from __future__ import annotations
 
-import numpy as np
-
 from .. import rvv
-from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ..parallel import split_of
+from ..kernel import Lowered, declare_spec
 from ... import nbits
+from .nbits_layout import column_kernel, default_zero_point, width_of
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs"))
-
-PAIRS = 64   # column pairs (4-bit) or columns (8-bit) per part
-
-
-def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
-    """B [N, blocks, bytes] -> [blocks * block, width] bytes (see the module docstring)."""
-    nb = nbits.blocks_of(k, block)
-    codes = nbits.unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block)  # [N, nb, blk]
-    rows = codes.reshape(n, nb * block).T                                       # [K', N]
-    if bits == 8:   # as int8 (code - 128): signed products; the zero point shifts too
-        return np.ascontiguousarray((rows.astype(np.int16) - 128).astype(np.int8))
-    half = (n + 1) // 2
-    hi = np.zeros((rows.shape[0], half), np.uint8)
-    hi[:, :n - half] = rows[:, half:]
-    return np.ascontiguousarray(rows[:, :half] | (hi << 4)).astype(np.uint8)
-
-
-def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(s, np.float32).reshape(n, -1).T)
-
-
-def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
-    nb = nbits.blocks_of(k, block)
-    z = np.asarray(z)
-    zf = nbits.unpack_codes(z.reshape(n, -1), bits, nb).astype(np.float32) \
-        if z.dtype == np.uint8 else z.astype(np.float32).reshape(n, nb)
-    return np.ascontiguousarray(zf.T - (128.0 if bits == 8 else 0.0))
-
-
-def default_zero_point(bits: int) -> float:
-    """The zero point in the stored code's terms when the model gives none."""
-    return 8.0 if bits == 4 else 0.0
-
 
 def _quantize_row(k: int, nb: int, block: int) -> str:
     """C: row i of `a` to int8 blocks in the workspace (aq, sa, asum), as onnxruntime's MLAS
@@ -103,7 +65,7 @@ def _quantize_row(k: int, nb: int, block: int) -> str:
 
 def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
               bias: bool) -> str:
-    width = (n + 1) // 2 if bits == 4 else n
+    width = width_of(n, bits)
     z = "zp[blk * {n} + c]".format(n=n) if zp_kind else f"{default_zero_point(bits)!r}f"
     if bits == 4:
         code = f"(c < {width} ? (q[(long)t * {width} + c] & 15) : " \
@@ -133,7 +95,7 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
 
 
 def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool) -> str:
-    width = (n + 1) // 2 if bits == 4 else n
+    width = width_of(n, bits)
     zero = "__riscv_vmv_v_x_i32m4(0, vl)"
 
     def finish(acc: str, col: str, out: str) -> str:
@@ -206,35 +168,16 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
 
 def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
                     bias: bool) -> Lowered:
-    """Params: a [m, k], q (re-laid codes), scales [nb, n], [zp float [nb, n]], [bias], y.
-    Workspace: the quantized row (aq int8, sa float and asum int32 per block)."""
+    """Params as nbits_layout.column_kernel. Workspace: the quantized row (aq int8, sa float
+    and asum int32 per block)."""
     nb = nbits.blocks_of(k, block)
-    width = (n + 1) // 2 if bits == 4 else n
-    parts = -(-width // PAIRS)
-    spec = make_spec("matmul_nbits_i8", M=m, K=k, N=n, bits=bits, block=block,
-                     zp_kind=zp_kind, bias=bias, pairs=PAIRS)
     aq_words = -(-nb * block // 4)
-    body = f"""    int8_t *__restrict aq = (int8_t *)ws;
+    setup = f"""    int8_t *__restrict aq = (int8_t *)ws;
     float *__restrict sa = ws + {aq_words};
     int32_t *__restrict asum = (int32_t *)(ws + {aq_words + nb});
-    for (long part = rvk_lo; part < rvk_hi; ++part) {{
-    const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
-    for (long i = 0; i < {m}; ++i) {{
-{_quantize_row(k, nb, block)}{rvv.guarded(_rvv(k, n, bits, block, nb, zp_kind, bias),
-                         _portable(k, n, bits, block, nb, zp_kind, bias))}    }}
-    }}
 """
-    split = split_of(parts, m * n * k)
-    if split is None:
-        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
-    params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
-              Param("scales")] + \
-        ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
-        [Param("y", False)]
-    transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
-                  2: lambda s: relayout_scales(s, k, n, block)}
-    if zp_kind:
-        transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
-    return Lowered(Kernel("matmul_nbits_i8", tuple(params), body, spec=spec, split=split,
-                          workspace=aq_words + 2 * nb, macs=m * n * k, support=rvv.header()),
-                   transforms)
+    per_row = _quantize_row(k, nb, block) + rvv.guarded(
+        _rvv(k, n, bits, block, nb, zp_kind, bias),
+        _portable(k, n, bits, block, nb, zp_kind, bias))
+    return column_kernel("matmul_nbits_i8", m, k, n, bits, block, zp_kind, bias, setup,
+                         per_row, aq_words + 2 * nb)
