@@ -11,7 +11,8 @@ from __future__ import annotations
 from .. import rvv
 from ..kernel import Lowered, declare_spec
 from ... import nbits
-from .nbits_layout import column_kernel, default_zero_point, width_of
+from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rvv_columns,
+                           rvv_zero_point, width_of)
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs"))
 
@@ -48,43 +49,20 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
                 }}
                 y[i * {n} + c] = acc;
             }}"""
-    if bits == 4:
-        return f"""            long c0 = j0, c1 = j1;
-            {cols}
-            c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
-            {cols}
-"""
-    return f"""            const long c0 = j0, c1 = j1;
-            {cols}
-"""
+    return portable_columns(n, bits, cols)
 
 
 def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool) -> str:
     width = width_of(n, bits)
 
     def finish(acc: str, col: str, out: str) -> str:
-        if zp_kind:
-            z = f"{acc} = __riscv_vfnmsac_vf_f32m4({acc}, asum[blk], " \
-                f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
-        elif default_zero_point(bits):
-            z = f"{acc} = __riscv_vfsub_vf_f32m4({acc}, " \
-                f"{default_zero_point(bits)!r}f * asum[blk], vl);"
-        else:
-            z = ""
-        return f"""{z}
+        return f"""                    {rvv_zero_point(zp_kind, bits, n, acc, col, "asum[blk]")}
                     {out} = __riscv_vfmacc_vv_f32m4({out}, {acc},
                         __riscv_vle32_v_f32m4(scales + blk * {n} + {col}, vl), vl);"""
-    start = "__riscv_vle32_v_f32m4(bias + {col}, vl)" if bias else \
-        "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
     zero = "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
     k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
     if bits == 4:
-        return f"""            for (long j = j0; j < j1; ) {{
-                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
-                vfloat32m4_t ylo = {start.format(col="j")};
-                vfloat32m4_t yhi = {start.format(col=f"j + {width}") if bias else "ylo"};
-                for (long blk = 0; blk < {nb}; ++blk) {{
-                    vfloat32m4_t flo = {zero}, fhi = flo;
+        per_block = f"""                    vfloat32m4_t flo = {zero}, fhi = flo;
                     for (long t = blk * {block}; t < {k1}; ++t) {{
                         const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
                         flo = __riscv_vfmacc_vf_f32m4(flo, x[t], __riscv_vfcvt_f_xu_v_f32m4(
@@ -94,30 +72,16 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
                             __riscv_vzext_vf4_u32m4(__riscv_vsrl_vx_u8m1(qv, 4, vl), vl),
                             vl), vl);
                     }}
-                    {finish("flo", "j", "ylo")}
-                    {finish("fhi", f"j + {width}", "yhi")}
-                }}
-                __riscv_vse32_v_f32m4(y + i * {n} + j, ylo, vl);
-                const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;
-                if (hi_n > 0) __riscv_vse32_v_f32m4(y + i * {n} + {width} + j, yhi, (size_t)hi_n);
-                j += (long)vl;
-            }}
-"""
-    return f"""            for (long j = j0; j < j1; ) {{
-                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
-                vfloat32m4_t yacc = {start.format(col="j")};
-                for (long blk = 0; blk < {nb}; ++blk) {{
-                    vfloat32m4_t facc = {zero};
+{finish("flo", "j", "ylo")}
+{finish("fhi", f"j + {width}", "yhi")}"""
+    else:
+        per_block = f"""                    vfloat32m4_t facc = {zero};
                     for (long t = blk * {block}; t < {k1}; ++t)
                         facc = __riscv_vfmacc_vf_f32m4(facc, x[t], __riscv_vfcvt_f_x_v_f32m4(
                             __riscv_vsext_vf4_i32m4(
                                 __riscv_vle8_v_i8m1(q + t * {width} + j, vl), vl), vl), vl);
-                    {finish("facc", "j", "yacc")}
-                }}
-                __riscv_vse32_v_f32m4(y + i * {n} + j, yacc, vl);
-                j += (long)vl;
-            }}
-"""
+{finish("facc", "j", "ylo")}"""
+    return rvv_columns(n, bits, bias, nb, per_block)
 
 
 def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,

@@ -13,7 +13,8 @@ from __future__ import annotations
 from .. import rvv
 from ..kernel import Lowered, declare_spec
 from ... import nbits
-from .nbits_layout import column_kernel, default_zero_point, width_of
+from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rvv_columns,
+                           rvv_zero_point, width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs"))
 
@@ -83,15 +84,7 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
                 }}
                 y[i * {n} + c] = acc;
             }}"""
-    if bits == 4:   # the part's pairs: its low columns, then its high ones
-        return f"""            long c0 = j0, c1 = j1;
-            {cols}
-            c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
-            {cols}
-"""
-    return f"""            const long c0 = j0, c1 = j1;
-            {cols}
-"""
+    return portable_columns(n, bits, cols)
 
 
 def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool) -> str:
@@ -99,57 +92,31 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
     zero = "__riscv_vmv_v_x_i32m4(0, vl)"
 
     def finish(acc: str, col: str, out: str) -> str:
-        if zp_kind:
-            z = f"{out} = __riscv_vfnmsac_vf_f32m4({out}, (float)asum[blk], " \
-                f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
-        elif default_zero_point(bits):
-            z = f"{out} = __riscv_vfsub_vf_f32m4({out}, " \
-                f"{default_zero_point(bits)!r}f * (float)asum[blk], vl);"
-        else:
-            z = ""
-        return f"""{{
-                    vfloat32m4_t {out} = __riscv_vfcvt_f_x_v_f32m4({acc}, vl);
-                    {z}
-                    const vfloat32m4_t w = __riscv_vfmul_vf_f32m4(
-                        __riscv_vle32_v_f32m4(scales + blk * {n} + {col}, vl), sa[blk], vl);
-                    y{acc[1:]} = __riscv_vfmacc_vv_f32m4(y{acc[1:]}, {out}, w, vl);
-                }}"""
-    start = (f"__riscv_vle32_v_f32m4(bias + {{col}}, vl)" if bias else
-             "__riscv_vfmv_v_f_f32m4(0.0f, vl)")
+        return f"""                    {{
+                        vfloat32m4_t f = __riscv_vfcvt_f_x_v_f32m4({acc}, vl);
+                        {rvv_zero_point(zp_kind, bits, n, "f", col, "(float)asum[blk]")}
+                        const vfloat32m4_t w = __riscv_vfmul_vf_f32m4(
+                            __riscv_vle32_v_f32m4(scales + blk * {n} + {col}, vl), sa[blk], vl);
+                        {out} = __riscv_vfmacc_vv_f32m4({out}, f, w, vl);
+                    }}"""
     if bits == 4:
-        inner = f"""for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
-                    vint16m2_t slo = __riscv_vmv_v_x_i16m2(0, vl), shi = slo;
-                    for (long t = h; t < h + 16; ++t) {{
-                        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
-                        slo = __riscv_vwmaccsu_vx_i16m2(slo, aq[t],
-                                                        __riscv_vand_vx_u8m1(qv, 15, vl), vl);
-                        shi = __riscv_vwmaccsu_vx_i16m2(shi, aq[t],
-                                                        __riscv_vsrl_vx_u8m1(qv, 4, vl), vl);
+        per_block = f"""                    vint32m4_t ilo = {zero}, ihi = ilo;
+                    for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
+                        vint16m2_t slo = __riscv_vmv_v_x_i16m2(0, vl), shi = slo;
+                        for (long t = h; t < h + 16; ++t) {{
+                            const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+                            slo = __riscv_vwmaccsu_vx_i16m2(slo, aq[t],
+                                __riscv_vand_vx_u8m1(qv, 15, vl), vl);
+                            shi = __riscv_vwmaccsu_vx_i16m2(shi, aq[t],
+                                __riscv_vsrl_vx_u8m1(qv, 4, vl), vl);
+                        }}
+                        ilo = __riscv_vwadd_wv_i32m4(ilo, slo, vl);
+                        ihi = __riscv_vwadd_wv_i32m4(ihi, shi, vl);
                     }}
-                    ilo = __riscv_vwadd_wv_i32m4(ilo, slo, vl);
-                    ihi = __riscv_vwadd_wv_i32m4(ihi, shi, vl);
-                }}"""
-        return f"""            for (long j = j0; j < j1; ) {{
-                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
-                vfloat32m4_t ylo = {start.format(col="j")};
-                vfloat32m4_t yhi = {start.format(col=f"j + {width}") if bias else "ylo"};
-                for (long blk = 0; blk < {nb}; ++blk) {{
-                    vint32m4_t ilo = {zero}, ihi = ilo;
-                    {inner}
-                    {finish("ilo", "j", "flo")}
-                    {finish("ihi", f"j + {width}", "fhi")}
-                }}
-                __riscv_vse32_v_f32m4(y + i * {n} + j, ylo, vl);
-                const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;
-                if (hi_n > 0) __riscv_vse32_v_f32m4(y + i * {n} + {width} + j, yhi, (size_t)hi_n);
-                j += (long)vl;
-            }}
-"""
-    return f"""            for (long j = j0; j < j1; ) {{
-                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
-                vfloat32m4_t yacc = {start.format(col="j")};
-                for (long blk = 0; blk < {nb}; ++blk) {{
-                    vint32m4_t iacc = {zero};
+{finish("ilo", "j", "ylo")}
+{finish("ihi", f"j + {width}", "yhi")}"""
+    else:
+        per_block = f"""                    vint32m4_t iacc = {zero};
                     for (long t = blk * {block}; t < blk * {block} + {block}; t += 2) {{
                         /* two products fit 16 bits: |aq| <= 127, |code - 128| <= 128 */
                         vint16m2_t two = __riscv_vwmul_vx_i16m2(
@@ -158,12 +125,8 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
                             __riscv_vle8_v_i8m1(q + (t + 1) * {width} + j, vl), vl);
                         iacc = __riscv_vwadd_wv_i32m4(iacc, two, vl);
                     }}
-                    {finish("iacc", "j", "facc")}
-                }}
-                __riscv_vse32_v_f32m4(y + i * {n} + j, yacc, vl);
-                j += (long)vl;
-            }}
-"""
+{finish("iacc", "j", "ylo")}"""
+    return rvv_columns(n, bits, bias, nb, per_block)
 
 
 def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,

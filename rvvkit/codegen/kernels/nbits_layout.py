@@ -84,3 +84,53 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
     return Lowered(Kernel(kind, tuple(params), body, spec=spec, split=split,
                           workspace=workspace, macs=m * n * k, support=rvv.header()),
                    transforms)
+
+
+def rvv_columns(n: int, bits: int, bias: bool, nb: int, per_block: str) -> str:
+    """RVV: this part's byte columns j0..j1 strip-mined (vl at e8m1, so i16m2 / i32m4 / f32m4
+    hold as many), float outputs `ylo` (and `yhi`, the high columns at 4 bits) started from
+    the bias, `per_block` run for each block `blk`, then stored (the high half stops at N)."""
+    width = width_of(n, bits)
+    start = "__riscv_vle32_v_f32m4(bias + {col}, vl)" if bias else \
+        "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
+    hi = "" if bits == 8 else f"""
+                vfloat32m4_t yhi = {start.format(col=f"j + {width}") if bias else "ylo"};"""
+    store_hi = "" if bits == 8 else f"""
+                const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;
+                if (hi_n > 0) __riscv_vse32_v_f32m4(y + i * {n} + {width} + j, yhi, (size_t)hi_n);"""
+    return f"""            for (long j = j0; j < j1; ) {{
+                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
+                vfloat32m4_t ylo = {start.format(col="j")};{hi}
+                for (long blk = 0; blk < {nb}; ++blk) {{
+{per_block.rstrip()}
+                }}
+                __riscv_vse32_v_f32m4(y + i * {n} + j, ylo, vl);{store_hi}
+                j += (long)vl;
+            }}
+"""
+
+
+def rvv_zero_point(zp_kind: str, bits: int, n: int, acc: str, col: str, asum: str) -> str:
+    """RVV: acc -= zero point (per column, or the default) * asum, for block blk."""
+    if zp_kind:
+        return f"{acc} = __riscv_vfnmsac_vf_f32m4({acc}, {asum}, " \
+               f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
+    if default_zero_point(bits):
+        return f"{acc} = __riscv_vfsub_vf_f32m4({acc}, " \
+               f"{default_zero_point(bits)!r}f * {asum}, vl);"
+    return ""
+
+
+def portable_columns(n: int, bits: int, cols: str) -> str:
+    """Portable C: `cols` (a loop over columns c0 <= c < c1) over this part's columns: at 4
+    bits its low columns j0..j1, then its high ones (j0..j1 + ceil(N/2), stopping at N)."""
+    if bits == 4:
+        width = width_of(n, bits)
+        return f"""            long c0 = j0, c1 = j1;
+            {cols}
+            c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
+            {cols}
+"""
+    return f"""            const long c0 = j0, c1 = j1;
+            {cols}
+"""
