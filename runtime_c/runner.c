@@ -6,8 +6,8 @@
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
  *          [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]
  *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L --max-seq M
- *          [--cache-steps C] [--eos E] [--logits-out FILE] [--outdir DIR] [--threads T]
- *          [--no-verify]
+ *          [--cache-steps C] [--eos E] [--temperature T --top-k K --top-p P --seed S]
+ *          [--logits-out FILE] [--outdir DIR] [--threads T] [--no-verify]
  *
  * --generate runs a decoder's plan once per token in this process (rvk_generate.h), the
  * key/value caches staying in the arena: the prompt, then up to N greedy tokens.
@@ -88,6 +88,15 @@ static long parse_count(const char *opt, const char *text) {
     return v;
 }
 
+static double parse_real(const char *opt, const char *text, double lo, double hi) {
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (errno || !*text || *end || !(v >= lo && v <= hi))
+        die(EXIT_USAGE, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, text);
+    return v;
+}
+
 /* dlsym through memcpy: converting void * to a function pointer directly is not portable C. */
 static void sym(void *lib, const char *path, const char *name, void *fn_out, size_t fn_size) {
     void *p = dlsym(lib, name);
@@ -112,8 +121,8 @@ static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
     "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]\n"
     "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L\n"
-    "              --max-seq M [--cache-steps C] [--eos E] [--logits-out FILE] [--outdir DIR]\n"
-    "              [--threads T]";
+    "              --max-seq M [--cache-steps C] [--eos E] [--temperature T] [--top-k K]\n"
+    "              [--top-p P] [--seed S] [--logits-out FILE] [--outdir DIR] [--threads T]";
 
 static struct args parse_args(int argc, char **argv) {
     struct args a;
@@ -121,6 +130,7 @@ static struct args parse_args(int argc, char **argv) {
     a.outdir = ".";
     a.repeat = 1;
     a.gen.eos = -1;
+    a.gen.top_p = 1.0;
     int positional = 0;
     for (int i = 1; i < argc; ++i) {
         const char *s = argv[i];
@@ -149,6 +159,10 @@ static struct args parse_args(int argc, char **argv) {
             else if (!strcmp(s, "--max-seq")) a.gen.max_seq = parse_count(s, v);
             else if (!strcmp(s, "--eos")) a.gen.eos = parse_count(s, v);
             else if (!strcmp(s, "--cache-steps")) a.gen.cache_steps = parse_count(s, v);
+            else if (!strcmp(s, "--top-k")) a.gen.top_k = parse_count(s, v);
+            else if (!strcmp(s, "--seed")) a.gen.seed = (unsigned long long)parse_count(s, v);
+            else if (!strcmp(s, "--temperature")) a.gen.temperature = parse_real(s, v, 0.0, 1e6);
+            else if (!strcmp(s, "--top-p")) a.gen.top_p = parse_real(s, v, 1e-9, 1.0);
             else if (!strcmp(s, "--prompt-ids")) a.gen.prompt = v;
             else if (!strcmp(s, "--roles")) a.roles = v;
             else if (!strcmp(s, "--logits-out")) a.gen.logits_out = v;

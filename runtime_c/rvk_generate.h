@@ -2,7 +2,7 @@
  * run once per token on the target, its key/value caches staying in the arena between runs,
  * so that a board or QEMU generates a whole answer in one process rather than one round trip
  * per token. Greedy: each next token is the argmax of the last logits row (the lowest index
- * wins a tie, as numpy.argmax).
+ * wins a tie, as numpy.argmax), or sampled (--temperature T [--top-k K] [--top-p P] [--seed S]).
  *
  * The caller names the roles of the graph's inputs and output by index (--roles
  * IDS,SEQLENS,TOTAL,LOGITS; TOTAL -1 when the model has none): the token ids (int64 [1, 1]),
@@ -16,6 +16,7 @@
 #ifndef RVK_GENERATE_H
 #define RVK_GENERATE_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,10 @@ typedef struct {
     int roles[4];         /* input ids, input seqlens, input total (-1), output logits */
     const char *prompt;   /* --prompt-ids "1,2,3" */
     const char *logits_out;
+    double temperature;   /* --temperature (0: greedy), --top-k (0: all), --top-p (1: all) */
+    long top_k;
+    double top_p;
+    unsigned long long seed;   /* --seed: the sampler's generator */
 } rvk_gen_args;
 
 /* Parses "a,b,c" of non-negative integers into a malloc'd array; returns the count or -1. */
@@ -58,6 +63,47 @@ static long rvk_gen_argmax(const float *row, long n) {
     for (long i = 1; i < n; ++i)
         if (row[i] > row[best]) best = i;
     return best;
+}
+
+/* Sampling: the generator is xorshift64* (seeded, reproducible on every target; not the
+ * host's numpy draws), candidates are the top-k logits (all when 0) in descending order,
+ * cut where their softmax mass at the temperature reaches top-p. */
+static double rvk_gen_uniform(unsigned long long *state) {
+    unsigned long long x = *state;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    *state = x;
+    return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+static const float *rvk_gen_row; /* qsort's comparison reads the logits through it */
+
+static int rvk_gen_by_logit(const void *a, const void *b) {
+    const float x = rvk_gen_row[*(const long *)a], y = rvk_gen_row[*(const long *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const long *)a < *(const long *)b ? -1 : 1;   /* ties: the lower id first */
+}
+
+static long rvk_gen_sample(const float *row, long n, const rvk_gen_args *g, long *order,
+                           double *prob, unsigned long long *state) {
+    for (long i = 0; i < n; ++i) order[i] = i;
+    rvk_gen_row = row;
+    qsort(order, (size_t)n, sizeof(long), rvk_gen_by_logit);
+    const long k = g->top_k > 0 && g->top_k < n ? g->top_k : n;
+    double total = 0.0;
+    for (long i = 0; i < k; ++i)
+        total += prob[i] = exp(((double)row[order[i]] - row[order[0]]) / g->temperature);
+    long keep = k;
+    if (g->top_p < 1.0) {
+        double mass = 0.0;
+        for (keep = 0; keep < k && mass < g->top_p * total; ++keep) mass += prob[keep];
+        total = mass;
+    }
+    double u = rvk_gen_uniform(state) * total;
+    for (long i = 0; i < keep; ++i) {
+        u -= prob[i];
+        if (u < 0.0) return order[i];
+    }
+    return order[keep - 1];
 }
 
 typedef struct {
@@ -129,13 +175,23 @@ static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *ou
         if (!kept) die(EXIT_RUNTIME, "out of memory for --logits-out");
     }
     const float *logits = (const float *)s->outs[g->roles[3]];
+    long *order = NULL;
+    double *prob = NULL;
+    unsigned long long state = g->seed * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
+    if (g->temperature > 0.0) {
+        order = (long *)malloc((size_t)vocab * sizeof(long));
+        prob = (double *)malloc((size_t)vocab * sizeof(double));
+        if (!order || !prob) die(EXIT_RUNTIME, "out of memory for sampling");
+    }
     const double t0 = now();
     for (long i = 0; i < np; ++i) rvk_gen_step(s, i, prompt[i], i + 1 < np ? g->cache_steps : 0);
     const double t1 = now();
     long pos = np, n = 0;
     const char *stopped = "max_new_tokens";
     for (;;) {
-        const long token = rvk_gen_argmax(logits, vocab);
+        const long token = g->temperature > 0.0
+                               ? rvk_gen_sample(logits, vocab, g, order, prob, &state)
+                               : rvk_gen_argmax(logits, vocab);
         if (kept) memcpy(kept + n * vocab, logits, (size_t)vocab * sizeof(float));
         tokens[n++] = token;
         printf("%ld\n", token);
@@ -153,6 +209,8 @@ static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *ou
     }
     rvk_gen_json(outdir, tokens, n, t1 - t0, t2 - t1, stopped);
     free(prompt);
+    free(order);
+    free(prob);
     free(tokens);
     free(kept);
 }

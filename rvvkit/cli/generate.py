@@ -82,7 +82,7 @@ def add_parser(sub) -> None:
     r.add_argument("--seed", type=int, default=0, help="the sampler's seed")
     r.add_argument("--on", default="host", type=executor, metavar="EXECUTOR",
                    help="host, qemu, cuda, cuda-emu or ssh://[user@]host[:port] (default "
-                        "host); on qemu and boards the loop runs on the target (greedy)")
+                        "host); on qemu and boards the loop runs on the target")
     r.add_argument("--compiler", help="compiler command (overrides RVVKIT_COMPILER)")
     r.add_argument("--vlen", type=vlen, help="RVV vector length for --on qemu")
     r.add_argument("--no-cache", action="store_true", help="compile afresh, bypass the cache")

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..decoder import require
-from ..errors import ExecutionError, InputError
+from ..errors import ExecutionError
 from ..generate import Generation, Sampling, check_prompt
 from .runner import DATA_EXIT, describe_exit
 from .session import Session
@@ -169,7 +169,8 @@ class RunnerSession(Session):
     # -- generation: the loop runs in the runner, on the target ----------------------------
 
     def generate_argv(self, rundir, prompt: Sequence[int], max_new_tokens: int,
-                      eos: Optional[int] = None, logits: bool = False) -> List[str]:
+                      eos: Optional[int] = None, logits: bool = False,
+                      sampling: Sampling = Sampling()) -> List[str]:
         """The runner's argv for `runner --generate` (rvk_generate.h) in `rundir`."""
         dec = require(self.artifact.meta)
         where = self.transport.runner_dir(rundir)
@@ -184,6 +185,10 @@ class RunnerSession(Session):
                 "--cache-steps", str(dec.get("cache_steps", 0)), "--outdir", where]
         if eos is not None:
             argv += ["--eos", str(int(eos))]
+        if sampling.temperature:
+            argv += ["--temperature", repr(float(sampling.temperature)), "--top-k",
+                     str(int(sampling.top_k)), "--top-p", repr(float(sampling.top_p)),
+                     "--seed", str(int(sampling.seed) & (2 ** 62 - 1))]
         if logits:
             argv += ["--logits-out", "logits.npy" if where == "." else f"{where}/logits.npy"]
         if self.threads:
@@ -194,17 +199,15 @@ class RunnerSession(Session):
                  sampling: Sampling = Sampling(), eos: Optional[int] = None,
                  keep_logits: bool = False, on_token=None) -> Generation:
         """Session.generate, with the loop in C on the target: one runner process for the
-        whole generation (greedy), its key/value caches in the runner's arena."""
+        whole generation, its key/value caches in the runner's arena. Sampling draws from the
+        runner's own generator (reproducible per seed on every target, not numpy's draws)."""
         dec = require(self.artifact.meta)
         sampling.check()
-        if sampling.temperature:
-            raise InputError(f"{self.runner_where} generates greedily (temperature 0); "
-                             "sampling runs on the host and CUDA executors")
         ids = check_prompt(dec, prompt, max_new_tokens)
         rundir = self.transport.new_dir()
         try:
             self.run_raw(rundir, argv=self.generate_argv(rundir, ids, max_new_tokens, eos,
-                                                         keep_logits))
+                                                         keep_logits, sampling))
             doc = json.loads(self.transport.get(rundir, "generate.json").decode("utf-8"))
             rows = np.load(io.BytesIO(self.transport.get(rundir, "logits.npy")),
                            allow_pickle=False) if keep_logits else None

@@ -55,10 +55,20 @@ def test_generate_with_a_tokenizer(decoder, tmp_path):
     (["--prompt", "hello"], 2, "--prompt TEXT needs --tokenizer"),
     (["--prompt-ids", "1", "--prompt", "x"], 2, "exactly one of --prompt-ids and --prompt"),
     (["--prompt-ids", "1,x"], 2, "expected token ids"),
-    (["--prompt-ids", "1", "--temperature", "0.7", "--on", "qemu"], 1, "generates greedily"),
+    (["--prompt-ids", "1", "--temperature", "-1"], 1, "temperature -1.0 (>= 0)"),
 ])
 def test_generate_bad_use_and_input(decoder, args, code, said):
     d, _ = decoder
     res = _run(d / "dec.rvv", *args)
     assert res.returncode == code and said in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_sampling_in_the_runner_is_seeded_and_the_same_at_every_vlen(decoder):
+    d, _ = decoder
+    runs = [_run(d / "dec.rvv", "--prompt-ids", "4,8", "--max-new-tokens", 16, "--temperature",
+                 0.9, "--top-k", 30, "--top-p", 0.95, "--seed", seed, "--on", "qemu", "--vlen",
+                 vlen) for seed, vlen in ((5, 128), (5, 512), (6, 128))]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    tokens = [r.stdout.split() for r in runs]
+    assert tokens[0] == tokens[1] != tokens[2] and len(tokens[0]) == 16
