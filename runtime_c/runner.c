@@ -5,7 +5,7 @@
  *
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
  *          [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]
- *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L --max-seq M
+ *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M --max-seq M
  *          [--cache-steps C] [--eos E] [--temperature T --top-k K --top-p P --seed S]
  *          [--logits-out FILE] [--outdir DIR] [--threads T] [--no-verify]
  *
@@ -120,7 +120,7 @@ struct args {
 static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
     "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]\n"
-    "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L\n"
+    "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M\n"
     "              --max-seq M [--cache-steps C] [--eos E] [--temperature T] [--top-k K]\n"
     "              [--top-p P] [--seed S] [--logits-out FILE] [--outdir DIR] [--threads T]";
 
@@ -181,10 +181,10 @@ static struct args parse_args(int argc, char **argv) {
         if (a.gen.new_tokens < 1 || !a.gen.prompt || !a.roles || a.gen.max_seq < 1)
             die(EXIT_USAGE, "--generate N (N >= 1) needs --prompt-ids, --roles and --max-seq\n%s",
                 USAGE);
-        if (rvk_gen_list(a.roles, &r) != 4)
-            die(EXIT_USAGE, "--roles expects four indices IDS,SEQLENS,TOTAL,LOGITS, got '%s'",
-                a.roles);
-        for (int i = 0; i < 4; ++i) a.gen.roles[i] = (int)r[i];
+        if (rvk_gen_list(a.roles, &r) != 5)
+            die(EXIT_USAGE, "--roles expects five indices IDS,SEQLENS,TOTAL,LOGITS,MASK (-1: "
+                "none), got '%s'", a.roles);
+        for (int i = 0; i < 5; ++i) a.gen.roles[i] = (int)r[i];
         free(r);
     }
     return a;
@@ -284,26 +284,39 @@ static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn 
                     rvvkit_io_elems_fn out_elems, rvvkit_io_dtype_fn in_dtype,
                     rvvkit_io_dtype_fn out_dtype, rvvkit_run_timed_fn run,
                     rvvkit_step_fn step, const float *w, long arena_words) {
-    const int *r = a->gen.roles;
-    const int given = 2 + (r[2] >= 0);
-    if (r[0] < 0 || r[0] >= nin || r[1] < 0 || r[1] >= nin || r[2] >= nin || r[3] < 0 ||
-        r[3] >= nout || nin != given || r[0] == r[1] || r[0] == r[2] || r[1] == r[2])
+    const int *r = a->gen.roles;   /* ids, seqlens, total, logits, mask (-1: absent) */
+    const int in_roles[4] = {r[0], r[1], r[2], r[4]};
+    int given = 0, fits = r[0] >= 0 && (r[1] >= 0 || r[4] >= 0) && r[3] >= 0 && r[3] < nout;
+    for (int i = 0; i < 4; ++i) {
+        if (in_roles[i] < 0) continue;
+        ++given;
+        fits = fits && in_roles[i] < nin;
+        for (int j = 0; j < i; ++j) fits = fits && in_roles[j] != in_roles[i];
+    }
+    if (!fits || given != nin)
         die(EXIT_USAGE, "--roles %s does not fit a decoder with %d inputs and %d outputs",
             a->roles, nin, nout);
-    if (in_dtype(r[0]) != 7 || in_elems(r[0]) != 1 || in_dtype(r[1]) != 6 ||
-        in_elems(r[1]) != 1 || (r[2] >= 0 && (in_dtype(r[2]) != 6 || in_elems(r[2]) != 1)) ||
+    if (in_dtype(r[0]) != 7 || in_elems(r[0]) != 1 ||
+        (r[1] >= 0 && (in_dtype(r[1]) != 6 || in_elems(r[1]) != 1)) ||
+        (r[2] >= 0 && (in_dtype(r[2]) != 6 || in_elems(r[2]) != 1)) ||
+        (r[4] >= 0 && (in_dtype(r[4]) != 7 || in_elems(r[4]) != a->gen.max_seq)) ||
         out_dtype(r[3]) != 1)
-        die(EXIT_USAGE, "--roles %s: ids must be one int64, the lengths one int32 each and "
-            "the logits float32 (a one-token decoding step)", a->roles);
+        die(EXIT_USAGE, "--roles %s: ids must be one int64, the lengths one int32 each, the "
+            "mask --max-seq int64 and the logits float32 (a one-token decoding step)",
+            a->roles);
     const void *ins[MAX_IO + 1] = {NULL};
     void *outs[MAX_IO + 1] = {NULL};
     rvk_gen_state s;
     memset(&s, 0, sizeof s);
     s.ids = (int64_t *)xalloc64(sizeof(int64_t), "the token id");
-    s.seqlens = (int32_t *)xalloc64(sizeof(int32_t), "the cache length");
-    s.total = r[2] >= 0 ? (int32_t *)xalloc64(sizeof(int32_t), "the total length") : NULL;
-    ins[r[0]] = s.ids, ins[r[1]] = s.seqlens;
-    if (s.total) ins[r[2]] = s.total;
+    ins[r[0]] = s.ids;
+    if (r[1] >= 0) ins[r[1]] = s.seqlens = (int32_t *)xalloc64(sizeof(int32_t), "the length");
+    if (r[2] >= 0) ins[r[2]] = s.total = (int32_t *)xalloc64(sizeof(int32_t), "the length");
+    if (r[4] >= 0) {
+        s.mask = (int64_t *)xalloc64((size_t)a->gen.max_seq * sizeof(int64_t), "the mask");
+        s.mask_len = a->gen.max_seq;
+        ins[r[4]] = s.mask;
+    }
     for (int i = 0; i < nout; ++i) {
         const rvk_npy_type *type = rvk_npy_type_of(out_dtype(i));
         if (!type) die(EXIT_KERNELS, "the kernels declare output %d of unknown type", i);

@@ -19,22 +19,28 @@ def decoder_meta(plan) -> Optional[Dict]:
     or roles not found: `require` then says what was looked at)."""
     if not plan.state:
         return None
-    ids = _find(plan.inputs, lambda n, s, d: d == "int64" and len(s) == 2 and s[0] == 1)
+    bound = min(int(shape[2]) for _, _, _, shape, _ in plan.state)
+    # onnxruntime-genai's form: an attention mask over the cache's positions (1: live), from
+    # which the graph computes the lengths; else the lengths are inputs
+    mask = _find(plan.inputs, lambda n, s, d: d == "int64" and s == (1, bound) and
+                 "mask" in n.lower())
+    ids = _find(plan.inputs, lambda n, s, d: d == "int64" and len(s) == 2 and s[0] == 1 and
+                n != mask)
     seqlens = _find(plan.inputs, lambda n, s, d: d == "int32" and s == (1,))
     total = _find(plan.inputs, lambda n, s, d: d == "int32" and s == ())
-    if not ids or not seqlens:
+    if not ids or not (seqlens or mask):
         return None
     seq = dict((n, s) for n, s, _ in plan.inputs)[ids][1]
     logits = _find(plan.outputs, lambda n, s, d: d == "float32" and len(s) == 3 and
                    s[:2] == (1, seq))
     if not logits:
         return None
-    extra = [n for n, _, _ in plan.inputs if n not in (ids, seqlens, total)]
+    extra = [n for n, _, _ in plan.inputs if n not in (ids, seqlens, total, mask)]
     if extra:
         return None
-    return {"ids": ids, "seqlens": seqlens, "total": total, "logits": logits,
+    return {"ids": ids, "seqlens": seqlens, "total": total, "mask": mask, "logits": logits,
             "seq": int(seq), "vocab": int(dict((n, s) for n, s, _ in plan.outputs)[logits][2]),
-            "max_seq": min(int(shape[2]) for _, _, _, shape, _ in plan.state),
+            "max_seq": bound,
             "cache_steps": _cache_steps(plan)}
 
 
@@ -59,5 +65,6 @@ def require(meta: Dict) -> Dict:
             "(GroupQueryAttention with past_key_values inputs and present outputs of one "
             f"shape) was found; its inputs are {', '.join(inputs) or 'none'}")
     raise ArtifactError(
-        "cannot find the decoder's token ids (int64 [1, S]), cache length (int32 [1]) and "
-        f"logits (float32 [1, S, vocab]) among inputs {', '.join(inputs)}")
+        "cannot find the decoder's token ids (int64 [1, S]), cache length (int32 [1], or an "
+        "int64 attention mask over the cache) and logits (float32 [1, S, vocab]) among "
+        f"inputs {', '.join(inputs)}")

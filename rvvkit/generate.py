@@ -109,10 +109,13 @@ def steps(session, prompt: Sequence[int], max_new_tokens: int,
     prefix = getattr(session, "run_prefix", None) if dec.get("cache_steps") else None
 
     def step(pos: int, token: int, logits: bool = True) -> np.ndarray:
-        feeds = {dec["ids"]: np.array([[token]], np.int64),
-                 dec["seqlens"]: np.array([pos], np.int32)}
+        feeds = {dec["ids"]: np.array([[token]], np.int64)}
+        if dec["seqlens"]:
+            feeds[dec["seqlens"]] = np.array([pos], np.int32)
         if dec["total"]:
             feeds[dec["total"]] = np.array(pos + 1, np.int32)
+        if dec.get("mask"):
+            feeds[dec["mask"]] = (np.arange(dec["max_seq"]) <= pos).astype(np.int64)[None]
         if not logits and prefix:
             prefix(feeds, dec["cache_steps"])
             return None

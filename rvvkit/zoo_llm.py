@@ -37,6 +37,10 @@ class DecoderConfig:
     block: int = 32
     zero_points: bool = False
     accuracy: int = 0          # MatMulNBits accuracy_level: 4 = int8 activations (genai's CPU int4)
+    # an attention_mask input [batch, total_sequence_length] from which the graph computes
+    # seqlens_k and the total length, as onnxruntime-genai's builder writes it (else those two
+    # are inputs)
+    mask: bool = False
 
     @property
     def head(self) -> int:
@@ -127,10 +131,25 @@ def _mlp(b: _Builder, i: int, x: str) -> str:
     return b.linear(prod, cfg.intermediate, cfg.hidden, f"layers.{i}.mlp.down_proj")
 
 
+def _mask_to_lengths(b: _Builder) -> None:
+    """seqlens_k = sum(mask) - 1 and total_sequence_length = the mask's length, in the graph."""
+    from onnx import TensorProto
+    total = b.node("ReduceSum", ["attention_mask", b.const("mask_axes", np.array([1]))],
+                   ["mask/sum"], keepdims=0)[0]
+    less = b.node("Sub", [total, b.const("one", np.array(1, np.int64))], ["mask/sub"])[0]
+    b.node("Cast", [less], ["seqlens_k"], to=TensorProto.INT32)
+    shape = b.node("Shape", ["attention_mask"], ["mask/shape"])[0]
+    width = b.node("Gather", [shape, b.const("one_index", np.array(1, np.int64))],
+                   ["mask/width"], axis=0)[0]
+    b.node("Cast", [width], ["total_sequence_length"], to=TensorProto.INT32)
+
+
 def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "decoder"):
     """The onnx ModelProto of a random decoder of configuration `cfg`."""
     from onnx import TensorProto, helper
     b = _Builder(cfg, seed)
+    if cfg.mask:
+        _mask_to_lengths(b)
     cos, sin = (b.const(n, c) for n, c in zip(("cos_cache", "sin_cache"), _rope_caches(cfg)))
     emb = b.const("embed_tokens.weight",
                   (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32))
@@ -158,9 +177,13 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     f32, batch, seq = TensorProto.FLOAT, "batch_size", "sequence_length"
     cache = [batch, cfg.kv_heads, "past_sequence_length", cfg.head]
     present = [batch, cfg.kv_heads, "total_sequence_length", cfg.head]
-    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq]),
-              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [batch]),
-              helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])]
+    if cfg.mask:
+        inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
+                                                    [batch, "total_sequence_length"]))
+    else:
+        inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [batch]),
+                   helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
     outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])]
     for i in range(cfg.layers):
         for kind in ("key", "value"):

@@ -10,6 +10,8 @@ from typing import Dict, List
 from ..errors import ModelError
 
 CACHE_NAME = re.compile(r"past|cache", re.IGNORECASE)
+# a symbolic dimension that spans the cache (an attention mask over every position)
+TOTAL_DIM = re.compile(r"total|max|past|cache|kv", re.IGNORECASE)
 
 
 def _dims(vi) -> List:
@@ -42,6 +44,10 @@ def decoder_shapes(proto, max_seq: int) -> Dict[str, List[int]]:
         dims = _dims(vi)
         if vi.name in shapes or None not in dims:
             continue
-        # the batch, and the new tokens of one decoding step
-        shapes[vi.name] = [1 if d is None else d for d in dims]
+        # the cache's length (an attention mask, with a 1 at each live position), else the
+        # batch and the new tokens of one decoding step
+        names = [d.dim_param for d in vi.type.tensor_type.shape.dim]
+        shapes[vi.name] = [d if d is not None else
+                           max_seq if axis and TOTAL_DIM.search(name) else 1
+                           for axis, (d, name) in enumerate(zip(dims, names))]
     return shapes

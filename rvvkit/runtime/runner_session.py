@@ -175,9 +175,10 @@ class RunnerSession(Session):
         dec = require(self.artifact.meta)
         where = self.transport.runner_dir(rundir)
         names = self.input_names
-        roles = [names.index(dec["ids"]), names.index(dec["seqlens"]),
-                 names.index(dec["total"]) if dec["total"] else -1,
-                 self.output_names.index(dec["logits"])]
+        def index(role: str) -> int:
+            return names.index(dec[role]) if dec.get(role) else -1
+        roles = [index("ids"), index("seqlens"), index("total"),
+                 self.output_names.index(dec["logits"]), index("mask")]
         argv = [str(self.runner_path), str(self.artifact_path), str(self.kernels_path),
                 "--generate", str(int(max_new_tokens)),
                 "--prompt-ids", ",".join(str(int(t)) for t in prompt),

@@ -19,6 +19,8 @@ FORMS = {
     "qwen2_int4": zoo_llm.DecoderConfig(bits=4, block=32),
     # accuracy_level 4 (int8 activations): what onnxruntime-genai writes for CPUs
     "qwen2_int4_acc4": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4),
+    # onnxruntime-genai's interface: an attention_mask over the cache, the lengths in-graph
+    "qwen2_int4_acc4_mask": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4, mask=True),
     "llama_int8_acc4_blk128": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=8, block=128,
                                               accuracy=4),
     "llama_int8_zp_blk64": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=8, block=64,
@@ -59,6 +61,9 @@ def test_caches_live_in_the_session_and_are_never_copied():
     meta = art.meta
     names = [i["name"] for i in meta["inputs"]] + [o["name"] for o in meta["outputs"]]
     assert names == ["input_ids", "seqlens_k", "total_sequence_length", "logits"]
+    masked = built("qwen2_int4_acc4_mask")[1].meta
+    assert [i["name"] for i in masked["inputs"]] == ["input_ids", "attention_mask"]
+    assert masked["inputs"][1]["shape"] == [1, BOUND] and masked["decoder"]["mask"]
     state = {s["offset"]: s for s in meta["state"]}
     assert len(state) == 2 * zoo_llm.DecoderConfig().layers
     for s in state.values():
