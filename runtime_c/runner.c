@@ -5,7 +5,7 @@
  *
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
  *          [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]
- *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M --max-seq M
+ *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M,P --max-seq M
  *          [--cache-steps C] [--eos E] [--temperature T --top-k K --top-p P --seed S]
  *          [--logits-out FILE] [--outdir DIR] [--threads T] [--no-verify]
  *
@@ -120,7 +120,7 @@ struct args {
 static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
     "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]\n"
-    "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M\n"
+    "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M,P\n"
     "              --max-seq M [--cache-steps C] [--eos E] [--temperature T] [--top-k K]\n"
     "              [--top-p P] [--seed S] [--logits-out FILE] [--outdir DIR] [--threads T]";
 
@@ -181,10 +181,10 @@ static struct args parse_args(int argc, char **argv) {
         if (a.gen.new_tokens < 1 || !a.gen.prompt || !a.roles || a.gen.max_seq < 1)
             die(EXIT_USAGE, "--generate N (N >= 1) needs --prompt-ids, --roles and --max-seq\n%s",
                 USAGE);
-        if (rvk_gen_list(a.roles, &r) != 5)
-            die(EXIT_USAGE, "--roles expects five indices IDS,SEQLENS,TOTAL,LOGITS,MASK (-1: "
-                "none), got '%s'", a.roles);
-        for (int i = 0; i < 5; ++i) a.gen.roles[i] = (int)r[i];
+        if (rvk_gen_list(a.roles, &r) != 6)
+            die(EXIT_USAGE, "--roles expects six indices IDS,SEQLENS,TOTAL,LOGITS,MASK,POSITIONS "
+                "(-1: none), got '%s'", a.roles);
+        for (int i = 0; i < 6; ++i) a.gen.roles[i] = (int)r[i];
         free(r);
     }
     return a;
@@ -284,10 +284,11 @@ static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn 
                     rvvkit_io_elems_fn out_elems, rvvkit_io_dtype_fn in_dtype,
                     rvvkit_io_dtype_fn out_dtype, rvvkit_run_timed_fn run,
                     rvvkit_step_fn step, const float *w, long arena_words) {
-    const int *r = a->gen.roles;   /* ids, seqlens, total, logits, mask (-1: absent) */
-    const int in_roles[4] = {r[0], r[1], r[2], r[4]};
+    /* ids, seqlens, total, logits, mask, positions (-1: absent) */
+    const int *r = a->gen.roles;
+    const int in_roles[5] = {r[0], r[1], r[2], r[4], r[5]};
     int given = 0, fits = r[0] >= 0 && (r[1] >= 0 || r[4] >= 0) && r[3] >= 0 && r[3] < nout;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 5; ++i) {
         if (in_roles[i] < 0) continue;
         ++given;
         fits = fits && in_roles[i] < nin;
@@ -300,10 +301,11 @@ static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn 
         (r[1] >= 0 && (in_dtype(r[1]) != 6 || in_elems(r[1]) != 1)) ||
         (r[2] >= 0 && (in_dtype(r[2]) != 6 || in_elems(r[2]) != 1)) ||
         (r[4] >= 0 && (in_dtype(r[4]) != 7 || in_elems(r[4]) != a->gen.max_seq)) ||
+        (r[5] >= 0 && (in_dtype(r[5]) != 7 || in_elems(r[5]) != 1)) ||
         out_dtype(r[3]) != 1)
-        die(EXIT_USAGE, "--roles %s: ids must be one int64, the lengths one int32 each, the "
-            "mask --max-seq int64 and the logits float32 (a one-token decoding step)",
-            a->roles);
+        die(EXIT_USAGE, "--roles %s: ids and positions must be one int64 each, the lengths one "
+            "int32 each, the mask --max-seq int64 and the logits float32 (a one-token "
+            "decoding step)", a->roles);
     const void *ins[MAX_IO + 1] = {NULL};
     void *outs[MAX_IO + 1] = {NULL};
     rvk_gen_state s;
@@ -317,6 +319,7 @@ static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn 
         s.mask_len = a->gen.max_seq;
         ins[r[4]] = s.mask;
     }
+    if (r[5] >= 0) ins[r[5]] = s.positions = (int64_t *)xalloc64(sizeof(int64_t), "the position");
     for (int i = 0; i < nout; ++i) {
         const rvk_npy_type *type = rvk_npy_type_of(out_dtype(i));
         if (!type) die(EXIT_KERNELS, "the kernels declare output %d of unknown type", i);

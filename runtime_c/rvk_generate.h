@@ -5,10 +5,11 @@
  * wins a tie, as numpy.argmax), or sampled (--temperature T [--top-k K] [--top-p P] [--seed S]).
  *
  * The caller names the roles of the graph's inputs and output by index (--roles
- * IDS,SEQLENS,TOTAL,LOGITS,MASK; -1 for an input the model lacks): the token ids (int64
- * [1, 1]), the tokens already in the cache (int32 [1], seqlens_k = position), the total
- * length (int32 scalar, position + 1), the logits (float32 [1, 1, vocab]) and an attention
- * mask over the cache (int64 [1, max_seq], 1 at positions 0 .. position). Tokens are printed to stdout
+ * IDS,SEQLENS,TOTAL,LOGITS,MASK,POSITIONS; -1 for an input the model lacks): the token ids
+ * (int64 [1, 1]), the tokens already in the cache (int32 [1], seqlens_k = position), the
+ * total length (int32 scalar, position + 1), the logits (float32 [1, 1, vocab]), an
+ * attention mask over the cache (int64 [1, max_seq], 1 at positions 0 .. position) and the
+ * position ids of RoPE (int64 [1, 1]). Tokens are printed to stdout
  * one per line as they come; DIR/generate.json gets the tokens, the prefill and decode
  * seconds and why generation stopped ("max_new_tokens", "eos" or "bound": the cache is
  * full); --logits-out writes every generated step's logits row as one float32 .npy.
@@ -29,8 +30,9 @@ typedef struct {
     long eos;             /* --eos: stop after this token (-1: none) */
     long cache_steps;     /* --cache-steps: the steps a prompt token before the last needs
                              (those up to the last cache write; 0: every step) */
-    int roles[5];         /* inputs ids, seqlens (-1), total (-1), output logits, input
-                             mask (-1): an int64 mask over the cache, 1 at live positions */
+    int roles[6];         /* inputs ids, seqlens (-1), total (-1), output logits, inputs
+                             mask (-1: an int64 mask over the cache, 1 at live positions)
+                             and positions (-1: int64 [1, 1], the token's position) */
     const char *prompt;   /* --prompt-ids "1,2,3" */
     const char *logits_out;
     double temperature;   /* --temperature (0: greedy), --top-k (0: all), --top-p (1: all) */
@@ -115,7 +117,7 @@ typedef struct {
     float *arena;
     const void **ins;
     void **outs;
-    int64_t *ids, *mask;
+    int64_t *ids, *mask, *positions;
     int32_t *seqlens, *total;
     long mask_len;
     long steps;
@@ -127,6 +129,7 @@ static void rvk_gen_step(rvk_gen_state *s, long pos, long token, long steps) {
     s->ids[0] = (int64_t)token;
     if (s->seqlens) s->seqlens[0] = (int32_t)pos;
     if (s->total) s->total[0] = (int32_t)(pos + 1);
+    if (s->positions) s->positions[0] = (int64_t)pos;
     for (long i = 0; i < s->mask_len; ++i) s->mask[i] = i <= pos;
     int rc = 0;
     if (steps > 0) {

@@ -24,8 +24,11 @@ def decoder_meta(plan) -> Optional[Dict]:
     # which the graph computes the lengths; else the lengths are inputs
     mask = _find(plan.inputs, lambda n, s, d: d == "int64" and s == (1, bound) and
                  "mask" in n.lower())
+    # RoPE fed by position ids (the token's position)
+    positions = _find(plan.inputs, lambda n, s, d: d == "int64" and s == (1, 1) and
+                      "position" in n.lower())
     ids = _find(plan.inputs, lambda n, s, d: d == "int64" and len(s) == 2 and s[0] == 1 and
-                n != mask)
+                n not in (mask, positions))
     seqlens = _find(plan.inputs, lambda n, s, d: d == "int32" and s == (1,))
     total = _find(plan.inputs, lambda n, s, d: d == "int32" and s == ())
     if not ids or not (seqlens or mask):
@@ -35,10 +38,11 @@ def decoder_meta(plan) -> Optional[Dict]:
                    s[:2] == (1, seq))
     if not logits:
         return None
-    extra = [n for n, _, _ in plan.inputs if n not in (ids, seqlens, total, mask)]
+    extra = [n for n, _, _ in plan.inputs if n not in (ids, seqlens, total, mask, positions)]
     if extra:
         return None
-    return {"ids": ids, "seqlens": seqlens, "total": total, "mask": mask, "logits": logits,
+    return {"ids": ids, "seqlens": seqlens, "total": total, "mask": mask,
+            "positions": positions, "logits": logits,
             "seq": int(seq), "vocab": int(dict((n, s) for n, s, _ in plan.outputs)[logits][2]),
             "max_seq": bound,
             "cache_steps": _cache_steps(plan)}

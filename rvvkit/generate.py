@@ -114,6 +114,8 @@ def steps(session, prompt: Sequence[int], max_new_tokens: int,
             feeds[dec["seqlens"]] = np.array([pos], np.int32)
         if dec["total"]:
             feeds[dec["total"]] = np.array(pos + 1, np.int32)
+        if dec.get("positions"):
+            feeds[dec["positions"]] = np.array([[pos]], np.int64)
         if dec.get("mask"):
             feeds[dec["mask"]] = (np.arange(dec["max_seq"]) <= pos).astype(np.int64)[None]
         if not logits and prefix:

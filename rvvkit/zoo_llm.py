@@ -41,6 +41,9 @@ class DecoderConfig:
     # seqlens_k and the total length, as onnxruntime-genai's builder writes it (else those two
     # are inputs)
     mask: bool = False
+    # RoPE as separate com.microsoft RotaryEmbedding nodes fed by a position_ids input (the
+    # builder's older form), instead of inside GroupQueryAttention
+    rotary_op: bool = False
 
     @property
     def head(self) -> int:
@@ -111,12 +114,17 @@ def _attention(b: _Builder, i: int, x: str, cos: str, sin: str) -> str:
                                              (0.1 * b.rng.standard_normal(n)).astype(
                                                  np.float32))], [f"{t}/bias"])[0]
                    for t, p, n in ((q, "q", cfg.hidden), (k, "k", kvw), (v, "v", kvw)))
+    if cfg.rotary_op:
+        q, k = (b.node("RotaryEmbedding", [t, "position_ids", cos, sin], [f"{t}/rope"],
+                       domain="com.microsoft", interleaved=0)[0] for t in (q, k))
     past = [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
     present = [f"present.{i}.key", f"present.{i}.value"]
     out = b.node("GroupQueryAttention",
-                 [q, k, v, *past, "seqlens_k", "total_sequence_length", cos, sin],
+                 [q, k, v, *past, "seqlens_k", "total_sequence_length"] +
+                 ([] if cfg.rotary_op else [cos, sin]),
                  [f"layers.{i}.attn/out", *present], domain="com.microsoft",
-                 num_heads=cfg.heads, kv_num_heads=cfg.kv_heads, do_rotary=1,
+                 num_heads=cfg.heads, kv_num_heads=cfg.kv_heads,
+                 do_rotary=0 if cfg.rotary_op else 1,
                  rotary_interleaved=0, scale=float(cfg.head ** -0.5))[0]
     return b.linear(out, cfg.hidden, cfg.hidden, f"layers.{i}.attn.o_proj")
 
@@ -181,6 +189,9 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     if cfg.mask:
         inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
                                                     [batch, "total_sequence_length"]))
+    if cfg.rotary_op:
+        inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64,
+                                                    [batch, seq]))
     else:
         inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [batch]),
                    helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]

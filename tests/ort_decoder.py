@@ -18,9 +18,12 @@ def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int
             caches[vi.name] = np.zeros([1, vi.shape[1], max_seq, vi.shape[3]], np.float32)
     names = [o.name for o in sess.get_outputs()]
     mask = any(vi.name == "attention_mask" for vi in sess.get_inputs())
+    positions = any(vi.name == "position_ids" for vi in sess.get_inputs())
     tokens, rows = list(prompt), []
     for pos in range(len(prompt) + new_tokens - 1):
         feeds = dict(caches, input_ids=np.array([[tokens[pos]]], np.int64))
+        if positions:
+            feeds["position_ids"] = np.array([[pos]], np.int64)
         if mask:   # onnxruntime-genai's form: the live positions marked in a mask of the bound
             feeds["attention_mask"] = (np.arange(max_seq) <= pos).astype(np.int64)[None]
         else:

@@ -192,3 +192,24 @@ def _gqa(node, g):
              interleaved=int(a.get("rotary_interleaved", 0)),
              scale=float(a.get("scale", 0.0)) or float(hd) ** -0.5)
     return [(tuple(q), F32), (tuple(past), F32), (tuple(past), F32)][:len(node.outputs)]
+
+
+@register(MS + "RotaryEmbedding", dtypes=("float32", "int64"))
+def _ms_rope(node, g):
+    """onnxruntime's RotaryEmbedding (input, position_ids, cos_cache, sin_cache) is the ONNX
+    opset-23 op with its inputs in another order: the node becomes that op (one kernel, one
+    meaning), with num_heads derived from the caches where a 3-D input leaves it out."""
+    from .transformer_extra import _rope
+    x = in_shape(node, g, 0)
+    pos = in_shape(node, g, 1)
+    if len(pos) != 2 or g.t(node.inputs[1]).dtype != np.int64:
+        raise bad(node, f"position_ids {list(pos)}: int64 [batch, seq] expected (the packed "
+                        "one-offset form is not supported)")
+    if float(node.attrs.pop("scale", 1.0)) != 1.0 or node.attrs.pop("is_packed_batching", 0):
+        raise bad(node, "scale != 1 and packed batching are not supported")
+    cos = in_shape(node, g, 2)
+    if len(x) == 3 and not node.attrs.get("num_heads") and len(cos) == 2 and cos[1]:
+        node.attrs["num_heads"] = x[2] // (2 * cos[1])
+    node.inputs = [node.inputs[0], node.inputs[2], node.inputs[3], node.inputs[1]]
+    node.op = "RotaryEmbedding"
+    return _rope(node, g)

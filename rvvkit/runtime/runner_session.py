@@ -178,7 +178,7 @@ class RunnerSession(Session):
         def index(role: str) -> int:
             return names.index(dec[role]) if dec.get(role) else -1
         roles = [index("ids"), index("seqlens"), index("total"),
-                 self.output_names.index(dec["logits"]), index("mask")]
+                 self.output_names.index(dec["logits"]), index("mask"), index("positions")]
         argv = [str(self.runner_path), str(self.artifact_path), str(self.kernels_path),
                 "--generate", str(int(max_new_tokens)),
                 "--prompt-ids", ",".join(str(int(t)) for t in prompt),

@@ -21,6 +21,9 @@ FORMS = {
     "qwen2_int4_acc4": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4),
     # onnxruntime-genai's interface: an attention_mask over the cache, the lengths in-graph
     "qwen2_int4_acc4_mask": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4, mask=True),
+    # and its older form: RoPE as RotaryEmbedding nodes fed by position_ids
+    "llama_int4_mask_rope_op": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=4, mask=True,
+                                               rotary_op=True),
     "llama_int8_acc4_blk128": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=8, block=128,
                                               accuracy=4),
     "llama_int8_zp_blk64": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=8, block=64,

@@ -152,3 +152,18 @@ def test_group_query_attention_beyond_its_bound_is_reported(op_executor):
              "seqlens_k": np.array([6], np.int32), "total": np.array(7, np.int32)}
     with pytest.raises(ExecutionError, match="GroupQueryAttention_0.*cache length"):
         op_executor.run(rvvkit.build(m), feeds)
+
+
+@pytest.mark.parametrize("interleaved, shape", [(0, (1, 3, 64)), (1, (2, 2, 64)),
+                                                (0, (1, 4, 3, 16))],
+                         ids=["halves_3d", "pairs_3d_batch2", "halves_4d"])
+def test_ms_rotary_embedding(interleaved, shape, op_executor):
+    ang = np.arange(32)[:, None] * (0.3 / (1 + np.arange(8)))[None, :]
+    inits = {"cos": np.cos(ang).astype(np.float32), "sin": np.sin(ang).astype(np.float32)}
+    batch, seq = shape[0], shape[-2] if len(shape) == 4 else shape[1]
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain=MS,
+                            interleaved=interleaved)
+    pos = helper.make_tensor_value_info("pos", TensorProto.INT64, [batch, seq])
+    m = ms_model([node], [f32("x", list(shape)), pos], [f32("y", list(shape))], inits)
+    feeds = {"x": rand(*shape), "pos": np.random.default_rng(2).integers(0, 32, (batch, seq))}
+    assert_matches(m, feeds, on=op_executor)
