@@ -18,7 +18,6 @@
 #ifndef RVK_GENERATE_H
 #define RVK_GENERATE_H
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +78,23 @@ static double rvk_gen_uniform(unsigned long long *state) {
     return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
+/* e^x for x <= 0, to about 1e-15 relative, without libm: the runner links only libdl. */
+static double rvk_gen_exp(double x) {
+    if (x < -700.0) return 0.0;
+    const double ln2 = 0.6931471805599453;
+    const int k = (int)(x / ln2 - 0.5);   /* x = k ln2 + r, |r| <= ln2 (k <= 0) */
+    const double r = x - k * ln2;
+    double term = 1.0, sum = 1.0;
+    for (int i = 1; i < 20; ++i) {
+        term *= r / i;
+        sum += term;
+    }
+    const unsigned long long bits = (unsigned long long)(k + 1023) << 52;   /* 2^k */
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return sum * scale;
+}
+
 static const float *rvk_gen_row; /* qsort's comparison reads the logits through it */
 
 static int rvk_gen_by_logit(const void *a, const void *b) {
@@ -95,7 +111,7 @@ static long rvk_gen_sample(const float *row, long n, const rvk_gen_args *g, long
     const long k = g->top_k > 0 && g->top_k < n ? g->top_k : n;
     double total = 0.0;
     for (long i = 0; i < k; ++i)
-        total += prob[i] = exp(((double)row[order[i]] - row[order[0]]) / g->temperature);
+        total += prob[i] = rvk_gen_exp(((double)row[order[i]] - row[order[0]]) / g->temperature);
     long keep = k;
     if (g->top_p < 1.0) {
         double mass = 0.0;
