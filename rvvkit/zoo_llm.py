@@ -189,12 +189,12 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     if cfg.mask:
         inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
                                                     [batch, "total_sequence_length"]))
-    if cfg.rotary_op:
-        inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64,
-                                                    [batch, seq]))
     else:
         inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [batch]),
                    helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
+    if cfg.rotary_op:
+        inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64,
+                                                    [batch, seq]))
     outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])]
     for i in range(cfg.layers):
         for kind in ("key", "value"):
