@@ -2,7 +2,7 @@
 
     python3 benchmarks/bench_llm.py numerics [--steps 64]
     python3 benchmarks/bench_llm.py counts [--config qwen2.5-0.5b] [--vlens 128,256,512,1024]
-                                           [--forms int4,int8] [--llama]
+                                           [--forms int4,int8] [--llama | --llama-json F..]
 
 numerics: the small decoders of rvvkit.zoo_llm (fp32, int4, int8; accuracy levels 0 and 4)
 generate `--steps` greedy tokens on the host and under QEMU (VLEN 128); each row says whether
@@ -111,7 +111,23 @@ def llama_per_token(config: str, form: str, vlen: int, prompt, gen) -> dict:
             "commit": build["commit"], "qtype": qtype}
 
 
-def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6)) -> list:
+def llama_from_json(paths, form: str, vlen: int) -> dict:
+    """llama.cpp's per-token counts from peer_llama.py --json files (instruction counts are
+    exact and repeatable: a file from an earlier run of the same commit counts the same)."""
+    qtype = {"int4": "q4_0", "int8": "q8_0"}[form]
+    for path in paths:
+        doc = json.loads(Path(path).read_text())
+        if doc.get("qtype") != qtype:
+            continue
+        for res in doc.get("results", []):
+            if res.get("vlen") == vlen and "per_generated_token" in res:
+                return {"gen": res["per_generated_token"], "prompt": res["per_prompt_token"],
+                        "commit": doc.get("llama_cpp_commit"), "qtype": qtype, "file": path}
+    return {"status": f"no {qtype} VLEN {vlen} in --llama-json"}
+
+
+def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6),
+           llama_json=()) -> list:
     base = zoo_llm.SMALL[config]
     rows, doc = [], []
     k1 = cycle_model.board_model("k1")
@@ -124,7 +140,8 @@ def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6)
         for vlen in vlens:
             with rvvkit.load(art, on="qemu", vlen=vlen, threads=1) as sess:
                 ours = _per_token(sess, *prompt, *gen)
-            peer = llama_per_token(config, form, vlen, prompt, gen) if use_llama else None
+            peer = llama_from_json(llama_json, form, vlen) if llama_json else \
+                llama_per_token(config, form, vlen, prompt, gen) if use_llama else None
             live = prompt[0] + gen[1]
             mem_tps = K1_BYTES_PER_S / _bytes_per_token(art, cfg, live)
             # the cycle model is the K1's: meaningful for runs at its VLEN only
@@ -160,13 +177,16 @@ def main(argv=None) -> int:
     c.add_argument("--vlens", default="128,256,512,1024")
     c.add_argument("--forms", default="int4,int8")
     c.add_argument("--llama", action="store_true", help="count llama.cpp too (peer_llama.py)")
+    c.add_argument("--llama-json", nargs="+", default=(), metavar="FILE",
+                   help="llama.cpp's counts from peer_llama.py --json files instead of "
+                        "running it (a 0.5B run takes 7 minutes per quantization)")
     c.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.what == "numerics":
         rows = numerics(args.steps)
         return 0 if all(r[3] == "yes" for r in rows) else 1
     doc = counts(args.config, [int(v) for v in args.vlens.split(",")],
-                 args.forms.split(","), args.llama)
+                 args.forms.split(","), args.llama, llama_json=args.llama_json)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0
