@@ -194,7 +194,8 @@ def _gqa(node, g):
     return [(tuple(q), F32), (tuple(past), F32), (tuple(past), F32)][:len(node.outputs)]
 
 
-@register(MS + "RotaryEmbedding", dtypes=("float32", "int64"))
+@register(MS + "RotaryEmbedding", dtypes=("float32", "int64"),
+          without_kernel="becomes RotaryEmbedding (the opset-23 op, its inputs reordered)")
 def _ms_rope(node, g):
     """onnxruntime's RotaryEmbedding (input, position_ids, cos_cache, sin_cache) is the ONNX
     opset-23 op with its inputs in another order: the node becomes that op (one kernel, one
