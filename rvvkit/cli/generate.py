@@ -2,6 +2,7 @@
 streamed as it comes, then the prompt and generation speeds."""
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import List
 
@@ -14,7 +15,6 @@ from .sign import add_require_option, verified
 
 def token_ids(text: str) -> List[int]:
     """argparse type of --prompt-ids 1,2,3."""
-    import argparse
     try:
         ids = [int(t) for t in text.replace(" ", ",").split(",") if t]
     except ValueError:

@@ -1,6 +1,7 @@
 """`rvvkit quantize`: float MatMul weights of an ONNX model to 4- or 8-bit MatMulNBits."""
 from __future__ import annotations
 
+import argparse
 import os
 
 from ..report import human_bytes
@@ -8,14 +9,12 @@ from .common import count, progress
 
 
 def _bits(text: str) -> int:
-    import argparse
     if text not in ("int4", "int8"):
         raise argparse.ArgumentTypeError(f"expected int4 or int8, got {text!r}")
     return int(text[3:])
 
 
 def _block(text: str) -> int:
-    import argparse
     n = count(16)(text)
     if n & (n - 1):
         raise argparse.ArgumentTypeError(f"expected a power of two >= 16, got {text!r}")
