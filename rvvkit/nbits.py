@@ -71,6 +71,18 @@ def quantize(w: np.ndarray, bits: int = 4, block: int = 32, zero_points: bool = 
     return b, scale, packed_zp
 
 
+def zero_points_of(zero_points: Optional[np.ndarray], n: int, nb: int, bits: int
+                   ) -> np.ndarray:
+    """The zero points as float [N, blocks]: packed uint8, float per block, or None (the
+    default 2^(bits-1))."""
+    if zero_points is None:
+        return np.full((n, nb), float(1 << (bits - 1)), np.float32)
+    z = np.asarray(zero_points)
+    if z.dtype == np.uint8:
+        return unpack_codes(z.reshape(n, -1), bits, nb).astype(np.float32)
+    return z.astype(np.float32).reshape(n, nb)
+
+
 def dequantize(b: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarray],
                k: int, n: int, bits: int, block: int) -> np.ndarray:
     """W [K, N] float32 from MatMulNBits' B, scales and zero points (packed uint8, float per
@@ -78,12 +90,7 @@ def dequantize(b: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarr
     nb = blocks_of(k, block)
     codes = unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block).astype(np.float32)
     scale = np.asarray(scales, np.float32).reshape(n, nb)
-    if zero_points is None:
-        zp = np.full((n, nb), float(1 << (bits - 1)), np.float32)
-    elif np.asarray(zero_points).dtype == np.uint8:
-        zp = unpack_codes(np.asarray(zero_points).reshape(n, -1), bits, nb).astype(np.float32)
-    else:
-        zp = np.asarray(zero_points, np.float32).reshape(n, nb)
+    zp = zero_points_of(zero_points, n, nb, bits)
     w = (codes - zp[:, :, None]) * scale[:, :, None]
     return np.ascontiguousarray(w.reshape(n, nb * block)[:, :k].T)
 
@@ -104,12 +111,7 @@ def matmul_int8_act(a: np.ndarray, b: np.ndarray, scales: np.ndarray,
     inv = np.where(amax != 0, np.float32(127) / np.where(amax != 0, amax, 1), 0)
     q = np.clip(np.rint(rows * inv.astype(np.float32)[:, :, None]), -128, 127)
     codes = unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block).astype(np.float64)
-    if zero_points is None:
-        zp = np.full((n, nb), float(1 << (bits - 1)))
-    elif np.asarray(zero_points).dtype == np.uint8:
-        zp = unpack_codes(np.asarray(zero_points).reshape(n, -1), bits, nb).astype(np.float64)
-    else:
-        zp = np.asarray(zero_points, np.float64).reshape(n, nb)
+    zp = zero_points_of(zero_points, n, nb, bits).astype(np.float64)
     dot = np.einsum("mbk,nbk->mnb", q, codes - zp[:, :, None])
     y = (dot * sa[:, None, :] * np.asarray(scales, np.float64).reshape(n, nb)[None]).sum(-1)
     return y.astype(np.float32).reshape(a.shape[:-1] + (n,))

@@ -47,17 +47,29 @@ def _device_support(kernel: Kernel) -> Dict[str, str]:
     return {k: v for k, v in kernel.support.items() if k.startswith(HD_PREFIX)}
 
 
-def serial(spec: dict, kernel: Kernel) -> CudaKernel:
-    """One thread runs the C body (spec["op"] names the kind; the body is the C kernel's)."""
+def _device_params(kernel: Kernel, workspace: bool):
+    """(declarations, names) of the __global__ function's parameters: the kernel's pointers,
+    and `ws` when `workspace`."""
     params = [(f"const {p.ctype} *__restrict__ " if p.const else f"{p.ctype} *__restrict__ ")
               + p.name for p in kernel.params]
     names = [p.name for p in kernel.params]
-    if kernel.workspace:
+    if workspace:
         params.append("float *__restrict__ ws")
         names.append("ws")
-    body = portable(kernel.prologue + kernel.body)
+    return params, names
+
+
+def _device_name(form: str, spec: dict, kernel: Kernel, params, body: str) -> str:
+    """A name that identifies the function's text (support keys must)."""
     text_key = hashlib.sha1((spec["op"] + ",".join(params) + body).encode()).hexdigest()[:12]
-    name = f"rvk_cu_serial_{kernel.hint}_{text_key}"
+    return f"rvk_cu_{form}_{kernel.hint}_{text_key}"
+
+
+def serial(spec: dict, kernel: Kernel) -> CudaKernel:
+    """One thread runs the C body (spec["op"] names the kind; the body is the C kernel's)."""
+    params, names = _device_params(kernel, bool(kernel.workspace))
+    body = portable(kernel.prologue + kernel.body)
+    name = _device_name("serial", spec, kernel, params, body)
     fn = (f"/* {spec['op']}: the C kernel run by one thread (no parallel CUDA form yet) */\n"
           f"__global__ void {name}({', '.join(params) or 'void'}) {{\n{body.rstrip()}\n}}\n")
     support = dict(_device_support(kernel))
@@ -83,13 +95,10 @@ def parts(spec: dict, kernel: Kernel) -> CudaKernel:
     parallelism; an unsplit kernel runs serially."""
     if kernel.split is None or kernel.workspace > PART_SCRATCH:
         return serial(spec, kernel)
-    params = [(f"const {p.ctype} *__restrict__ " if p.const else f"{p.ctype} *__restrict__ ")
-              + p.name for p in kernel.params]
-    names = [p.name for p in kernel.params]
+    params, names = _device_params(kernel, False)   # the workspace is the thread's own
     units = kernel.split.units
     body = portable(kernel.body)
-    text_key = hashlib.sha1((spec["op"] + ",".join(params) + body).encode()).hexdigest()[:12]
-    name = f"rvk_cu_parts_{kernel.hint}_{text_key}"
+    name = _device_name("parts", spec, kernel, params, body)
     # the C kernel's workspace is per thread: here, an array of the thread's own
     scratch = f"    float rvk_scratch[{kernel.workspace}];\n    float *ws = rvk_scratch;\n" \
         if kernel.workspace else ""

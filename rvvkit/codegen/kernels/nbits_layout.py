@@ -39,10 +39,7 @@ def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
 
 
 def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
-    nb = nbits.blocks_of(k, block)
-    z = np.asarray(z)
-    zf = nbits.unpack_codes(z.reshape(n, -1), bits, nb).astype(np.float32) \
-        if z.dtype == np.uint8 else z.astype(np.float32).reshape(n, nb)
+    zf = nbits.zero_points_of(z, n, nbits.blocks_of(k, block), bits)
     return np.ascontiguousarray(zf.T - (128.0 if bits == 8 else 0.0))
 
 
