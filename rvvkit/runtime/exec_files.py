@@ -48,17 +48,22 @@ class ExecFiles:
 
     def _probe(self):
         """The first command after a refused SFTP subsystem. Dropbear, busy, has been seen to
-        refuse that one channel ("Channel closed") on a connection that stays up; the probe
-        changes nothing on the board, so it is simply asked again (three tries)."""
+        refuse that one channel ("Channel closed") and then to drop the whole connection. The
+        probe changes nothing on the board and no file operation has used the connection yet,
+        so it is asked again (three tries), over a fresh connection if the old one went."""
         for attempt in range(3):
             try:
                 return self.board.sh(_PROBE, timeout=self.board.housekeeping_timeout,
                                      what="finding sha256 tool")
             except ExecutionError as exc:
-                if attempt == 2 or not self.board.alive() or "Channel closed" not in str(exc):
+                lost = not self.board.alive()
+                if attempt == 2 or not (lost or "Channel closed" in str(exc)):
                     raise
-                log.info("%s: %s; asking again", self.board.label, exc)
+                log.info("%s: %s; asking again%s", self.board.label, exc,
+                         " over a new connection" if lost else "")
                 time.sleep(0.2 * (attempt + 1))
+                if lost:
+                    self.board.reconnect()
         raise AssertionError("unreachable")
 
     def _sum(self, var: str) -> str:

@@ -76,10 +76,7 @@ class Board:
         self._files = None
         self.keepalive = None
         self.cache_in_use = []  # board cache entries this connection uses (never evicted)
-        self.client = connect(cfg)
-        self.transport = self.client.get_transport()
-        self.keepalive = Keepalive(self.transport, self.label, cfg.keepalive_interval,
-                                   cfg.keepalive_count_max)
+        self._connect()
         try:
             self.machine, self.root, self.env = self._facts()
         except BaseException:
@@ -87,6 +84,19 @@ class Board:
             raise
         # A wrapper that runs riscv64 programs (qemu-riscv64) makes any machine an RVV board.
         self.arch = cfg.arch or ("riscv64" if "riscv64" in cfg.wrapper else self.machine)
+
+    def _connect(self) -> None:
+        self.client = connect(self.cfg)
+        self.transport = self.client.get_transport()
+        self.keepalive = Keepalive(self.transport, self.label, self.cfg.keepalive_interval,
+                                   self.cfg.keepalive_count_max)
+
+    def reconnect(self) -> None:
+        """A fresh connection in place of a dropped one. Only for the moment before any file
+        operation (the transfer probe): nothing on the board or here refers to the old one."""
+        self.keepalive.stop()
+        self.client.close()
+        self._connect()
 
     def _facts(self):
         """(uname -m, absolute work dir, the board's RVVKIT_* settings) in one round trip."""

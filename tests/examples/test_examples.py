@@ -23,8 +23,8 @@ import pytest
 from executors import _why_not
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))
-from debian_board_support import ALIAS, debian_board  # noqa: E402,F401  (fixture)
-from ssh_support import needs_rvv, needs_sshd, ssh_world  # noqa: E402,F401  (fixture)
+from debian_board_support import ALIAS  # noqa: E402
+from ssh_support import needs_rvv, needs_sshd  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

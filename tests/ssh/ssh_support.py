@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from conftest import make_model, rand
+from model_building import make_model, rand
 from rvvkit.jit.targets import riscv
 
 RISCV = riscv()

@@ -13,7 +13,7 @@ import rvvkit
 from rvvkit.runtime import board_cache
 from rvvkit.runtime.boards import board_config
 from rvvkit.runtime.remote import Board
-from ssh_support import needs_sshd, small_feeds, small_model, ssh_world  # noqa: F401
+from ssh_support import needs_sshd, small_feeds, small_model
 
 pytestmark = [pytest.mark.ssh, needs_sshd]
 

@@ -18,7 +18,7 @@ import pytest
 
 import rvvkit
 from conftest import run_ort
-from debian_board_support import ALIAS, REPO, debian_board  # noqa: F401  (fixture)
+from debian_board_support import ALIAS, REPO
 from rvvkit.zoo import light_model, sample_inputs
 from ssh_support import assert_close, small_feeds, small_model
 

@@ -13,7 +13,7 @@ from typing import List, Tuple
 import numpy as np
 import pytest
 
-from ssh_support import needs_rvv, needs_sshd, ssh_world  # noqa: F401  (fixture)
+from ssh_support import needs_rvv, needs_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.qemu, needs_sshd, needs_rvv]
 

@@ -10,8 +10,7 @@ import pytest
 
 import rvvkit
 from conftest import run_ort
-from ssh_support import (assert_close, needs_rvv, needs_sshd, small_feeds, small_model,
-                         ssh_world)  # noqa: F401  (fixture)
+from ssh_support import assert_close, needs_rvv, needs_sshd, small_feeds, small_model
 
 pytestmark = [pytest.mark.ssh, needs_sshd]
 

@@ -15,8 +15,7 @@ import rvvkit
 from rvvkit.errors import BoardConnectionError, CompileError, CompilerNotFound, ExecutionError
 from rvvkit.runtime.boards import board_config
 from rvvkit.runtime.remote import Board
-from ssh_support import (SshServer, cmdline, needs_sshd, small_feeds, small_model,
-                         ssh_world)  # noqa: F401  (fixture)
+from ssh_support import SshServer, cmdline, needs_sshd, small_feeds, small_model
 
 pytestmark = [pytest.mark.ssh, needs_sshd]
 

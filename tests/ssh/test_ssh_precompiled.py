@@ -9,8 +9,7 @@ import rvvkit
 from conftest import run_ort
 from rvvkit.errors import CompilerNotFound
 from rvvkit.precompile import pack
-from ssh_support import (assert_close, needs_rvv, needs_sshd, small_feeds, small_model,
-                         ssh_world)  # noqa: F401  (fixture)
+from ssh_support import assert_close, needs_rvv, needs_sshd, small_feeds, small_model
 
 pytestmark = [pytest.mark.ssh, needs_sshd, needs_rvv]
 

@@ -11,8 +11,7 @@ import pytest
 import rvvkit
 from conftest import run_ort
 from rvvkit.zoo import light_model, sample_inputs
-from ssh_support import (assert_close, needs_rvv, needs_sshd, small_feeds, small_model,
-                         ssh_world)  # noqa: F401  (fixture)
+from ssh_support import assert_close, needs_rvv, needs_sshd, small_feeds, small_model
 
 pytestmark = [pytest.mark.ssh, needs_sshd]
 BOARDS = ["native-board", pytest.param("rvv-board", marks=needs_rvv)]

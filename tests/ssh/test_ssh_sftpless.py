@@ -19,9 +19,7 @@ from rvvkit.runtime import exec_files
 from rvvkit.runtime.boards import board_config
 from rvvkit.runtime.remote import Board
 from rvvkit.zoo import light_model, sample_inputs
-from sftpless_support import sftpless  # noqa: F401  (fixture)
-from ssh_support import (assert_close, needs_rvv, needs_sshd, small_feeds, small_model,
-                         ssh_world)  # noqa: F401  (fixture)
+from ssh_support import assert_close, needs_rvv, needs_sshd, small_feeds, small_model
 
 pytestmark = [pytest.mark.ssh, needs_sshd]
 BOARDS = ["nosftp-board", "dropbear-board", pytest.param("dropbear-rvv-board",
@@ -48,6 +46,29 @@ def test_small_model_over_the_exec_channel(ssh_world, sftpless, small, board, ca
     said = [r.getMessage() for r in caplog.records if "exec channel" in r.getMessage()]
     assert len(said) == 1 and "SFTP unavailable" in said[0] and board in said[0], said
     assert ssh_world.leftovers(ssh_world.workdir(board)) == []
+
+
+def test_connection_dropped_after_refusing_sftp_is_made_again(ssh_world, sftpless, small,
+                                                             monkeypatch, caplog):
+    """Dropbear under load has dropped the connection right after refusing SFTP: the transfer
+    probe, the first exec command, connects again and the run goes on."""
+    art, ref = small
+    real_sh, dropped = Board.sh, []
+
+    def drop_first_probe(board, script, **kw):
+        if kw.get("what") == "finding sha256 tool" and not dropped:
+            dropped.append(board.transport)
+            board.transport.close()
+        return real_sh(board, script, **kw)
+
+    monkeypatch.setattr(Board, "sh", drop_first_probe)
+    with caplog.at_level(logging.INFO, logger="rvvkit.ssh"):
+        with rvvkit.load(art, on="ssh://nosftp-board") as sess:
+            assert sess.board.files.kind == "exec" and sess.board.alive()
+            assert sess.board.transport is not dropped[0]
+            assert_close(sess.run(small_feeds()), ref, "after reconnecting")
+    assert any("over a new connection" in r.getMessage() for r in caplog.records)
+    assert ssh_world.leftovers(ssh_world.workdir("nosftp-board")) == []
 
 
 @pytest.mark.parametrize("board", ["dropbear-board", "nosftp-board"])

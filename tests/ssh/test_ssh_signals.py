@@ -11,7 +11,7 @@ import pytest
 
 import rvvkit
 from signal_support import ENDINGS, LONG_REPEAT, MARKER_VAR, Rvvkit, end_and_check
-from ssh_support import needs_sshd, small_model, ssh_world  # noqa: F401  (fixture)
+from ssh_support import needs_sshd, small_model
 
 pytestmark = [pytest.mark.ssh, needs_sshd]
 
