@@ -48,12 +48,16 @@ def decoder_meta(plan) -> Optional[Dict]:
             "cache_steps": _cache_steps(plan)}
 
 
+# the ops that write a session cache (the others bound to one only read it)
+CACHE_WRITERS = ("com.microsoft.GroupQueryAttention", "rvvkit.CacheWrite")
+
+
 def _cache_steps(plan) -> int:
     """How many leading steps a prompt token that is not the last needs: up to the last step
     that writes a cache (what follows only makes logits, which nobody reads then)."""
     offsets = {off for _, _, off, _, _ in plan.state}
-    last = max(i for i, step in enumerate(plan.steps)
-               if any(a.kind == "arena" and a.offset in offsets for a in step.args))
+    last = max(i for i, step in enumerate(plan.steps) if step.op in CACHE_WRITERS and
+               any(a.kind == "arena" and a.offset in offsets for a in step.args))
     return last + 1
 
 
@@ -67,7 +71,8 @@ def require(meta: Dict) -> Dict:
         raise ArtifactError(
             "this artifact is not a decoder with a key/value cache: no past/present cache pair "
             "(GroupQueryAttention with past_key_values inputs and present outputs of one "
-            f"shape) was found; its inputs are {', '.join(inputs) or 'none'}")
+            "shape, or present = Concat(past, new)) was found; build it with --max-seq; its "
+            f"inputs are {', '.join(inputs) or 'none'}")
     raise ArtifactError(
         "cannot find the decoder's token ids (int64 [1, S]), cache length (int32 [1], or an "
         "int64 attention mask over the cache) and logits (float32 [1, S, vocab]) among "

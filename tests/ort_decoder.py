@@ -1,5 +1,7 @@
-"""onnxruntime as the generation reference for the decoders of rvvkit.zoo_llm: one token per
-call, the shared past/present cache of `max_seq` positions fed back each step, greedy."""
+"""onnxruntime as the generation reference for decoders, greedy, one token per call: those of
+rvvkit.zoo_llm (onnxruntime-genai's form) with the shared past/present cache of `max_seq`
+positions fed back each step, and transformers' exports (tests/models/llm), whose caches grow
+by one position a step (`growing`)."""
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -7,7 +9,7 @@ from typing import List, Tuple
 import numpy as np
 
 
-def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int
+def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int, growing: bool = False
                ) -> Tuple[List[int], List[np.ndarray]]:
     """(generated ids, the logits row each was picked from)."""
     import onnxruntime as ort
@@ -15,7 +17,8 @@ def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int
     caches = {}
     for vi in sess.get_inputs():
         if vi.name.startswith("past_key_values"):
-            caches[vi.name] = np.zeros([1, vi.shape[1], max_seq, vi.shape[3]], np.float32)
+            caches[vi.name] = np.zeros([1, vi.shape[1], 0 if growing else max_seq, vi.shape[3]],
+                                       np.float32)
     names = [o.name for o in sess.get_outputs()]
     mask = any(vi.name == "attention_mask" for vi in sess.get_inputs())
     positions = any(vi.name == "position_ids" for vi in sess.get_inputs())
@@ -24,7 +27,9 @@ def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int
         feeds = dict(caches, input_ids=np.array([[tokens[pos]]], np.int64))
         if positions:
             feeds["position_ids"] = np.array([[pos]], np.int64)
-        if mask:   # onnxruntime-genai's form: the live positions marked in a mask of the bound
+        if mask and growing:   # the mask spans the past and the new token
+            feeds["attention_mask"] = np.ones((1, pos + 1), np.int64)
+        elif mask:   # onnxruntime-genai's form: the live positions marked in a mask of the bound
             feeds["attention_mask"] = (np.arange(max_seq) <= pos).astype(np.int64)[None]
         else:
             feeds.update(seqlens_k=np.array([pos], np.int32),

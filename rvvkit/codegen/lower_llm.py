@@ -4,9 +4,10 @@ from __future__ import annotations
 import math
 
 from ..ir import Graph, Node
+from ..ops.cache_write import CACHE_WRITE
 from ..ops.registry import lowering, opt_input
 from .kernel import Lowered
-from .kernels.llm import gqa, rmsnorm
+from .kernels.llm import cache_write, gqa, rmsnorm
 from .kernels.nbits_f32 import matmul_nbits_f32
 from .kernels.nbits_int8 import matmul_nbits_i8
 
@@ -46,3 +47,10 @@ def _gqa(n: Node, g: Graph) -> Lowered:
     return gqa(q[0], q[1], a["heads"], a["kv_heads"], a["head"], a["max_seq"],
                bool(a["rotary"]), cos[1], bool(a["interleaved"]), a["scale"],
                bool(a.get("kv_state")), cos[0])
+
+
+@lowering(CACHE_WRITE)
+def _cache_write(n: Node, g: Graph) -> Lowered:
+    b, h, max_seq, head = g.t(n.inputs[0]).shape
+    return cache_write(b, h, max_seq, head, n.attrs["seq"], n.attrs["source"],
+                       g.t(n.inputs[2]).shape[1])

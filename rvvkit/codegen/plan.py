@@ -11,6 +11,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ModelError
 from ..ir import Graph
+from ..ops.registry import REGISTRY
 from .memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
 from .cfmt import unique_idents
 from .kernel import Kernel
@@ -181,8 +182,13 @@ def _build_plan(g: Graph) -> Plan:
             continue  # its inputs were written in place
         low = lower(n, g)
         # every declared output is bound: an output the kernel does not write is an error
-        # here, never a buffer left unwritten
-        names = [root.get(i, i) for i in kernel_inputs(n)] + [o for o in n.outputs if o]
+        # here, never a buffer left unwritten. An in-place kernel's output names the buffer
+        # of its first input, which it updates.
+        in_place = REGISTRY[n.op].in_place
+        names = [root.get(i, i) for i in kernel_inputs(n)] + \
+            ([] if in_place else [o for o in n.outputs if o])
+        if in_place:
+            root[n.outputs[0]] = names[0]
         names, transforms, extra = low.bind(names)
         if len(names) != len(low.kernel.params):
             raise ModelError(f"{n.op} node {n.name!r}: its kernel takes {len(low.kernel.params)}"

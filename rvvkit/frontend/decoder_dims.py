@@ -1,7 +1,12 @@
 """`--max-seq N`: the static shapes of a decoder's inputs for a one-token decoding step with a
 key/value cache of N positions, from the model's symbolic dimensions (onnxruntime-genai
 writes [batch_size, kv_heads, past_sequence_length, head] caches and [batch_size,
-sequence_length] ids). The cache length is the bound; the live length is run-time data."""
+sequence_length] ids). The cache length is the bound; the live length is run-time data.
+
+Two forms: onnxruntime-genai's GroupQueryAttention shares one buffer of N positions between
+past and present; everywhere else (transformers, optimum) the present cache is the past one
+with the new token appended by Concat, so the past is given N - 1 positions and the present
+has N (passes/kv_cache.py then keeps that present buffer as the session's cache)."""
 from __future__ import annotations
 
 import re
@@ -19,10 +24,17 @@ def _dims(vi) -> List:
             for d in vi.type.tensor_type.shape.dim]
 
 
+def grows_by_concat(proto) -> bool:
+    """True unless onnxruntime-genai's GroupQueryAttention keeps past and present one size."""
+    return not any(n.op_type == "GroupQueryAttention" for n in proto.graph.node)
+
+
 def decoder_shapes(proto, max_seq: int) -> Dict[str, List[int]]:
     """{input name: static shape} for every input with a symbolic dimension."""
-    if max_seq < 1:
-        raise ModelError(f"--max-seq {max_seq}: at least 1 expected")
+    grows = grows_by_concat(proto)
+    if max_seq < 1 + grows:
+        raise ModelError(f"--max-seq {max_seq}: at least {1 + grows} expected")
+    past_len = max_seq - 1 if grows else max_seq
     inits = {i.name for i in proto.graph.initializer}
     inputs = [vi for vi in proto.graph.input if vi.name not in inits]
     caches = [vi for vi in inputs if CACHE_NAME.search(vi.name) and len(_dims(vi)) == 4]
@@ -33,10 +45,10 @@ def decoder_shapes(proto, max_seq: int) -> Dict[str, List[int]]:
     shapes: Dict[str, List[int]] = {}
     for vi in caches:
         dims = _dims(vi)
-        if dims[2] is not None and dims[2] != max_seq:
+        if dims[2] is not None and dims[2] != past_len:
             raise ModelError(f"--max-seq {max_seq}: cache input {vi.name!r} has a fixed length "
                              f"of {dims[2]} positions (build without --max-seq, or re-export)")
-        shapes[vi.name] = [1 if dims[0] is None else dims[0], dims[1], max_seq, dims[3]]
+        shapes[vi.name] = [1 if dims[0] is None else dims[0], dims[1], past_len, dims[3]]
         if None in shapes[vi.name]:
             raise ModelError(f"cache input {vi.name!r} {dims}: only its batch and length "
                              "may be symbolic")

@@ -50,6 +50,9 @@ class OpDef:
     source: Optional[EvalFn] = None
     # what its kernel's run-time check found when it fails (errors name the step and add this)
     data_error: str = ""
+    # its kernel updates its first input's buffer, which its one output then names: the
+    # planner binds no output buffer (a key/value cache kept as session state)
+    in_place: bool = False
 
     @property
     def kernel_dtypes(self) -> Tuple[str, ...]:
@@ -79,11 +82,12 @@ def register(op: str, evaluate: Optional[EvalFn] = None, shape_only: bool = Fals
              act_epilogue: bool = False, without_kernel: str = "",
              dtypes: Tuple[str, ...] = ("float32",),
              value_inputs: Optional[Tuple[int, ...]] = None,
-             source: Optional[EvalFn] = None, data_error: str = ""):
+             source: Optional[EvalFn] = None, data_error: str = "",
+             in_place: bool = False):
     def deco(infer: InferFn) -> InferFn:
         REGISTRY[op] = OpDef(op, infer, evaluate, shape_only, value_inputs, act_epilogue,
                              without_kernel, tuple(dtypes), source=source,
-                             data_error=data_error)
+                             data_error=data_error, in_place=in_place)
         return infer
     return deco
 

@@ -11,9 +11,14 @@ from ..ir import Graph, Node
 from ..ops.elementwise import CHANNEL_AFFINE, bn_affine
 
 
+def _is_identity(n: Node) -> bool:
+    # a Concat of one input is a copy (transformers' caches export one for an empty cache)
+    return n.op in ("Identity", "Dropout") or (n.op == "Concat" and len(n.inputs) == 1)
+
+
 def remove_identities(g: Graph) -> None:
     for n in list(g.nodes):
-        if n.op not in ("Identity", "Dropout"):
+        if not _is_identity(n):
             continue
         src, dst = n.inputs[0], n.outputs[0]
         if dst in g.outputs and (src in g.inputs or src in g.outputs or g.is_const(src)):

@@ -1,16 +1,22 @@
 """Decoders generate what onnxruntime generates: the small decoders of rvvkit.zoo_llm (Qwen2- and
-Llama-shaped, float and MatMulNBits 4/8-bit weights) give the same 64 greedy tokens, with
+Llama-shaped, float and MatMulNBits 4/8-bit weights; onnxruntime-genai's form) and transformers'
+own exports (tests/models/llm: decomposed attention, caches that grow by Concat; float and
+quantized by rvvkit quantize) give the same 64 greedy tokens, with
 logits within tolerance at every step, on the host, under QEMU (the loop in the runner, C on
 the target) at VLEN 128 and 512, and on the CUDA emulator; the key/value caches stay in the
 session (no past/present I/O, no copy of a cache in the plan); bad prompts and bounds get one
 line and keep what was generated."""
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 
 import rvvkit
 from ort_decoder import ort_greedy
 from rvvkit import zoo_llm
-from rvvkit.errors import ArtifactError, InputError, ModelError
+from rvvkit.errors import ArtifactError, ExecutionError, InputError, ModelError
+from rvvkit.quantize_weights import quantize_model
 
 BOUND = 80
 PROMPT = [7, 1, 42, 3]
@@ -31,19 +37,30 @@ FORMS = {
     "llama_int4_zp_blk16": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=4, block=16,
                                            zero_points=True),
 }
+# transformers' exports (tests/llm/export_decoders.py) and the bits rvvkit quantize gives them
+STORED = Path(__file__).resolve().parents[1] / "models" / "llm"
+TF_FORMS = {"qwen2_tf": ("qwen2_tf", 0), "llama_tf_mqa": ("llama_tf", 0),
+            "smollm_tf_int4": ("smollm_tf", 4)}
 _BUILT = {}
+
+
+def stored_decoder(name: str, bits: int = 0):
+    model = onnx.load(str(STORED / f"{name}.onnx"))
+    return quantize_model(model, bits=bits, block=32)[0] if bits else model
 
 
 def built(form: str):
     """(model, artifact, onnxruntime's tokens and logits), once per form per session."""
     if form not in _BUILT:
-        model = zoo_llm.decoder(FORMS[form], seed=len(_BUILT))
+        grows = form in TF_FORMS
+        model = stored_decoder(*TF_FORMS[form]) if grows else \
+            zoo_llm.decoder(FORMS[form], seed=len(_BUILT))
         art = rvvkit.build(model, max_seq=BOUND)
-        _BUILT[form] = (model, art, ort_greedy(model, PROMPT, 64, BOUND))
+        _BUILT[form] = (model, art, ort_greedy(model, PROMPT, 64, BOUND, growing=grows))
     return _BUILT[form]
 
 
-@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("form", sorted(FORMS) + sorted(TF_FORMS))
 def test_greedy_tokens_match_onnxruntime(form, op_executor):
     _, art, (want, rows) = built(form)
     with rvvkit.load(art, on=op_executor.on, **op_executor.options) as sess:
@@ -53,7 +70,7 @@ def test_greedy_tokens_match_onnxruntime(form, op_executor):
     assert got.stopped == "max_new_tokens" and len(got.logits) == 64
     # int8 activations (accuracy_level 4): an activation an ulp away from a rounding boundary
     # upstream may land one quantum off (about 0.1 in these logits), in onnxruntime or here
-    atol = 0.2 if FORMS[form].accuracy == 4 else 1e-4
+    atol = 0.2 if form in FORMS and FORMS[form].accuracy == 4 else 1e-4
     for step, (a, b) in enumerate(zip(got.logits, rows)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=atol,
                                    err_msg=f"{op_executor.id}: logits of step {step}")
@@ -80,6 +97,39 @@ def test_caches_live_in_the_session_and_are_never_copied():
     assert all(ops == ["com.microsoft.GroupQueryAttention"] for ops in uses.values()), uses
     assert len(uses) == len(state)
     assert meta["decoder"]["max_seq"] == BOUND and meta["decoder"]["vocab"] == 256
+
+
+def test_growing_caches_become_session_buffers_written_in_place():
+    """transformers' present = Concat(past, new): the pair leaves the I/O, the present buffer
+    of BOUND positions is the session's cache, written by one CacheWrite step and only read by
+    the attention's steps (nothing copies it); the prompt's early tokens stop at the last
+    write."""
+    _, art, _ = built("qwen2_tf")
+    meta = art.meta
+    assert [i["name"] for i in meta["inputs"]] == ["input_ids", "attention_mask",
+                                                   "position_ids"]
+    assert [o["name"] for o in meta["outputs"]] == ["logits"]
+    state = {s["offset"]: s for s in meta["state"]}
+    assert len(state) == 4 and all(s["shape"] == [1, 2, BOUND, 16] for s in state.values())
+    writers, readers = {}, {}
+    for i, step in enumerate(meta["plan"]):
+        for arg in step["args"]:
+            if arg["kind"] == "arena" and arg["offset"] in state:
+                (writers if step["op"] == "rvvkit.CacheWrite" else readers).setdefault(
+                    arg["offset"], []).append((i, step["op"]))
+    assert sorted(writers) == sorted(state) and all(len(w) == 1 for w in writers.values())
+    assert all(op in ("MatMul", "Transpose", "Expand") for r in readers.values()
+               for _, op in r), readers
+    last_write = max(i for w in writers.values() for i, _ in w)
+    assert meta["decoder"]["cache_steps"] == last_write + 1 < len(meta["plan"])
+
+
+def test_growing_cache_position_outside_the_bound_is_reported():
+    _, art, _ = built("qwen2_tf")
+    feeds = {"input_ids": np.array([[3]]), "position_ids": np.array([[0]]),
+             "attention_mask": np.zeros((1, BOUND), np.int64)}   # no live position at all
+    with rvvkit.load(art) as sess, pytest.raises(ExecutionError, match="CacheWrite.*bound"):
+        sess.run(feeds)
 
 
 def test_max_new_tokens_beyond_the_bound_stops_at_it():
