@@ -18,7 +18,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from ..ir import Graph
+from ..ir import Graph, Node
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.registry import REGISTRY
 
@@ -63,23 +63,57 @@ def _grown_pair(g: Graph, node, uses) -> bool:
             g.outputs.count(present) == 1 and g.t(past).shape[:2] == shape[:2])
 
 
+def _to_cache_write(g: Graph, node, past: str, new: str, present: str, live) -> None:
+    """Make `node` the in-place write of `new` into `past`, which becomes the whole cache."""
+    g.t(past).shape = g.t(present).shape
+    node.op, node.inputs, node.outputs = CACHE_WRITE, [past, new, live[1]], [present]
+    node.attrs = {"source": live[0]}
+    REGISTRY[CACHE_WRITE].infer(node, g)
+    g.inputs.remove(past)
+    g.outputs.remove(present)
+
+
+def _attention_pairs(g: Graph, node, uses) -> bool:
+    """Is `node` an ONNX Attention that appends to a past/present pair (4-D, masked, one
+    query position or not causal) whose caches can become state?"""
+    ins, outs = list(node.inputs) + [""] * 7, list(node.outputs) + [""] * 4
+    if node.op != "Attention" or not ins[3] or outs[3] or ins[6] or \
+            len(g.t(ins[1]).shape) != 4:
+        return False
+    if node.attrs.get("is_causal") and g.t(ins[0]).shape[2] != 1:
+        return False
+    return all(ins[i] in g.inputs and len(uses.get(ins[i], [])) == 1 and
+               outs[o] in g.outputs and g.outputs.count(outs[o]) == 1
+               for i, o in ((4, 1), (5, 2)))
+
+
 def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     uses = g.consumers()
-    pairs = [n for n in g.nodes if _grown_pair(g, n, uses)]
-    source, live = _live_source(g) if pairs else ("", "")
-    if not live:
+    concats = [n for n in g.nodes if _grown_pair(g, n, uses)]
+    attentions = [n for n in g.nodes if _attention_pairs(g, n, uses)]
+    live = _live_source(g) if concats or attentions else ("", "")
+    if not live[1]:
         return []
     made = []
-    for node in pairs:
-        past, present = node.inputs[0], node.outputs[0]
-        # the past input becomes the whole cache, which the write updates in place
-        g.t(past).shape = g.t(present).shape
-        node.op, node.inputs, node.attrs = CACHE_WRITE, [past, node.inputs[1], live], \
-            {"source": source}
-        REGISTRY[CACHE_WRITE].infer(node, g)
-        g.inputs.remove(past)
-        g.outputs.remove(present)
-        made.append((past, present))
+    for node in concats:
+        made.append((node.inputs[0], node.outputs[0]))
+        _to_cache_write(g, node, node.inputs[0], node.inputs[1], node.outputs[0], live)
+    for node in attentions:
+        # Attention(q, k, v, mask, past_k, past_v) -> y, present_k, present_v becomes two
+        # cache writes and an Attention over the whole caches, which the mask limits to the
+        # live positions (and, with one query, causality adds nothing to it)
+        q, k, v, mask, pk, pv = node.inputs[:6]
+        y, prk, prv = node.outputs[:3]
+        at = g.nodes.index(node)
+        writes = [Node(node.op, f"{node.name}/cache_{kind}", [], [])
+                  for kind in ("key", "value")]
+        for w, (past, new, present) in zip(writes, ((pk, k, prk), (pv, v, prv))):
+            _to_cache_write(g, w, past, new, present, live)
+            made.append((past, present))
+        g.nodes[at:at] = writes
+        node.inputs, node.outputs = [q, prk, prv, mask], [y]
+        node.attrs.pop("is_causal", None)
+        REGISTRY["Attention"].infer(node, g)
     return made
 
 

@@ -1,7 +1,8 @@
 """Decoders generate what onnxruntime generates: the small decoders of rvvkit.zoo_llm (Qwen2- and
 Llama-shaped, float and MatMulNBits 4/8-bit weights; onnxruntime-genai's form) and transformers'
 own exports (tests/models/llm: decomposed attention, caches that grow by Concat; float and
-quantized by rvvkit quantize) give the same 64 greedy tokens, with
+quantized by rvvkit quantize) and standard ONNX (opset-23 Attention with past/present, from
+rvvkit.zoo_llm_onnx) give the same 64 greedy tokens, with
 logits within tolerance at every step, on the host, under QEMU (the loop in the runner, C on
 the target) at VLEN 128 and 512, and on the CUDA emulator; the key/value caches stay in the
 session (no past/present I/O, no copy of a cache in the plan); bad prompts and bounds get one
@@ -14,7 +15,7 @@ import pytest
 
 import rvvkit
 from ort_decoder import ort_greedy
-from rvvkit import zoo_llm
+from rvvkit import zoo_llm, zoo_llm_onnx
 from rvvkit.errors import ArtifactError, ExecutionError, InputError, ModelError
 from rvvkit.quantize_weights import quantize_model
 
@@ -41,6 +42,9 @@ FORMS = {
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm"
 TF_FORMS = {"qwen2_tf": ("qwen2_tf", 0), "llama_tf_mqa": ("llama_tf", 0),
             "smollm_tf_int4": ("smollm_tf", 4)}
+# standard ONNX (opset 23 Attention with past/present, RotaryEmbedding, RMSNormalization)
+ONNX_FORMS = {"llama_onnx23": zoo_llm.SMALL["llama-tiny"],
+              "qwen2_onnx23_int4_acc4": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4)}
 _BUILT = {}
 
 
@@ -52,15 +56,19 @@ def stored_decoder(name: str, bits: int = 0):
 def built(form: str):
     """(model, artifact, onnxruntime's tokens and logits), once per form per session."""
     if form not in _BUILT:
-        grows = form in TF_FORMS
-        model = stored_decoder(*TF_FORMS[form]) if grows else \
-            zoo_llm.decoder(FORMS[form], seed=len(_BUILT))
+        grows = form in TF_FORMS or form in ONNX_FORMS
+        if form in TF_FORMS:
+            model = stored_decoder(*TF_FORMS[form])
+        elif form in ONNX_FORMS:
+            model = zoo_llm_onnx.decoder(ONNX_FORMS[form], seed=len(_BUILT))
+        else:
+            model = zoo_llm.decoder(FORMS[form], seed=len(_BUILT))
         art = rvvkit.build(model, max_seq=BOUND)
         _BUILT[form] = (model, art, ort_greedy(model, PROMPT, 64, BOUND, growing=grows))
     return _BUILT[form]
 
 
-@pytest.mark.parametrize("form", sorted(FORMS) + sorted(TF_FORMS))
+@pytest.mark.parametrize("form", sorted(FORMS) + sorted(TF_FORMS) + sorted(ONNX_FORMS))
 def test_greedy_tokens_match_onnxruntime(form, op_executor):
     _, art, (want, rows) = built(form)
     with rvvkit.load(art, on=op_executor.on, **op_executor.options) as sess:
@@ -70,7 +78,8 @@ def test_greedy_tokens_match_onnxruntime(form, op_executor):
     assert got.stopped == "max_new_tokens" and len(got.logits) == 64
     # int8 activations (accuracy_level 4): an activation an ulp away from a rounding boundary
     # upstream may land one quantum off (about 0.1 in these logits), in onnxruntime or here
-    atol = 0.2 if form in FORMS and FORMS[form].accuracy == 4 else 1e-4
+    atol = 0.2 if {**FORMS, **ONNX_FORMS}.get(form, zoo_llm.DecoderConfig()).accuracy == 4 \
+        else 1e-4
     for step, (a, b) in enumerate(zip(got.logits, rows)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=atol,
                                    err_msg=f"{op_executor.id}: logits of step {step}")
@@ -99,12 +108,13 @@ def test_caches_live_in_the_session_and_are_never_copied():
     assert meta["decoder"]["max_seq"] == BOUND and meta["decoder"]["vocab"] == 256
 
 
-def test_growing_caches_become_session_buffers_written_in_place():
-    """transformers' present = Concat(past, new): the pair leaves the I/O, the present buffer
-    of BOUND positions is the session's cache, written by one CacheWrite step and only read by
-    the attention's steps (nothing copies it); the prompt's early tokens stop at the last
-    write."""
-    _, art, _ = built("qwen2_tf")
+@pytest.mark.parametrize("form", ["qwen2_tf", "llama_onnx23"])
+def test_growing_caches_become_session_buffers_written_in_place(form):
+    """transformers' present = Concat(past, new), and ONNX Attention's past -> present: the
+    pair leaves the I/O, the present buffer of BOUND positions is the session's cache, written
+    by one CacheWrite step and only read by the attention's steps (nothing copies it); the
+    prompt's early tokens stop at the last write."""
+    _, art, _ = built(form)
     meta = art.meta
     assert [i["name"] for i in meta["inputs"]] == ["input_ids", "attention_mask",
                                                    "position_ids"]
@@ -118,7 +128,7 @@ def test_growing_caches_become_session_buffers_written_in_place():
                 (writers if step["op"] == "rvvkit.CacheWrite" else readers).setdefault(
                     arg["offset"], []).append((i, step["op"]))
     assert sorted(writers) == sorted(state) and all(len(w) == 1 for w in writers.values())
-    assert all(op in ("MatMul", "Transpose", "Expand") for r in readers.values()
+    assert all(op in ("MatMul", "Transpose", "Expand", "Attention") for r in readers.values()
                for _, op in r), readers
     last_write = max(i for w in writers.values() for i, _ in w)
     assert meta["decoder"]["cache_steps"] == last_write + 1 < len(meta["plan"])

@@ -1,0 +1,93 @@
+"""The decoders of rvvkit.zoo_llm in the third form users export: standard ONNX opset 23 only,
+with Attention taking past_key/past_value and returning present_key/present_value (the cache
+grows by the new token each step, as in transformers' exports), RotaryEmbedding on [batch,
+heads, seq, head] and RMSNormalization. Built with onnx.helper alone: no torch.
+
+Interface: input_ids int64 [batch_size, sequence_length], attention_mask int64 [batch_size,
+total_sequence_length], position_ids int64 [batch_size, sequence_length],
+past_key_values.{i}.key|value float32 [batch_size, kv_heads, past_sequence_length, head]
+-> logits [batch_size, sequence_length, vocab], present.{i}.key|value (total length)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .zoo_llm import DecoderConfig, _Builder, _mlp, _rope_caches
+
+
+def _heads(b: _Builder, t: str, heads: int, head: int) -> str:
+    """[B, S, heads * head] -> [B, heads, S, head]."""
+    shape = b.const(f"{t}/shape", np.array([0, 0, heads, head], np.int64))
+    r = b.node("Reshape", [t, shape], [f"{t}/split"])[0]
+    return b.node("Transpose", [r], [f"{t}/bnsh"], perm=[0, 2, 1, 3])[0]
+
+
+def _attention(b: _Builder, i: int, x: str, cos: str, sin: str, mask: str) -> str:
+    cfg = b.cfg
+    kvw = cfg.kv_heads * cfg.head
+    q, k, v = (b.linear(x, cfg.hidden, n, f"layers.{i}.attn.{p}_proj")
+               for p, n in (("q", cfg.hidden), ("k", kvw), ("v", kvw)))
+    if cfg.qkv_bias:
+        q, k, v = (b.node("Add", [t, b.const(f"layers.{i}.attn.{p}_proj.bias",
+                                             (0.1 * b.rng.standard_normal(n)).astype(
+                                                 np.float32))], [f"{t}/bias"])[0]
+                   for t, p, n in ((q, "q", cfg.hidden), (k, "k", kvw), (v, "v", kvw)))
+    q = _heads(b, q, cfg.heads, cfg.head)
+    k = _heads(b, k, cfg.kv_heads, cfg.head)
+    v = _heads(b, v, cfg.kv_heads, cfg.head)
+    q, k = (b.node("RotaryEmbedding", [t, cos, sin, "position_ids"], [f"{t}/rope"],
+                   interleaved=0)[0] for t in (q, k))
+    past = [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+    present = [f"present.{i}.key", f"present.{i}.value"]
+    y = b.node("Attention", [q, k, v, mask, *past], [f"layers.{i}.attn/y", *present],
+               scale=float(cfg.head ** -0.5))[0]
+    t = b.node("Transpose", [y], [f"{y}/bsnh"], perm=[0, 2, 1, 3])[0]
+    flat = b.node("Reshape", [t, b.const(f"{y}/shape", np.array([0, 0, -1], np.int64))],
+                  [f"layers.{i}.attn/out"])[0]
+    return b.linear(flat, cfg.hidden, cfg.hidden, f"layers.{i}.attn.o_proj")
+
+
+def _norm(b: _Builder, x: str, name: str) -> str:
+    return b.node("RMSNormalization", [x, b.norm_weight(name)], [f"{name}/out"], axis=-1,
+                  epsilon=b.cfg.eps)[0]
+
+
+def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "decoder"):
+    """The onnx ModelProto (opset 23) of a random decoder of configuration `cfg`."""
+    from onnx import TensorProto, helper
+    b = _Builder(cfg, seed)
+    # attend where the mask is 1: bool [batch, 1, 1, total], broadcast over heads and queries
+    live = b.node("Cast", ["attention_mask"], ["mask/bool"], to=TensorProto.BOOL)[0]
+    mask = b.node("Unsqueeze", [live, b.const("mask_axes", np.array([1, 2], np.int64))],
+                  ["mask/bnst"])[0]
+    cos, sin = (b.const(n, c) for n, c in zip(("cos_cache", "sin_cache"), _rope_caches(cfg)))
+    emb = b.const("embed_tokens.weight",
+                  (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32))
+    h = b.node("Gather", [emb, "input_ids"], ["embed/out"])[0]
+    for i in range(cfg.layers):
+        attn = _attention(b, i, _norm(b, h, f"layers.{i}.input_norm"), cos, sin, mask)
+        h = b.node("Add", [h, attn], [f"layers.{i}.attn/residual"])[0]
+        mlp = _mlp(b, i, _norm(b, h, f"layers.{i}.post_attention_norm"))
+        h = b.node("Add", [h, mlp], [f"layers.{i}.mlp/residual"])[0]
+    b.linear(_norm(b, h, "final_norm"), cfg.hidden, cfg.vocab, "lm_head",
+             scale=2.0 * cfg.hidden ** -0.5)
+    b.nodes[-1].output[0] = "logits"
+    f32, i64, batch, seq = TensorProto.FLOAT, TensorProto.INT64, "batch_size", "sequence_length"
+    inputs = [helper.make_tensor_value_info("input_ids", i64, [batch, seq]),
+              helper.make_tensor_value_info("attention_mask", i64,
+                                            [batch, "total_sequence_length"]),
+              helper.make_tensor_value_info("position_ids", i64, [batch, seq])]
+    outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])]
+    for i in range(cfg.layers):
+        for kind in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(
+                f"past_key_values.{i}.{kind}", f32,
+                [batch, cfg.kv_heads, "past_sequence_length", cfg.head]))
+            outputs.append(helper.make_tensor_value_info(
+                f"present.{i}.{kind}", f32,
+                [batch, cfg.kv_heads, "total_sequence_length", cfg.head]))
+    graph = helper.make_graph(b.nodes, name, inputs, outputs, b.inits)
+    opsets = [helper.make_opsetid("", 23)] + \
+        ([helper.make_opsetid("com.microsoft", 1)] if cfg.bits else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo_llm_onnx")
+    model.ir_version = 10
+    return model
