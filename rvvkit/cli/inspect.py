@@ -38,9 +38,13 @@ def _print_decoder(meta) -> None:
     print(f"\nkey/value caches: {len(state)} in the session ({human_bytes(total)}), each "
           f"{_dims(state[0]['shape'])}, updated in place (no past/present I/O)")
     if dec:
-        print(f"generation: ids {printable(dec['ids'])}, cache length "
-              f"{printable(dec['seqlens'])}, logits {printable(dec['logits'])}; bound "
-              f"{dec['max_seq']} positions, vocabulary {dec['vocab']} (rvvkit generate)")
+        # where the live length comes from: the lengths input, else the mask, else positions
+        live = next((f"{role} {printable(dec[key])}" for key, role in
+                     (("seqlens", "cache length"), ("mask", "attention mask"),
+                      ("positions", "position ids")) if dec.get(key)), "?")
+        print(f"generation: ids {printable(dec['ids'])}, {live}, logits "
+              f"{printable(dec['logits'])}; bound {dec['max_seq']} positions, vocabulary "
+              f"{dec['vocab']} (rvvkit generate)")
 
 
 def _print_summary(path: str, art, sig) -> None:

@@ -345,6 +345,13 @@ def _decoder_model(accuracy: int = 0):
                                                  zero_points=True, accuracy=accuracy))
 
 
+def _grown_decoder_model():
+    """ONNX Attention with past/present (rvvkit.zoo_llm_onnx): the in-place cache writes."""
+    from rvvkit import zoo_llm, zoo_llm_onnx
+    return zoo_llm_onnx.decoder(zoo_llm.DecoderConfig(hidden=48, heads=3, kv_heads=1, layers=1,
+                                                      intermediate=40))
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("src")
@@ -354,7 +361,8 @@ def sources(tmp_path_factory):
                         ("reduce", _reduce_model()), ("movement", _movement_model()),
                         ("extra", _extra_model()), ("grid", _grid_model()),
                         ("quant", _quant_model()), ("decoder", _decoder_model()),
-                        ("decoder_acc4", _decoder_model(accuracy=4))):
+                        ("decoder_acc4", _decoder_model(accuracy=4)),
+                        ("decoder_grown", _grown_decoder_model())):
         path = d / f"{name}.c"
         seq = 24 if name.startswith("decoder") else None
         path.write_text(rvvkit.build(model, max_seq=seq).c_source)
@@ -364,7 +372,7 @@ def sources(tmp_path_factory):
 
 @pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
                                    "movement", "extra", "grid", "quant", "decoder",
-                                   "decoder_acc4"])
+                                   "decoder_acc4", "decoder_grown"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

@@ -2,6 +2,7 @@
 the prompt and generation speeds; bad use is exit 2, bad input exit 1, one line each."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,26 @@ def test_generate_prints_onnxruntimes_tokens_and_speeds(decoder, on):
     want, _ = ort_greedy(model, [4, 8, 15], 12, BOUND)
     assert res.stdout.split() == [str(t) for t in want]
     assert "prompt 3 tokens at" in res.stderr and "generated 12 at" in res.stderr
+
+
+def test_transformers_export_builds_inspects_and_generates(tmp_path):
+    """The whole command-line path for a transformers export (a cache grown by Concat)."""
+    import onnx
+    src = Path(__file__).resolve().parents[1] / "models" / "llm" / "smollm_tf.onnx"
+    cli = [sys.executable, "-m", "rvvkit"]
+    res = subprocess.run(cli + ["build", str(src), "--max-seq", str(BOUND), "-o",
+                                str(tmp_path / "tf.rvv")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "6 key/value caches kept in the session" in res.stderr
+    res = subprocess.run(cli + ["inspect", str(tmp_path / "tf.rvv")], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr
+    assert f"each 1x1x{BOUND}x16, updated in place" in res.stdout
+    assert "attention mask attention_mask" in res.stdout
+    res = _run(tmp_path / "tf.rvv", "--prompt-ids", "4,8,15", "--max-new-tokens", 12)
+    assert res.returncode == 0, res.stderr
+    want, _ = ort_greedy(onnx.load(str(src)), [4, 8, 15], 12, BOUND, growing=True)
+    assert res.stdout.split() == [str(t) for t in want]
 
 
 def test_generate_with_a_tokenizer(decoder, tmp_path):
