@@ -1,7 +1,9 @@
 """`rvvkit quantize`: an ONNX model's float MatMul weights to weight-only 4- or 8-bit blocks, as
 com.microsoft MatMulNBits nodes (the format onnxruntime-genai writes and onnxruntime runs, so
 the numerics of the result are onnxruntime's for the same file; rvvkit/nbits.py holds the
-layout). Activations stay float; embeddings (Gather) and everything else are untouched."""
+layout). With `embeddings`, token embeddings (a Gather of rows of a float32 2-D initializer)
+become com.microsoft GatherBlockQuantized at the same bits and block. Activations stay float;
+everything else is untouched."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from .errors import InputError, ModelError
 class QuantizeReport:
     converted: int = 0
     skipped: Dict[str, str] = None   # node name -> why it stayed float
+    embeddings: int = 0              # Gathers made GatherBlockQuantized
     bytes_before: int = 0
     bytes_after: int = 0
 
@@ -27,11 +30,39 @@ def _weight(model, name: str, inits) -> Optional[np.ndarray]:
     return None if init is None else numpy_helper.to_array(init)
 
 
+def _embedding(n, inits, bits: int, block: int, keep, report: QuantizeReport):
+    """(GatherBlockQuantized node, its tensors) for a token-embedding Gather, or None."""
+    from onnx import helper, numpy_helper
+    if n.op_type != "Gather" or n.domain or n.input[0] not in inits or n.name in keep or \
+            n.input[0] in keep:
+        return None
+    table = numpy_helper.to_array(inits[n.input[0]])
+    axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+    if table.dtype != np.float32 or table.ndim != 2 or axis != 0 or table.shape[1] % block:
+        report.skipped[n.name or n.output[0]] = \
+            f"table {list(table.shape)} {table.dtype}, axis {axis}: a float32 [rows, K] " \
+            f"gathered on axis 0 with K a multiple of {block} is needed"
+        return None
+    b, scales, _ = nbits.quantize(table.T, bits, block)   # rows as MatMulNBits' columns
+    base = n.input[0]
+    tensors = [numpy_helper.from_array(b.reshape(table.shape[0], -1), base + "_Q"),
+               numpy_helper.from_array(scales, base + "_scales")]
+    report.embeddings += 1
+    report.bytes_before += table.nbytes
+    report.bytes_after += sum(numpy_helper.to_array(t).nbytes for t in tensors)
+    node = helper.make_node("GatherBlockQuantized", [tensors[0].name, n.input[1],
+                                                     tensors[1].name], list(n.output),
+                            name=(n.name or base) + "_Q", domain="com.microsoft", bits=bits,
+                            block_size=block, gather_axis=0, quantize_axis=1)
+    return node, tensors
+
+
 def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = False,
-                   exclude: Iterable[str] = (), accuracy: int = 0):
+                   exclude: Iterable[str] = (), accuracy: int = 0, embeddings: bool = False):
     """(new ModelProto, QuantizeReport). Every MatMul whose B is a 2-D float32 initializer
     (read by no other node) becomes a MatMulNBits; `exclude` names nodes or weights to keep.
-    `accuracy` is MatMulNBits' accuracy_level: 0 float activations, 4 int8 (faster)."""
+    `accuracy` is MatMulNBits' accuracy_level: 0 float activations, 4 int8 (faster).
+    `embeddings`: token-embedding Gathers too (GatherBlockQuantized, no zero points)."""
     from onnx import helper, numpy_helper
     if bits not in (4, 8):
         raise InputError(f"--weights int{bits}: int4 and int8 are supported")
@@ -49,6 +80,13 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
     report = QuantizeReport(skipped={})
     new_nodes, dropped = [], set()
     for n in graph.node:
+        emb = _embedding(n, inits, bits, block, keep, report) if embeddings else None
+        if emb:
+            graph.initializer.extend(emb[1])
+            if readers.get(n.input[0], 0) == 1:   # a tied table stays for its other readers
+                dropped.add(n.input[0])
+            new_nodes.append(emb[0])
+            continue
         w = _weight(model, n.input[1], inits) if n.op_type == "MatMul" and not n.domain \
             else None
         why = "" if w is not None else "not a MatMul with an initializer weight"

@@ -25,14 +25,16 @@ def cmd_quantize(args) -> int:
     from ..frontend.onnx import load_model
     from ..quantize_weights import quantize_model
     model, rep = quantize_model(load_model(args.model), args.weights, args.block,
-                                args.zero_points, args.exclude or (), args.accuracy)
+                                args.zero_points, args.exclude or (), args.accuracy,
+                                args.embeddings)
     out = args.output or os.path.splitext(args.model)[0] + f"_int{args.weights}.onnx"
     import onnx
     tmp = out + ".tmp"
     onnx.save(model, tmp)
     os.replace(tmp, out)   # a half-written model is never left under the name asked for
-    progress(f"{rep.converted} MatMul weights to int{args.weights} blocks of {args.block}: "
-             f"{human_bytes(rep.bytes_before)} -> {human_bytes(rep.bytes_after)}"
+    emb = f" and {rep.embeddings} embedding tables" if args.embeddings else ""
+    progress(f"{rep.converted} MatMul weights{emb} to int{args.weights} blocks of "
+             f"{args.block}: {human_bytes(rep.bytes_before)} -> {human_bytes(rep.bytes_after)}"
              + (f"; {len(rep.skipped)} MatMul kept float" if rep.skipped else ""))
     progress(f"wrote {out}")
     return 0
@@ -55,6 +57,11 @@ def add_parser(sub) -> None:
                    help="MatMulNBits accuracy_level: 0 float activations (default), 4 int8 "
                         "activations per block, as onnxruntime-genai writes for CPUs "
                         "(faster; onnxruntime computes it the same way)")
+    q.add_argument("--embeddings", action="store_true",
+                   help="token embeddings too: each Gather of a float32 [rows, K] table "
+                        "becomes a com.microsoft GatherBlockQuantized at the same bits and "
+                        "block (symmetric), the table's float copy dropped unless another node "
+                        "reads it")
     q.add_argument("--exclude", action="append", metavar="NAME",
                    help="keep this MatMul node or weight float (repeatable)")
     q.set_defaults(func=cmd_quantize, parser=q)

@@ -5,9 +5,10 @@ import math
 
 from ..ir import Graph, Node
 from ..ops.cache_write import CACHE_WRITE
+from ..ops.gather_block_quantized import GBQ
 from ..ops.registry import lowering, opt_input
 from .kernel import Lowered
-from .kernels.llm import cache_write, gqa, rmsnorm
+from .kernels.llm import cache_write, gather_bq, gqa, rmsnorm
 from .kernels.nbits_f32 import matmul_nbits_f32
 from .kernels.nbits_int8 import matmul_nbits_i8
 
@@ -54,3 +55,9 @@ def _cache_write(n: Node, g: Graph) -> Lowered:
     b, h, max_seq, head = g.t(n.inputs[0]).shape
     return cache_write(b, h, max_seq, head, n.attrs["seq"], n.attrs["source"],
                        g.t(n.inputs[2]).shape[1])
+
+
+@lowering(GBQ)
+def _gather_bq(n: Node, g: Graph) -> Lowered:
+    a, idx = n.attrs, g.t(n.inputs[1])
+    return gather_bq(idx.size, a["rows"], a["K"], a["bits"], a["block_size"], idx.dtype.name)

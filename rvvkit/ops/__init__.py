@@ -10,6 +10,7 @@ from . import quant_linear  # noqa: F401,E402  (Q/DQ and the QLinear element-wis
 from . import quant_island  # noqa: F401,E402  (DQ + DQ -> Q float islands in one pass)
 from . import llm  # noqa: F401,E402  (RMSNorm, MatMulNBits, GroupQueryAttention)
 from . import cache_write  # noqa: F401,E402  (caches that grew by Concat, kept in place)
+from . import gather_block_quantized  # noqa: F401,E402  (4/8-bit token embeddings)
 from .registry import REGISTRY, OpDef
 
 __all__ = ["REGISTRY", "OpDef"]

@@ -41,7 +41,7 @@ FORMS = {
 # transformers' exports (tests/llm/export_decoders.py) and the bits rvvkit quantize gives them
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm"
 TF_FORMS = {"qwen2_tf": ("qwen2_tf", 0), "llama_tf_mqa": ("llama_tf", 0),
-            "smollm_tf_int4": ("smollm_tf", 4)}
+            "smollm_tf_int4_emb": ("smollm_tf", 4)}
 # standard ONNX (opset 23 Attention with past/present, RotaryEmbedding, RMSNormalization)
 ONNX_FORMS = {"llama_onnx23": zoo_llm.SMALL["llama-tiny"],
               "qwen2_onnx23_int4_acc4": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4)}
@@ -49,8 +49,10 @@ _BUILT = {}
 
 
 def stored_decoder(name: str, bits: int = 0):
+    """A stored export; with `bits`, its MatMuls and its token embedding (tied to the LM head
+    in SmolLM: the float table stays for it) quantized in blocks of 16."""
     model = onnx.load(str(STORED / f"{name}.onnx"))
-    return quantize_model(model, bits=bits, block=32)[0] if bits else model
+    return quantize_model(model, bits=bits, block=16, embeddings=True)[0] if bits else model
 
 
 def built(form: str):

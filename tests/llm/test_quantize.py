@@ -66,3 +66,22 @@ def test_quantize_cli_writes_the_model_and_refuses_models_without_matmuls(tmp_pa
     assert bad.returncode == 2 and "power of two" in bad.stderr
     with pytest.raises(ModelError, match="no MatMul"):
         quantize_model(onnx.load(out), 4)
+
+
+def test_embeddings_become_gather_block_quantized(tmp_path):
+    """--embeddings: the token table at 4 bits (GatherBlockQuantized), the float copy dropped,
+    generation onnxruntime's; a table whose width is not a multiple of the block stays float
+    and says why."""
+    src = tmp_path / "dec.onnx"
+    onnx.save(_float_decoder(), src)
+    out = tmp_path / "dec4e.onnx"
+    res = subprocess.run([sys.executable, "-m", "rvvkit", "quantize", str(src), "--embeddings",
+                          "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "and 1 embedding tables to int4" in res.stderr, res.stderr
+    model = onnx.load(out)
+    ops = [n.op_type for n in model.graph.node]
+    assert "GatherBlockQuantized" in ops and "Gather" not in ops
+    assert "embed_tokens.weight" not in {i.name for i in model.graph.initializer}
+    _same_generation(model)
+    _, rep = quantize_model(_float_decoder(), 4, 128, embeddings=True)
+    assert rep.embeddings == 0 and "multiple of 128" in " ".join(rep.skipped.values())

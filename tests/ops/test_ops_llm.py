@@ -167,3 +167,33 @@ def test_ms_rotary_embedding(interleaved, shape, op_executor):
     m = ms_model([node], [f32("x", list(shape)), pos], [f32("y", list(shape))], inits)
     feeds = {"x": rand(*shape), "pos": np.random.default_rng(2).integers(0, 32, (batch, seq))}
     assert_matches(m, feeds, on=op_executor)
+
+
+@pytest.mark.parametrize("bits, block, index", [(4, 32, TensorProto.INT64),
+                                                (8, 16, TensorProto.INT32),
+                                                (4, 128, TensorProto.INT32)],
+                         ids=["b4_blk32_i64", "b8_blk16_i32", "b4_blk128_i32"])
+def test_gather_block_quantized(bits, block, index, op_executor):
+    """Token embeddings at 4/8 bits (onnxruntime's uint8 form, default zero points), negative
+    indices counted from the end, as onnxruntime reads them."""
+    rows, k = 37, 128
+    table = rand(rows, k, seed=4)
+    b, scales, _ = nbits.quantize(table.T, bits, block)
+    node = helper.make_node("GatherBlockQuantized", ["data", "ids", "scales"], ["y"],
+                            domain=MS, bits=bits, block_size=block, gather_axis=0,
+                            quantize_axis=1)
+    ids = helper.make_tensor_value_info("ids", index, [2, 3])
+    m = ms_model([node], [ids], [f32("y", [2, 3, k])],
+                 {"data": b.reshape(rows, -1), "scales": scales})
+    idx = np.array([[0, 5, 36], [-1, -37, 3]], helper.tensor_dtype_to_np_dtype(index))
+    assert_matches(m, {"ids": idx}, on=op_executor)
+
+
+def test_gather_block_quantized_index_outside_the_table_is_reported(op_executor):
+    b, scales, _ = nbits.quantize(rand(8, 32).T, 4, 32)   # 8 rows of 32
+    node = helper.make_node("GatherBlockQuantized", ["data", "ids", "scales"], ["y"],
+                            domain=MS, bits=4, block_size=32)
+    m = ms_model([node], [helper.make_tensor_value_info("ids", TensorProto.INT64, [1])],
+                 [f32("y", [1, 32])], {"data": b.reshape(8, -1), "scales": scales})
+    with pytest.raises(ExecutionError, match="GatherBlockQuantized.*outside the table"):
+        op_executor.run(rvvkit.build(m), {"ids": np.array([8], np.int64)})

@@ -12,6 +12,7 @@ from ..parallel import split_of
 declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
 declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
                      "rot_half", "interleaved", "scale", "in_place", "cos_rows"))
+declare_spec("gather_bq", ("count", "rows", "K", "bits", "block", "index"))
 declare_spec("cache_write", ("batch", "heads", "max_seq", "head", "seq", "source", "live_cols"))
 
 
@@ -194,3 +195,28 @@ def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int, sourc
 """
     params = (Param("cache", False), Param("x"), Param("live", dtype="int64"))
     return Lowered(Kernel("cache_write", params, body, spec=spec, status=True))
+
+
+def gather_bq(count: int, rows: int, k: int, bits: int, block: int, index: str) -> Lowered:
+    """Params: data (uint8 [rows, K * bits / 8]), indices (`index` dtype, `count` of them),
+    scales [rows, K / block], out [count, K]: the rows dequantized (GatherBlockQuantized).
+    An index outside -rows .. rows - 1 is a data error."""
+    spec = make_spec("gather_bq", count=count, rows=rows, K=k, bits=bits, block=block,
+                     index=index)
+    code = "(q[k >> 1] >> ((k & 1) * 4)) & 15" if bits == 4 else "q[k]"
+    body = f"""    for (long r = 0; r < {count}; ++r) {{
+        long i = (long)idx[r];
+        if (i < 0) i += {rows};
+        if (i < 0 || i >= {rows}) RVK_DATA_ERROR;
+        const uint8_t *__restrict q = data + i * {k * bits // 8};
+        const float *__restrict s = scales + i * {-(-k // block)};
+        float *__restrict o = out + r * {k};
+        for (long k = 0; k < {k}; ++k)
+            o[k] = (float)((int)({code}) - {1 << (bits - 1)}) * s[k / {block}];
+    }}
+    RVK_DATA_OK;
+"""
+    params = (Param("data", dtype="uint8"), Param("idx", dtype=index), Param("scales"),
+              Param("out", False))
+    return Lowered(Kernel("gather_bq", params, body, spec=spec, status=True,
+                          macs=count * k))
