@@ -14,7 +14,7 @@ as onnxruntime-genai runs it):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace  # noqa: F401 (replace: variants of SMALL)
-from typing import List
+from typing import List, Tuple
 
 import numpy as np
 
@@ -104,7 +104,8 @@ def _rope_caches(cfg: DecoderConfig):
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
-def _attention(b: _Builder, i: int, x: str, cos: str, sin: str) -> str:
+def qkv(b: _Builder, i: int, x: str) -> Tuple[str, str, str]:
+    """Layer i's query, key and value projections of x (with Qwen2's biases)."""
     cfg = b.cfg
     kvw = cfg.kv_heads * cfg.head
     q, k, v = (b.linear(x, cfg.hidden, n, f"layers.{i}.attn.{p}_proj")
@@ -114,6 +115,12 @@ def _attention(b: _Builder, i: int, x: str, cos: str, sin: str) -> str:
                                              (0.1 * b.rng.standard_normal(n)).astype(
                                                  np.float32))], [f"{t}/bias"])[0]
                    for t, p, n in ((q, "q", cfg.hidden), (k, "k", kvw), (v, "v", kvw)))
+    return q, k, v
+
+
+def _attention(b: _Builder, i: int, x: str, cos: str, sin: str) -> str:
+    cfg = b.cfg
+    q, k, v = qkv(b, i, x)
     if cfg.rotary_op:
         q, k = (b.node("RotaryEmbedding", [t, "position_ids", cos, sin], [f"{t}/rope"],
                        domain="com.microsoft", interleaved=0)[0] for t in (q, k))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .zoo_llm import DecoderConfig, _Builder, _mlp, _rope_caches
+from .zoo_llm import DecoderConfig, _Builder, _mlp, _rope_caches, qkv
 
 
 def _heads(b: _Builder, t: str, heads: int, head: int) -> str:
@@ -23,14 +23,7 @@ def _heads(b: _Builder, t: str, heads: int, head: int) -> str:
 
 def _attention(b: _Builder, i: int, x: str, cos: str, sin: str, mask: str) -> str:
     cfg = b.cfg
-    kvw = cfg.kv_heads * cfg.head
-    q, k, v = (b.linear(x, cfg.hidden, n, f"layers.{i}.attn.{p}_proj")
-               for p, n in (("q", cfg.hidden), ("k", kvw), ("v", kvw)))
-    if cfg.qkv_bias:
-        q, k, v = (b.node("Add", [t, b.const(f"layers.{i}.attn.{p}_proj.bias",
-                                             (0.1 * b.rng.standard_normal(n)).astype(
-                                                 np.float32))], [f"{t}/bias"])[0]
-                   for t, p, n in ((q, "q", cfg.hidden), (k, "k", kvw), (v, "v", kvw)))
+    q, k, v = qkv(b, i, x)
     q = _heads(b, q, cfg.heads, cfg.head)
     k = _heads(b, k, cfg.kv_heads, cfg.head)
     v = _heads(b, v, cfg.kv_heads, cfg.head)
