@@ -4,11 +4,11 @@ passes/kv_cache.py puts it in place of the Concat: the cache is one buffer of th
 positions, the new keys or values go to positions pos .. pos + S - 1 and nothing else moves.
 
 pos comes from run-time data the model already takes: the attention mask (`source` "mask":
-its count of ones, the live length, less the S new tokens) or the position ids ("positions":
-the first new token's). The positions past the live length are the model's own business: its
-attention mask gives them no weight. They must still hold numbers, not whatever the session's
-memory held before (a NaN there poisons every score), so a write at position 0, which starts
-a sequence, clears the whole cache row first."""
+its count of ones, the live length, less the S new tokens; what passes/kv_cache.py uses, since
+the same mask must give the positions past the live length no weight) or the position ids
+("positions": the first new token's). The positions past the live length must still hold
+numbers, not whatever the session's memory held before (a NaN there poisons every score), so
+a write at position 0, which starts a sequence, clears the whole cache row first."""
 from __future__ import annotations
 
 import numpy as np

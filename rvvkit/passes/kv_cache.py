@@ -18,6 +18,7 @@ from typing import List, Tuple
 
 import numpy as np
 
+from ..errors import ModelError
 from ..ir import Graph, Node
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.registry import REGISTRY
@@ -41,15 +42,19 @@ def _pairs(g: Graph, node) -> List[Tuple[int, int]]:
     return out
 
 
-def _live_source(g: Graph) -> Tuple[str, str]:
-    """(source, input) telling a growing cache where the new tokens go: the attention mask,
-    else the position ids; ("", "") if the model takes neither."""
-    for source, key in (("mask", "mask"), ("positions", "position")):
-        hits = [i for i in g.inputs if key in i.lower() and g.t(i).dtype == np.int64 and
-                len(g.t(i).shape) == 2]
-        if len(hits) == 1:
-            return source, hits[0]
-    return "", ""
+def _mask_input(g: Graph, pairs: int) -> str:
+    """The attention mask that says where a growing cache's new tokens go (its count of ones)
+    and gives the positions past the live length no weight. Without one the cache cannot be
+    kept at its bound: the attention would weigh the unused positions."""
+    hits = [i for i in g.inputs if "mask" in i.lower() and g.t(i).dtype == np.int64 and
+            len(g.t(i).shape) == 2]
+    if len(hits) != 1:
+        raise ModelError(
+            f"{pairs} key/value caches grow by concatenation, which rvvkit keeps at the "
+            "--max-seq bound; that needs exactly one int64 [batch, total] attention_mask "
+            f"input (found {hits or 'none'} among {', '.join(g.inputs)}): export the model "
+            "with its attention mask")
+    return hits[0]
 
 
 def _grown_pair(g: Graph, node, uses) -> bool:
@@ -91,9 +96,9 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     uses = g.consumers()
     concats = [n for n in g.nodes if _grown_pair(g, n, uses)]
     attentions = [n for n in g.nodes if _attention_pairs(g, n, uses)]
-    live = _live_source(g) if concats or attentions else ("", "")
-    if not live[1]:
+    if not concats and not attentions:
         return []
+    live = ("mask", _mask_input(g, 2 * len(attentions) + len(concats)))
     made = []
     for node in concats:
         made.append((node.inputs[0], node.outputs[0]))

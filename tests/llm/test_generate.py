@@ -186,3 +186,16 @@ def test_sampling_is_seeded_and_differs_from_greedy():
         streamed = list(sess.generate_iter(PROMPT, 24))
     assert runs[0] == runs[1] != runs[2] and runs[0] != greedy[:24]
     assert streamed == greedy[:24]
+
+
+def test_growing_caches_without_an_attention_mask_are_refused_in_one_line():
+    """The cache is kept at its bound, so the mask must give the unused positions no weight:
+    a decoder without one is refused at build time, naming its inputs."""
+    model = zoo_llm_onnx.decoder(zoo_llm.DecoderConfig(layers=1))
+    for vi in model.graph.input:
+        vi.name = "am" if vi.name == "attention_mask" else vi.name
+    for node in model.graph.node:
+        node.input[:] = ["am" if i == "attention_mask" else i for i in node.input]
+    with pytest.raises(ModelError, match=r"2 key/value caches grow by concatenation.*found "
+                                         r"none among input_ids, am, position_ids"):
+        rvvkit.build(model, max_seq=16)
