@@ -117,9 +117,10 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
         report.converted += 1
         report.bytes_before += w.nbytes
         report.bytes_after += sum(numpy_helper.to_array(t).nbytes for t in tensors)
-    if not report.converted:
+    if not report.converted and not report.embeddings:
         raise ModelError("rvvkit quantize: no MatMul with a float32 2-D initializer weight "
-                         "found; nothing to quantize")
+                         f"{'nor embedding table ' if embeddings else ''}found; nothing to "
+                         "quantize")
     keep_inits = [i for i in graph.initializer if i.name not in dropped]
     del graph.initializer[:]
     graph.initializer.extend(keep_inits)

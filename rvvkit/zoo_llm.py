@@ -219,6 +219,8 @@ def main(argv=None) -> int:
     """python3 -m rvvkit.zoo_llm NAME OUT.onnx [--bits 4 --block 32 --accuracy 4]: a random
     decoder of one of the SMALL configurations, for trying generation end to end."""
     import argparse
+    import os
+
     import onnx
     p = argparse.ArgumentParser(prog="python3 -m rvvkit.zoo_llm", description=main.__doc__)
     p.add_argument("name", choices=sorted(SMALL))
@@ -231,7 +233,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     cfg = replace(SMALL[args.name], bits=args.bits, block=args.block, accuracy=args.accuracy)
-    onnx.save(decoder(cfg, args.seed, name=args.name), args.output)
+    model = decoder(cfg, args.seed, name=args.name)
+    # protobuf stops at 2 GiB: a bigger model keeps its weights in a file beside it
+    big = model.ByteSize() >= 2 ** 31 - 2 ** 20
+    onnx.save(model, args.output, save_as_external_data=big,
+              location=os.path.basename(args.output) + ".data")
     print(f"wrote {args.output}: {args.name}, {cfg.layers} layers, hidden {cfg.hidden}, "
           f"vocab {cfg.vocab}, {'float' if not cfg.bits else f'int{cfg.bits}'} weights")
     return 0
