@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     cfg = replace(SMALL[args.name], bits=args.bits, block=args.block, accuracy=args.accuracy)
     model = decoder(cfg, args.seed, name=args.name)
     # protobuf stops at 2 GiB: a bigger model keeps its weights in a file beside it
-    big = model.ByteSize() >= 2 ** 31 - 2 ** 20
+    big = sum(len(t.raw_data) for t in model.graph.initializer) >= 2 ** 31 - 2 ** 24
     onnx.save(model, args.output, save_as_external_data=big,
               location=os.path.basename(args.output) + ".data")
     print(f"wrote {args.output}: {args.name}, {cfg.layers} layers, hidden {cfg.hidden}, "
