@@ -47,7 +47,7 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     before = g.summary()
     optimize(g, opt_level)
     say(f"optimised to {len(g.nodes)} nodes")
-    cached = caches_to_state(g)
+    cached = caches_to_state(g, bounded=max_seq is not None)
     if cached:
         say(f"{len(cached)} key/value caches kept in the session (updated in place)")
     plan = build_plan(g, vlen=vlen)

@@ -122,9 +122,12 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     return made
 
 
-def caches_to_state(g: Graph) -> List[Tuple[str, str]]:
-    """Turn every eligible past/present pair into in-place state; returns the new pairs."""
-    made = _grown_to_state(g)
+def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
+    """Turn every eligible past/present pair into in-place state; returns the new pairs.
+    Caches that grow (Concat, Attention) only when `bounded`: built with --max-seq, whose past
+    is one position short of the bound; anywhere else past + new -> present is just what the
+    model computes, once."""
+    made = _grown_to_state(g) if bounded else []
     for node in g.nodes:
         if node.op != GQA:
             continue

@@ -199,3 +199,15 @@ def test_growing_caches_without_an_attention_mask_are_refused_in_one_line():
     with pytest.raises(ModelError, match=r"2 key/value caches grow by concatenation.*found "
                                          r"none among input_ids, am, position_ids"):
         rvvkit.build(model, max_seq=16)
+
+
+def test_growing_caches_stay_io_without_a_bound():
+    """Without --max-seq a past -> present Concat is what the model computes, once: the
+    artifact keeps its past inputs and present outputs (a fixed-shape export runs as is)."""
+    model = stored_decoder("qwen2_tf")
+    shapes = {"input_ids": [1, 2], "attention_mask": [1, 5], "position_ids": [1, 2],
+              **{f"past_key_values.{i}.{kind}": [1, 2, 3, 16] for i in range(2)
+                 for kind in ("key", "value")}}
+    art = rvvkit.build(model, input_shapes=shapes)
+    assert not art.meta.get("state") and len(art.meta["inputs"]) == 7
+    assert [o["shape"] for o in art.meta["outputs"][1:]] == [[1, 2, 5, 16]] * 4
