@@ -53,8 +53,7 @@ def _gqa(n: Node, g: Graph) -> Lowered:
 @lowering(CACHE_WRITE)
 def _cache_write(n: Node, g: Graph) -> Lowered:
     b, h, max_seq, head = g.t(n.inputs[0]).shape
-    return cache_write(b, h, max_seq, head, n.attrs["seq"], n.attrs["source"],
-                       g.t(n.inputs[2]).shape[1])
+    return cache_write(b, h, max_seq, head, n.attrs["seq"])
 
 
 @lowering(GBQ)

@@ -3,12 +3,11 @@ decoders: present = Concat(past, new) on the sequence axis) kept as session stat
 passes/kv_cache.py puts it in place of the Concat: the cache is one buffer of the bound's
 positions, the new keys or values go to positions pos .. pos + S - 1 and nothing else moves.
 
-pos comes from run-time data the model already takes: the attention mask (`source` "mask":
-its count of ones, the live length, less the S new tokens; what passes/kv_cache.py uses, since
-the same mask must give the positions past the live length no weight) or the position ids
-("positions": the first new token's). The positions past the live length must still hold
-numbers, not whatever the session's memory held before (a NaN there poisons every score), so
-a write at position 0, which starts a sequence, clears the whole cache row first."""
+pos comes from the attention mask the model already takes: its count of ones (the live
+length) less the S new tokens; the same mask gives the positions past the live length no
+weight. Those positions must still hold numbers, not whatever the session's memory held
+before (a NaN there poisons every score), so a write at position 0, which starts a sequence,
+clears the whole cache row first."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,9 +18,9 @@ CACHE_WRITE = "rvvkit.CacheWrite"
 I64 = np.dtype(np.int64)
 
 
-def first_position(source: str, row: np.ndarray, seq: int) -> int:
-    """Where the first of `seq` new tokens goes, from one batch row of the run-time data."""
-    return int(np.count_nonzero(row)) - seq if source == "mask" else int(row[0])
+def first_position(mask_row: np.ndarray, seq: int) -> int:
+    """Where the first of `seq` new tokens goes, from one batch row of the mask."""
+    return int(np.count_nonzero(mask_row)) - seq
 
 
 def _eval(node, xs):
@@ -29,7 +28,7 @@ def _eval(node, xs):
     new, live = np.asarray(xs[1], np.float32), np.asarray(xs[2])
     seq, bound = new.shape[2], cache.shape[2]
     for b in range(cache.shape[0]):
-        pos = first_position(node.attrs["source"], live[b], seq)
+        pos = first_position(live[b], seq)
         if pos < 0 or pos + seq > bound:
             raise ValueError(f"{node.name}: positions {pos}..{pos + seq - 1} outside the cache "
                              f"of {bound}")
@@ -40,19 +39,15 @@ def _eval(node, xs):
 
 
 @register(CACHE_WRITE, _eval, dtypes=("float32", "int64"), in_place=True,
-          data_error="the new tokens' positions (from the attention mask or position ids) "
-                     "fall outside the cache bound (--max-seq)")
+          data_error="the new tokens' positions (from the attention mask's ones) fall "
+                     "outside the cache bound (--max-seq)")
 def _cache_write(node, g):
     cache, new, live = (in_shape(node, g, i) for i in range(3))
     if len(cache) != 4 or len(new) != 4 or new[:2] != cache[:2] or new[3] != cache[3] or \
             new[2] > cache[2]:
         raise bad(node, f"new {list(new)} does not fit the cache {list(cache)} "
                         "([batch, heads, positions, head] both)")
-    source = node.attrs.get("source")
-    want = (cache[0], cache[2]) if source == "mask" else (cache[0], new[2])
-    if source not in ("mask", "positions") or tuple(live) != want or \
-            g.t(node.inputs[2]).dtype != I64:
-        raise bad(node, f"source {source!r} with {list(live)}: an int64 mask {list(want)} or "
-                        "position ids expected")
+    if tuple(live) != (cache[0], cache[2]) or g.t(node.inputs[2]).dtype != I64:
+        raise bad(node, f"mask {list(live)}: int64 [{cache[0]}, {cache[2]}] expected")
     node.attrs.update(seq=int(new[2]), max_seq=int(cache[2]))
     return [(tuple(cache), F32)]

@@ -5,8 +5,8 @@
 - a cache that grows by Concat (transformers, optimum: present = Concat(past, new) on the
   positions axis, past a graph input, present a graph output, built with N - 1 past positions
   by frontend/decoder_dims.py) becomes one buffer of the N present positions, which an
-  rvvkit.CacheWrite updates in place at the position the attention mask (or the position ids)
-  says; what read the Concat's output reads that buffer.
+  rvvkit.CacheWrite updates in place at the position the attention mask says (its ones); what
+  read the Concat's output reads that buffer. An ONNX Attention with past/present likewise.
 
 The pair leaves the graph's inputs and outputs and is recorded in `graph.state` as
 (cache tensor, present output name); the planner keeps the buffer for the whole plan, so it
@@ -68,11 +68,11 @@ def _grown_pair(g: Graph, node, uses) -> bool:
             g.outputs.count(present) == 1 and g.t(past).shape[:2] == shape[:2])
 
 
-def _to_cache_write(g: Graph, node, past: str, new: str, present: str, live) -> None:
+def _to_cache_write(g: Graph, node, past: str, new: str, present: str, mask: str) -> None:
     """Make `node` the in-place write of `new` into `past`, which becomes the whole cache."""
     g.t(past).shape = g.t(present).shape
-    node.op, node.inputs, node.outputs = CACHE_WRITE, [past, new, live[1]], [present]
-    node.attrs = {"source": live[0]}
+    node.op, node.inputs, node.outputs = CACHE_WRITE, [past, new, mask], [present]
+    node.attrs = {}
     REGISTRY[CACHE_WRITE].infer(node, g)
     g.inputs.remove(past)
     g.outputs.remove(present)
@@ -98,7 +98,7 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     attentions = [n for n in g.nodes if _attention_pairs(g, n, uses)]
     if not concats and not attentions:
         return []
-    live = ("mask", _mask_input(g, 2 * len(attentions) + len(concats)))
+    live = _mask_input(g, 2 * len(attentions) + len(concats))
     made = []
     for node in concats:
         made.append((node.inputs[0], node.outputs[0]))

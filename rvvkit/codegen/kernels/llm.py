@@ -13,7 +13,7 @@ declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
 declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
                      "rot_half", "interleaved", "scale", "in_place", "cos_rows"))
 declare_spec("gather_bq", ("count", "rows", "K", "bits", "block", "index"))
-declare_spec("cache_write", ("batch", "heads", "max_seq", "head", "seq", "source", "live_cols"))
+declare_spec("cache_write", ("batch", "heads", "max_seq", "head", "seq"))
 
 
 def rmsnorm(rows: int, cols: int, eps: float, skip: bool, bias: bool, sum_out: bool
@@ -166,20 +166,17 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
                           status=True, macs=macs, support=rvv.header()))
 
 
-def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int, source: str,
-                live_cols: int) -> Lowered:
-    """Params: cache (the session's, written in place), x [batch, heads, seq, head], live
-    (int64: the attention mask [batch, max_seq] or the position ids [batch, seq]). Copies x to
-    positions pos .. pos + seq - 1 of each head; pos out of the bound is a data error. At
-    pos 0 (a new sequence) the row is cleared first: the session's memory starts undefined."""
+def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lowered:
+    """Params: cache (the session's, written in place), x [batch, heads, seq, head], mask
+    (int64 [batch, max_seq]: 1 at each live position, the new ones included). Copies x to
+    positions pos .. pos + seq - 1 of each head, pos = the mask's ones - seq; pos out of the
+    bound is a data error. At pos 0 (a new sequence) the row is cleared first: the session's
+    memory starts undefined."""
     spec = make_spec("cache_write", batch=batch, heads=heads, max_seq=max_seq, head=head,
-                     seq=seq, source=source, live_cols=live_cols)
-    if source == "mask":   # the live length is the count of ones, the new tokens included
-        where = f"""        long pos = -{seq};
-        for (long t = 0; t < {live_cols}; ++t) pos += live[b * {live_cols} + t] != 0;
+                     seq=seq)
+    where = f"""        long pos = -{seq};
+        for (long t = 0; t < {max_seq}; ++t) pos += mask[b * {max_seq} + t] != 0;
 """
-    else:
-        where = f"        const long pos = (long)live[b * {live_cols}];\n"
     body = f"""    for (long b = 0; b < {batch}; ++b) {{
 {where}        if (pos < 0 || pos + {seq} > {max_seq}) RVK_DATA_ERROR;
         if (pos == 0)
@@ -193,7 +190,7 @@ def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int, sourc
     }}
     RVK_DATA_OK;
 """
-    params = (Param("cache", False), Param("x"), Param("live", dtype="int64"))
+    params = (Param("cache", False), Param("x"), Param("mask", dtype="int64"))
     return Lowered(Kernel("cache_write", params, body, spec=spec, status=True))
 
 
