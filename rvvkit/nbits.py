@@ -8,7 +8,11 @@ generator (zoo_llm.py) and `rvvkit quantize`:
   of even index in the low nibble), one per byte at 8 bits;
 - scales [N, blocks] float; zero points either packed like B ([N, ceil(blocks * bits / 8)]
   uint8) or absent, meaning 2^(bits-1);
-- w[k, n] = (code - zero_point) * scale of (n, k // block)."""
+- w[k, n] = (code - zero_point) * scale of (n, k // block).
+
+Scales may be rounded up to bfloat16 values (`bf16_scales`): still float32 in the file, so
+onnxruntime reads them unchanged, but exact in 16 bits, which the artifact then stores (4.5
+instead of 5 bits a weight at block 32, as llama.cpp's Q4_0)."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -39,9 +43,30 @@ def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     return out[..., :count]
 
 
-def quantize(w: np.ndarray, bits: int = 4, block: int = 32, zero_points: bool = False
-             ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-    """Quantize W [K, N] float to (B, scales, packed zero points or None)."""
+def bf16_ceil(x: np.ndarray) -> np.ndarray:
+    """Positive finite float32 values rounded up to the nearest bfloat16 value (a scale rounded
+    up keeps every code of its block in range)."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    up = np.where(u & 0xFFFF, (u + 0x10000) & 0xFFFF0000, u).astype(np.uint32)
+    return up.view(np.float32)
+
+
+def is_bf16(x: np.ndarray) -> bool:
+    """Every value is exactly a bfloat16 (the low 16 bits of its float32 are zero)."""
+    x = np.asarray(x)
+    return x.dtype == np.float32 and x.size > 0 and \
+        not (np.ascontiguousarray(x).view(np.uint32) & 0xFFFF).any()
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """The bfloat16 bit patterns (uint16) of bfloat16-exact float32 values."""
+    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def quantize(w: np.ndarray, bits: int = 4, block: int = 32, zero_points: bool = False,
+             bf16_scales: bool = False) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """Quantize W [K, N] float to (B, scales, packed zero points or None); `bf16_scales`:
+    each scale rounded up to a bfloat16 value before the codes are taken."""
     if bits not in (4, 8) or block < 16 or block & (block - 1):
         raise ValueError(f"bits {bits} / block {block}: 4 or 8 bits, a power-of-two block >= 16")
     w = np.asarray(w, np.float32)
@@ -62,6 +87,10 @@ def quantize(w: np.ndarray, bits: int = 4, block: int = 32, zero_points: bool = 
         scale = np.where(amax > 0, amax / (half - 0.5 if bits == 4 else half - 1), 1.0)
         scale = scale.astype(np.float32)
         zp = np.full((n, nb), half, np.uint8)
+    if bf16_scales:
+        scale = bf16_ceil(scale)
+        if zero_points:
+            zp = np.clip(np.rint(-lo / scale), 0, top).astype(np.uint8)
     codes = np.clip(np.rint(rows / scale[:, :, None]) + zp[:, :, None], 0, top)
     b = _pack_codes(codes.astype(np.uint8), bits)
     packed_zp = None

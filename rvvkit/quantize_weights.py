@@ -30,7 +30,7 @@ def _weight(model, name: str, inits) -> Optional[np.ndarray]:
     return None if init is None else numpy_helper.to_array(init)
 
 
-def _embedding(n, inits, bits: int, block: int, keep, report: QuantizeReport):
+def _embedding(n, inits, bits: int, block: int, bf16: bool, keep, report: QuantizeReport):
     """(GatherBlockQuantized node, its tensors) for a token-embedding Gather, or None."""
     from onnx import helper, numpy_helper
     if n.op_type != "Gather" or n.domain or n.input[0] not in inits or n.name in keep or \
@@ -43,7 +43,9 @@ def _embedding(n, inits, bits: int, block: int, keep, report: QuantizeReport):
             f"table {list(table.shape)} {table.dtype}, axis {axis}: a float32 [rows, K] " \
             f"gathered on axis 0 with K a multiple of {block} is needed"
         return None
-    b, scales, _ = nbits.quantize(table.T, bits, block)   # rows as MatMulNBits' columns
+    # rows as MatMulNBits' columns: a tied LM head quantized alike gets the same bytes, which
+    # the artifact then stores once
+    b, scales, _ = nbits.quantize(table.T, bits, block, bf16_scales=bf16)
     base = n.input[0]
     tensors = [numpy_helper.from_array(b.reshape(table.shape[0], -1), base + "_Q"),
                numpy_helper.from_array(scales, base + "_scales")]
@@ -58,11 +60,14 @@ def _embedding(n, inits, bits: int, block: int, keep, report: QuantizeReport):
 
 
 def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = False,
-                   exclude: Iterable[str] = (), accuracy: int = 0, embeddings: bool = False):
+                   exclude: Iterable[str] = (), accuracy: int = 0, embeddings: bool = False,
+                   bf16_scales: bool = True):
     """(new ModelProto, QuantizeReport). Every MatMul whose B is a 2-D float32 initializer
     (read by no other node) becomes a MatMulNBits; `exclude` names nodes or weights to keep.
     `accuracy` is MatMulNBits' accuracy_level: 0 float activations, 4 int8 (faster).
-    `embeddings`: token-embedding Gathers too (GatherBlockQuantized, no zero points)."""
+    `embeddings`: token-embedding Gathers too (GatherBlockQuantized, no zero points).
+    `bf16_scales`: scales rounded up to bfloat16 values (nbits.quantize), which the artifact
+    stores in 16 bits."""
     from onnx import helper, numpy_helper
     if bits not in (4, 8):
         raise InputError(f"--weights int{bits}: int4 and int8 are supported")
@@ -80,7 +85,8 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
     report = QuantizeReport(skipped={})
     new_nodes, dropped = [], set()
     for n in graph.node:
-        emb = _embedding(n, inits, bits, block, keep, report) if embeddings else None
+        emb = _embedding(n, inits, bits, block, bf16_scales, keep, report) \
+            if embeddings else None
         if emb:
             graph.initializer.extend(emb[1])
             if readers.get(n.input[0], 0) == 1:   # a tied table stays for its other readers
@@ -102,7 +108,7 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
             new_nodes.append(n)
             continue
         k, nn = w.shape
-        b, scales, zp = nbits.quantize(w, bits, block, zero_points)
+        b, scales, zp = nbits.quantize(w, bits, block, zero_points, bf16_scales)
         base = n.input[1]
         tensors = [numpy_helper.from_array(b, base + "_Q"),
                    numpy_helper.from_array(scales.ravel(), base + "_scales")]

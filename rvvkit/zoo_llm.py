@@ -44,6 +44,11 @@ class DecoderConfig:
     # RoPE as separate com.microsoft RotaryEmbedding nodes fed by a position_ids input (the
     # builder's older form), instead of inside GroupQueryAttention
     rotary_op: bool = False
+    # the LM head is the token embedding (Qwen2.5-0.5B, SmolLM2, Llama-3.2-1B tie them): its
+    # weight is the table's transpose, quantized alike, as the builder writes a tied model
+    tied: bool = False
+    # MatMulNBits scales rounded to bfloat16 values, as `rvvkit quantize` writes them
+    bf16_scales: bool = False
 
     @property
     def head(self) -> int:
@@ -56,7 +61,8 @@ SMALL = {
                                 intermediate=160, qkv_bias=False),
     # Qwen2.5-0.5B's shape (benchmarks only: 0.5 B parameters)
     "qwen2.5-0.5b": DecoderConfig(vocab=151936, hidden=896, heads=14, kv_heads=2, layers=24,
-                                  intermediate=4864, max_seq=512, rope_theta=1e6),
+                                  intermediate=4864, max_seq=512, rope_theta=1e6, tied=True,
+                                  bf16_scales=True),
 }
 
 
@@ -78,14 +84,16 @@ class _Builder:
                                            domain=domain, **attrs))
         return list(outs)
 
-    def linear(self, x: str, k: int, n: int, name: str, scale: float = 0.0) -> str:
-        """x [.., k] @ W [k, n]: a float MatMul or a MatMulNBits of W's quantized form."""
+    def linear(self, x: str, k: int, n: int, name: str, scale: float = 0.0, w=None) -> str:
+        """x [.., k] @ W [k, n] (random, or `w`): a float MatMul or a MatMulNBits of W's
+        quantized form."""
         cfg = self.cfg
-        w = (self.rng.standard_normal((k, n)) * (scale or k ** -0.5)).astype(np.float32)
+        if w is None:
+            w = (self.rng.standard_normal((k, n)) * (scale or k ** -0.5)).astype(np.float32)
         out = f"{name}/out"
         if not cfg.bits:
             return self.node("MatMul", [x, self.const(f"{name}.weight", w)], [out])[0]
-        b, s, zp = nbits.quantize(w, cfg.bits, cfg.block, cfg.zero_points)
+        b, s, zp = nbits.quantize(w, cfg.bits, cfg.block, cfg.zero_points, cfg.bf16_scales)
         ins = [x, self.const(f"{name}.qweight", b), self.const(f"{name}.scales", s.ravel())]
         if zp is not None:
             ins.append(self.const(f"{name}.qzeros", zp.ravel()))
@@ -166,8 +174,8 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     if cfg.mask:
         _mask_to_lengths(b)
     cos, sin = (b.const(n, c) for n, c in zip(("cos_cache", "sin_cache"), _rope_caches(cfg)))
-    emb = b.const("embed_tokens.weight",
-                  (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32))
+    table = (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32)
+    emb = b.const("embed_tokens.weight", table)
     h = b.node("Gather", [emb, "input_ids"], ["embed/out"])[0]
     eps = dict(epsilon=cfg.eps)
     x = b.node("SimplifiedLayerNormalization", [h, b.norm_weight("layers.0.input_norm")],
@@ -186,7 +194,8 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
         x, _, _, residual = b.node(
             "SkipSimplifiedLayerNormalization", [mlp, residual, b.norm_weight(norm)],
             [f"{norm}/out", "", "", f"layers.{i}.mlp/residual"], domain="com.microsoft", **eps)
-    logits = b.linear(x, cfg.hidden, cfg.vocab, "lm_head", scale=2.0 * cfg.hidden ** -0.5)
+    logits = b.linear(x, cfg.hidden, cfg.vocab, "lm_head", scale=2.0 * cfg.hidden ** -0.5,
+                      w=np.ascontiguousarray(table.T) if cfg.tied else None)
     b.nodes[-1].output[0] = "logits"
     # symbolic dimensions as onnxruntime-genai writes them: `rvvkit build --max-seq N`
     f32, batch, seq = TensorProto.FLOAT, "batch_size", "sequence_length"

@@ -53,8 +53,8 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     mask = b.node("Unsqueeze", [live, b.const("mask_axes", np.array([1, 2], np.int64))],
                   ["mask/bnst"])[0]
     cos, sin = (b.const(n, c) for n, c in zip(("cos_cache", "sin_cache"), _rope_caches(cfg)))
-    emb = b.const("embed_tokens.weight",
-                  (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32))
+    table = (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32)
+    emb = b.const("embed_tokens.weight", table)
     h = b.node("Gather", [emb, "input_ids"], ["embed/out"])[0]
     for i in range(cfg.layers):
         attn = _attention(b, i, _norm(b, h, f"layers.{i}.input_norm"), cos, sin, mask)
@@ -62,7 +62,7 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
         mlp = _mlp(b, i, _norm(b, h, f"layers.{i}.post_attention_norm"))
         h = b.node("Add", [h, mlp], [f"layers.{i}.mlp/residual"])[0]
     b.linear(_norm(b, h, "final_norm"), cfg.hidden, cfg.vocab, "lm_head",
-             scale=2.0 * cfg.hidden ** -0.5)
+             scale=2.0 * cfg.hidden ** -0.5, w=np.ascontiguousarray(table.T) if cfg.tied else None)
     b.nodes[-1].output[0] = "logits"
     f32, i64, batch, seq = TensorProto.FLOAT, TensorProto.INT64, "batch_size", "sequence_length"
     inputs = [helper.make_tensor_value_info("input_ids", i64, [batch, seq]),

@@ -26,7 +26,7 @@ def cmd_quantize(args) -> int:
     from ..quantize_weights import quantize_model
     model, rep = quantize_model(load_model(args.model), args.weights, args.block,
                                 args.zero_points, args.exclude or (), args.accuracy,
-                                args.embeddings)
+                                args.embeddings, args.scales == "bf16")
     out = args.output or os.path.splitext(args.model)[0] + f"_int{args.weights}.onnx"
     import onnx
     tmp = out + ".tmp"
@@ -62,6 +62,11 @@ def add_parser(sub) -> None:
                         "becomes a com.microsoft GatherBlockQuantized at the same bits and "
                         "block (symmetric), the table's float copy dropped unless another node "
                         "reads it")
+    q.add_argument("--scales", choices=["bf16", "float32"], default="bf16",
+                   help="bf16 (default): each block's scale rounded up to a bfloat16 value, "
+                        "still float32 in the model (onnxruntime reads it unchanged) and "
+                        "stored in 16 bits in the artifact, 4.5 bits a weight at block 32; "
+                        "float32: scales as computed (5 bits a weight)")
     q.add_argument("--exclude", action="append", metavar="NAME",
                    help="keep this MatMul node or weight float (repeatable)")
     q.set_defaults(func=cmd_quantize, parser=q)

@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from .. import nbits
 from ..ir import Graph, Node
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.gather_block_quantized import GBQ
 from ..ops.registry import lowering, opt_input
 from .kernel import Lowered
-from .kernels.llm import cache_write, gather_bq, gqa, rmsnorm
+from .kernels.gather_bq import gather_bq
+from .kernels.llm import cache_write, gqa, rmsnorm
 from .kernels.nbits_f32 import matmul_nbits_f32
 from .kernels.nbits_int8 import matmul_nbits_i8
 
@@ -29,15 +33,18 @@ def _skip_sln(n: Node, g: Graph) -> Lowered:
                    bool(opt_input(n, 3)), sum_out)
 
 
+def _scale16(n: Node, g: Graph) -> bool:
+    """The scales (input 2) are constants that are all bfloat16 values: stored in 16 bits."""
+    return g.is_const(n.inputs[2]) and nbits.is_bf16(g.const(n.inputs[2]))
+
+
 @lowering(MS + "MatMulNBits")
 def _matmul_nbits(n: Node, g: Graph) -> Lowered:
     a = n.attrs
     rows = math.prod(g.t(n.inputs[0]).shape[:-1])
-    if a["int8_act"]:
-        return matmul_nbits_i8(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
-                               bool(opt_input(n, 5)))
-    return matmul_nbits_f32(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
-                            bool(opt_input(n, 5)))
+    kernel = matmul_nbits_i8 if a["int8_act"] else matmul_nbits_f32
+    return kernel(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
+                  bool(opt_input(n, 5)), _scale16(n, g))
 
 
 @lowering(MS + "GroupQueryAttention")
@@ -56,7 +63,32 @@ def _cache_write(n: Node, g: Graph) -> Lowered:
     return cache_write(b, h, max_seq, head, n.attrs["seq"])
 
 
+def _same_const(g: Graph, x: str, y: str) -> bool:
+    if x == y:
+        return True
+    a, b = g.const(x), g.const(y)
+    return a.dtype == b.dtype and a.size == b.size and np.array_equal(a.reshape(-1),
+                                                                      b.reshape(-1))
+
+
+def _shares_a_head(n: Node, g: Graph) -> bool:
+    """A MatMulNBits of `g` multiplies by the table `n` gathers from (an LM head tied to the
+    embedding, quantized alike): the same codes and scales, no zero points."""
+    a = n.attrs
+    for m in g.nodes:
+        b = m.attrs
+        if m.op == MS + "MatMulNBits" and (b["N"], b["K"], b["bits"], b["block_size"]) == \
+                (a["rows"], a["K"], a["bits"], a["block_size"]) and not opt_input(m, 3) and \
+                all(g.is_const(m.inputs[i]) for i in (1, 2)) and \
+                _same_const(g, m.inputs[1], n.inputs[0]) and \
+                _same_const(g, m.inputs[2], n.inputs[2]):
+            return True
+    return False
+
+
 @lowering(GBQ)
 def _gather_bq(n: Node, g: Graph) -> Lowered:
     a, idx = n.attrs, g.t(n.inputs[1])
-    return gather_bq(idx.size, a["rows"], a["K"], a["bits"], a["block_size"], idx.dtype.name)
+    layout = "columns" if _shares_a_head(n, g) else "rows"
+    return gather_bq(idx.size, a["rows"], a["K"], a["bits"], a["block_size"], idx.dtype.name,
+                     layout, _scale16(n, g))

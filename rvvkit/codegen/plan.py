@@ -2,6 +2,7 @@
 plan the arena. The plan is everything the C emitter and the artifact meta need."""
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -88,12 +89,15 @@ class Plan:
 
 class _Weights:
     """Collects constant arrays into one blob of 4-byte words, each entry 64-byte aligned;
-    float32 entries are stored as float32, others as their raw bytes (dtypes.as_words)."""
+    float32 entries are stored as float32, others as their raw bytes (dtypes.as_words).
+    Entries of identical bytes are stored once (a tied embedding and LM head, quantized alike
+    and laid out for the same kernel family, are one 4-bit table)."""
 
     def __init__(self):
         self.chunks: List[np.ndarray] = []
         self.size = 0
         self.index: Dict[str, Tuple[int, int]] = {}
+        self.by_content: Dict[Tuple[int, str], Tuple[int, int]] = {}
 
     def add(self, key: str, data: np.ndarray) -> int:
         if key in self.index:
@@ -102,13 +106,17 @@ class _Weights:
         if data.dtype == np.float64 or not dtypes.supported(data.dtype):
             data = data.astype(np.float32)
         data = dtypes.as_words(data)
+        digest = (int(data.size), hashlib.sha256(data.tobytes()).hexdigest())
+        if digest in self.by_content:
+            self.index[key] = self.by_content[digest]
+            return self.index[key][0]
         off = self.size
         self.chunks.append(data)
         pad = align(data.size) - data.size
         if pad:
             self.chunks.append(np.zeros(pad, np.float32))
         self.size += data.size + pad
-        self.index[key] = (off, int(data.size))
+        self.index[key] = self.by_content[digest] = (off, int(data.size))
         return off
 
     def blob(self) -> np.ndarray:

@@ -337,12 +337,18 @@ def _quant_model() -> onnx.ModelProto:
 
 
 def _decoder_model(accuracy: int = 0):
-    """A decoder with 4-bit weights, packed zero points and a K tail (zoo_llm); accuracy 4:
-    the int8-activation kernels."""
+    """A decoder with 4-bit weights, packed zero points, a K tail and float scales (zoo_llm);
+    accuracy 4: the int8-activation kernels, bfloat16 scales, and the LM head tied to a 4-bit
+    embedding (the gather from the head's layout)."""
     from rvvkit import zoo_llm
-    return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
-                                                 intermediate=72, bits=4, block=64,
-                                                 zero_points=True, accuracy=accuracy))
+    from rvvkit.quantize_weights import quantize_model
+    if not accuracy:
+        return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
+                                                     intermediate=72, bits=4, block=64,
+                                                     zero_points=True))
+    cfg = zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1, intermediate=72,
+                                bits=4, block=16, accuracy=4, tied=True, bf16_scales=True)
+    return quantize_model(zoo_llm.decoder(cfg), 4, 16, embeddings=True)[0]
 
 
 def _grown_decoder_model():

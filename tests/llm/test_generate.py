@@ -26,8 +26,10 @@ FORMS = {
     "qwen2_int4": zoo_llm.DecoderConfig(bits=4, block=32),
     # accuracy_level 4 (int8 activations): what onnxruntime-genai writes for CPUs
     "qwen2_int4_acc4": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4),
-    # onnxruntime-genai's interface: an attention_mask over the cache, the lengths in-graph
-    "qwen2_int4_acc4_mask": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4, mask=True),
+    # onnxruntime-genai's interface: an attention_mask over the cache, the lengths in-graph;
+    # the LM head tied to the embedding, both 4-bit with bfloat16 scales (one stored table)
+    "qwen2_int4_acc4_mask_tied": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4, mask=True,
+                                                       tied=True, bf16_scales=True),
     # and its older form: RoPE as RotaryEmbedding nodes fed by position_ids
     "llama_int4_mask_rope_op": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=4, mask=True,
                                                rotary_op=True),
@@ -44,13 +46,14 @@ TF_FORMS = {"qwen2_tf": ("qwen2_tf", 0), "llama_tf_mqa": ("llama_tf", 0),
             "smollm_tf_int4_emb": ("smollm_tf", 4)}
 # standard ONNX (opset 23 Attention with past/present, RotaryEmbedding, RMSNormalization)
 ONNX_FORMS = {"llama_onnx23": zoo_llm.SMALL["llama-tiny"],
-              "qwen2_onnx23_int4_acc4": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4)}
+              "qwen2_onnx23_int4_acc4_tied": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4,
+                                                                   tied=True, bf16_scales=True)}
 _BUILT = {}
 
 
 def stored_decoder(name: str, bits: int = 0):
-    """A stored export; with `bits`, its MatMuls and its token embedding (tied to the LM head
-    in SmolLM: the float table stays for it) quantized in blocks of 16."""
+    """A stored export; with `bits`, its MatMuls and its token embedding quantized in blocks of
+    16 (SmolLM ties them: the artifact holds one table for both)."""
     model = onnx.load(str(STORED / f"{name}.onnx"))
     return quantize_model(model, bits=bits, block=16, embeddings=True)[0] if bits else model
 
@@ -65,6 +68,9 @@ def built(form: str):
             model = zoo_llm_onnx.decoder(ONNX_FORMS[form], seed=len(_BUILT))
         else:
             model = zoo_llm.decoder(FORMS[form], seed=len(_BUILT))
+        cfg = {**FORMS, **ONNX_FORMS}.get(form)
+        if cfg is not None and cfg.tied:   # the embedding quantized as the head is
+            model = quantize_model(model, cfg.bits, cfg.block, embeddings=True)[0]
         art = rvvkit.build(model, max_seq=BOUND)
         _BUILT[form] = (model, art, ort_greedy(model, PROMPT, 64, BOUND, growing=grows))
     return _BUILT[form]
@@ -92,7 +98,7 @@ def test_caches_live_in_the_session_and_are_never_copied():
     meta = art.meta
     names = [i["name"] for i in meta["inputs"]] + [o["name"] for o in meta["outputs"]]
     assert names == ["input_ids", "seqlens_k", "total_sequence_length", "logits"]
-    masked = built("qwen2_int4_acc4_mask")[1].meta
+    masked = built("qwen2_int4_acc4_mask_tied")[1].meta
     assert [i["name"] for i in masked["inputs"]] == ["input_ids", "attention_mask"]
     assert masked["inputs"][1]["shape"] == [1, BOUND] and masked["decoder"]["mask"]
     state = {s["offset"]: s for s in meta["state"]}

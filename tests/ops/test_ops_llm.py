@@ -43,6 +43,11 @@ NBITS_CASES = [
     ("acc4_b8_bias", 1, 128, 65, 8, 32, "", True),
     ("acc4_b8_zp_rows2", 2, 96, 40, 8, 32, "u8", False),
     ("acc4_b4_blk16_float_zp", 1, 64, 33, 4, 16, "f32", False),   # computed in float
+    # scales rounded to bfloat16 values: stored in 16 bits, widened as they are read
+    ("s16_b4_gemv", 1, 64, 40, 4, 32, "", False),
+    ("s16_b8_bias", 2, 128, 65, 8, 64, "", True),
+    ("acc4_s16_b4_zp", 2, 96, 71, 4, 32, "u8", True),
+    ("acc4_s16_b8", 1, 128, 33, 8, 32, "", False),
 ]
 
 
@@ -51,7 +56,8 @@ NBITS_CASES = [
 def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor, request):
     acc4 = request.node.callspec.id.startswith("acc4")
     w = rand(k, n, seed=1)
-    b, scales, packed = nbits.quantize(w, bits, block, zero_points=bool(zp))
+    b, scales, packed = nbits.quantize(w, bits, block, zero_points=bool(zp),
+                                       bf16_scales="s16" in request.node.callspec.id)
     inits = {"b": b, "scales": scales.ravel()}
     names = ["a", "b", "scales"]
     if zp == "u8":
@@ -73,9 +79,21 @@ def test_nbits_format_round_trips():
     w = rand(70, 9, seed=5)
     for bits, tol in ((4, 0.2), (8, 0.02)):
         for zp in (False, True):
-            b, s, z = nbits.quantize(w, bits, 32, zp)
-            back = nbits.dequantize(b, s, z, 70, 9, bits, 32)
-            assert back.shape == w.shape and np.abs(back - w).max() < tol * np.abs(w).max()
+            for bf16 in (False, True):
+                b, s, z = nbits.quantize(w, bits, 32, zp, bf16_scales=bf16)
+                back = nbits.dequantize(b, s, z, 70, 9, bits, 32)
+                assert back.shape == w.shape
+                assert np.abs(back - w).max() < tol * np.abs(w).max()
+                assert nbits.is_bf16(s) == bf16
+
+
+def test_bf16_scales_round_up_to_the_next_bfloat16():
+    x = np.array([1.0, 1.0 + 2 ** -20, 3e-3, 7.123], np.float32)
+    up = nbits.bf16_ceil(x)
+    assert nbits.is_bf16(up) and (up >= x).all() and up[0] == 1.0
+    assert ((up - x) / x < 2 ** -7).all()
+    assert (nbits.bf16_bits(up).astype(np.uint32) << 16).view(np.float32).tolist() == \
+        up.tolist()
 
 
 @pytest.mark.parametrize("skip, bias, sum_out", [(False, False, False), (True, False, True),
@@ -175,10 +193,11 @@ def test_ms_rotary_embedding(interleaved, shape, op_executor):
                          ids=["b4_blk32_i64", "b8_blk16_i32", "b4_blk128_i32"])
 def test_gather_block_quantized(bits, block, index, op_executor):
     """Token embeddings at 4/8 bits (onnxruntime's uint8 form, default zero points), negative
-    indices counted from the end, as onnxruntime reads them."""
+    indices counted from the end, as onnxruntime reads them; bfloat16-exact scales at 4 bits
+    (stored in 16 bits)."""
     rows, k = 37, 128
     table = rand(rows, k, seed=4)
-    b, scales, _ = nbits.quantize(table.T, bits, block)
+    b, scales, _ = nbits.quantize(table.T, bits, block, bf16_scales=bits == 4)
     node = helper.make_node("GatherBlockQuantized", ["data", "ids", "scales"], ["y"],
                             domain=MS, bits=bits, block_size=block, gather_axis=0,
                             quantize_axis=1)
@@ -187,6 +206,36 @@ def test_gather_block_quantized(bits, block, index, op_executor):
                  {"data": b.reshape(rows, -1), "scales": scales})
     idx = np.array([[0, 5, 36], [-1, -37, 3]], helper.tensor_dtype_to_np_dtype(index))
     assert_matches(m, {"ids": idx}, on=op_executor)
+
+
+def _tied_model(rows, k, bits, block, bf16, tied=True):
+    """Token ids -> GatherBlockQuantized rows -> MatMulNBits by the same table (an LM head tied
+    to the embedding), or (not `tied`) by another table of the same shape."""
+    table = rand(rows, k, seed=4)
+    b, scales, _ = nbits.quantize(table.T, bits, block, bf16_scales=bf16)
+    hb, hs, _ = (b, scales, None) if tied else \
+        nbits.quantize(rand(rows, k, seed=9).T, bits, block, bf16_scales=bf16)
+    gather = helper.make_node("GatherBlockQuantized", ["data", "ids", "scales"], ["h"],
+                              domain=MS, bits=bits, block_size=block)
+    head = helper.make_node("MatMulNBits", ["h", "head_q", "head_s"], ["y"], domain=MS, K=k,
+                            N=rows, bits=bits, block_size=block)
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 3])
+    return ms_model([gather, head], [ids], [f32("y", [1, 3, rows])],
+                    {"data": b.reshape(rows, -1), "scales": scales,
+                     "head_q": hb, "head_s": hs.ravel()})
+
+
+@pytest.mark.parametrize("bits, bf16", [(4, True), (8, False)], ids=["b4_s16", "b8_f32"])
+def test_tied_embedding_and_head_share_one_table(bits, bf16, op_executor):
+    """The embedding gathers from the LM head's layout of the same codes: one copy stored."""
+    rows, k = 300, 64
+    m = _tied_model(rows, k, bits, 32, bf16)
+    idx = np.array([[0, 299, -2]], np.int64)
+    assert_matches(m, {"ids": idx}, on=op_executor, rtol=1e-4, atol=1e-4)
+    codes = rows * k * bits // 8
+    tied = rvvkit.build(m).weights.nbytes
+    untied = rvvkit.build(_tied_model(rows, k, bits, 32, bf16, tied=False)).weights.nbytes
+    assert untied - tied >= codes
 
 
 def test_gather_block_quantized_index_outside_the_table_is_reported(op_executor):

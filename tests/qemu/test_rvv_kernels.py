@@ -225,17 +225,33 @@ def test_zig_defines_api_1_0(tmp_path):
         assert lo <= value <= hi, (cmd[0], value)
 
 
+def _zig_model(name: str):
+    """shufflenet (a light model's kernel families), or a 4-bit decoder: float activations
+    and bfloat16 scales with a 4-bit embedding, or int8 activations with the LM head tied to
+    the embedding (the gather from the head's layout)."""
+    from rvvkit import zoo_llm
+    from rvvkit.quantize_weights import quantize_model
+    from rvvkit.zoo import light_model
+    if name == "shufflenet":
+        return light_model(name), None
+    cfg = zoo_llm.DecoderConfig(hidden=64, heads=4, kv_heads=2, layers=1, intermediate=48,
+                                bits=4, block=16, bf16_scales=True,
+                                accuracy=4 if "acc4" in name else 0, tied="tied" in name)
+    return quantize_model(zoo_llm.decoder(cfg), 4, 16, embeddings=True)[0], 24
+
+
+@pytest.mark.parametrize("model", ["shufflenet", "decoder", "decoder_acc4_tied"])
 @pytest.mark.parametrize("lang", [["-x", "c", "-std=c11"], ["-x", "c++", "-std=c++11"]],
                          ids=["c", "c++"])
-def test_zig_compiles_model_sources_clean(lang, tmp_path):
-    """A whole generated translation unit (every kernel family of a light model) compiles
-    warning-free with the 1.0 API, as C and as C++."""
+def test_zig_compiles_model_sources_clean(lang, model, tmp_path):
+    """A whole generated translation unit (every kernel family of a light model; the decoder
+    kernels) compiles warning-free with the 1.0 API, as C and as C++."""
     if ZIG_WHY:
         pytest.skip(ZIG_WHY)
     import rvvkit
-    from rvvkit.zoo import light_model
-    src = tmp_path / "shufflenet.c"
-    src.write_text(rvvkit.build(light_model("shufflenet")).c_source)
+    src = tmp_path / f"{model}.c"
+    onnx_model, bound = _zig_model(model)
+    src.write_text(rvvkit.build(onnx_model, max_seq=bound).c_source)
     cmd = [c for c in ZIG_RVV if not c.startswith("-std")]
     proc = subprocess.run([*cmd, *WARN, *lang, "-c", str(src), "-o", str(tmp_path / "m.o")],
                           capture_output=True, text=True)

@@ -1,7 +1,8 @@
 """Kernels of decoder blocks (semantics: rvvkit/ops/llm.py): RMS normalisation with an
 optional skip/bias sum, and GroupQueryAttention over a key/value cache read only up to its
 live length, which comes from run-time data (seqlens_k) and is checked against the bound.
-MatMulNBits is in nbits_f32.py and nbits_int8.py."""
+MatMulNBits is in nbits_f32.py and nbits_int8.py,
+GatherBlockQuantized in gather_bq.py."""
 from __future__ import annotations
 
 from .. import rvv
@@ -12,7 +13,6 @@ from ..parallel import split_of
 declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
 declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
                      "rot_half", "interleaved", "scale", "in_place", "cos_rows"))
-declare_spec("gather_bq", ("count", "rows", "K", "bits", "block", "index"))
 declare_spec("cache_write", ("batch", "heads", "max_seq", "head", "seq"))
 
 
@@ -192,28 +192,3 @@ def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lo
 """
     params = (Param("cache", False), Param("x"), Param("mask", dtype="int64"))
     return Lowered(Kernel("cache_write", params, body, spec=spec, status=True))
-
-
-def gather_bq(count: int, rows: int, k: int, bits: int, block: int, index: str) -> Lowered:
-    """Params: data (uint8 [rows, K * bits / 8]), indices (`index` dtype, `count` of them),
-    scales [rows, K / block], out [count, K]: the rows dequantized (GatherBlockQuantized).
-    An index outside -rows .. rows - 1 is a data error."""
-    spec = make_spec("gather_bq", count=count, rows=rows, K=k, bits=bits, block=block,
-                     index=index)
-    code = "(q[k >> 1] >> ((k & 1) * 4)) & 15" if bits == 4 else "q[k]"
-    body = f"""    for (long r = 0; r < {count}; ++r) {{
-        long i = (long)idx[r];
-        if (i < 0) i += {rows};
-        if (i < 0 || i >= {rows}) RVK_DATA_ERROR;
-        const uint8_t *__restrict q = data + i * {k * bits // 8};
-        const float *__restrict s = scales + i * {-(-k // block)};
-        float *__restrict o = out + r * {k};
-        for (long k = 0; k < {k}; ++k)
-            o[k] = (float)((int)({code}) - {1 << (bits - 1)}) * s[k / {block}];
-    }}
-    RVK_DATA_OK;
-"""
-    params = (Param("data", dtype="uint8"), Param("idx", dtype=index), Param("scales"),
-              Param("out", False))
-    return Lowered(Kernel("gather_bq", params, body, spec=spec, status=True,
-                          macs=count * k))

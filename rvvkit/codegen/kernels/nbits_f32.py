@@ -12,9 +12,10 @@ from .. import rvv
 from ..kernel import Lowered, declare_spec
 from ... import nbits
 from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rvv_columns,
-                           rvv_zero_point, width_of)
+                           rvv_zero_point, scale_at, scale_load, width_of)
 
-declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs"))
+declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
+                                     "scale16"))
 
 
 def _block_sums(k: int, nb: int, block: int) -> str:
@@ -33,7 +34,7 @@ def _zero_point(zp_kind: str, bits: int, n: int, col: str) -> str:
 
 
 def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
-              bias: bool) -> str:
+              bias: bool, scale16: bool) -> str:
     width = width_of(n, bits)
     code = (f"(float)(c < {width} ? (q[t * {width} + c] & 15) : "
             f"(q[t * {width} + c - {width}] >> 4))") if bits == 4 else \
@@ -44,7 +45,7 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
                     const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
                     float dot = 0.0f;
                     for (long t = blk * {block}; t < k1; ++t) dot += x[t] * {code};
-                    acc += scales[blk * {n} + c] *
+                    acc += {scale_at(f"blk * {n} + c", scale16)} *
                            (dot - {_zero_point(zp_kind, bits, n, "c")} * asum[blk]);
                 }}
                 y[i * {n} + c] = acc;
@@ -52,13 +53,14 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
     return portable_columns(n, bits, cols)
 
 
-def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool) -> str:
+def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
+         scale16: bool) -> str:
     width = width_of(n, bits)
 
     def finish(acc: str, col: str, out: str) -> str:
         return f"""                    {rvv_zero_point(zp_kind, bits, n, acc, col, "asum[blk]")}
                     {out} = __riscv_vfmacc_vv_f32m4({out}, {acc},
-                        __riscv_vle32_v_f32m4(scales + blk * {n} + {col}, vl), vl);"""
+                        {scale_load(f"blk * {n} + {col}", scale16)}, vl);"""
     zero = "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
     k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
     if bits == 4:
@@ -85,11 +87,11 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
 
 
 def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
-                     bias: bool) -> Lowered:
+                     bias: bool, scale16: bool = False) -> Lowered:
     """Params as nbits_layout.column_kernel. Workspace: the row's block sums."""
     nb = nbits.blocks_of(k, block)
     per_row = _block_sums(k, nb, block) + rvv.guarded(
-        _rvv(k, n, bits, block, nb, zp_kind, bias),
-        _portable(k, n, bits, block, nb, zp_kind, bias))
+        _rvv(k, n, bits, block, nb, zp_kind, bias, scale16),
+        _portable(k, n, bits, block, nb, zp_kind, bias, scale16))
     return column_kernel("matmul_nbits_f32", m, k, n, bits, block, zp_kind, bias,
-                         "    float *__restrict asum = ws;\n", per_row, nb)
+                         "    float *__restrict asum = ws;\n", per_row, nb, scale16)

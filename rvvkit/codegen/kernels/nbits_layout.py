@@ -6,7 +6,9 @@ Row k of block blk holds the codes of every output column, so that a vector runs
 columns: at 4 bits two per byte, column j in the low nibble and column j + ceil(N/2) in the
 high one (both halves of the output contiguous); at 8 bits one per byte as int8 (code - 128:
 signed products, the zero point shifted alike). Scales and zero points are [blocks, N]
-floats. Parts (threads) are groups of PAIRS byte columns."""
+floats; scales that are all bfloat16 values (`rvvkit quantize` rounds them so) are stored as
+their 16-bit patterns instead and widened as they are read. Parts (threads) are groups of
+PAIRS byte columns."""
 from __future__ import annotations
 
 from typing import Dict
@@ -35,7 +37,36 @@ def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.n
 
 
 def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(s, np.float32).reshape(n, -1).T)
+    """Scales [N, blocks] -> [blocks, N]: float32, or (every scale a bfloat16 value) the
+    16-bit patterns as bytes, since the weights blob holds typed bytes (scale_load reads them)."""
+    cols = np.ascontiguousarray(np.asarray(s, np.float32).reshape(n, -1).T)
+    return nbits.bf16_bits(cols).view(np.uint8) if nbits.is_bf16(cols) else cols
+
+
+# bfloat16 -> float: the 16 bits are the top half of the float32's
+BF16 = {"hd_rvk_bf16": """\
+static RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, sizeof h);
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}"""}
+
+
+def scale_at(index: str, scale16: bool) -> str:
+    """C: the scale at element `index` of the [blocks, N] scales."""
+    return f"rvk_bf16(scales, {index})" if scale16 else f"scales[{index}]"
+
+
+def scale_load(index: str, scale16: bool) -> str:
+    """RVV: an f32m4 vector (vl lanes) of the scales from element `index`."""
+    if not scale16:
+        return f"__riscv_vle32_v_f32m4(scales + {index}, vl)"
+    return ("__riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4(__riscv_vzext_vf2_u32m4("
+            f"__riscv_vle16_v_u16m2((const uint16_t *)(const void *)(scales + 2 * ({index})), "
+            "vl), vl), 16, vl))")
 
 
 def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
@@ -54,13 +85,15 @@ def width_of(n: int, bits: int) -> int:
 
 
 def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
-                  bias: bool, setup: str, per_row: str, workspace: int) -> Lowered:
+                  bias: bool, setup: str, per_row: str, workspace: int,
+                  scale16: bool) -> Lowered:
     """The kernel around a body: `setup` (workspace pointers), then per part (j0..j1 byte
-    columns) and row i, `per_row`. Params: a [m, k], q (re-laid codes), scales, [zp],
-    [bias], y; the weights' transforms to the layout."""
+    columns) and row i, `per_row`. Params: a [m, k], q (re-laid codes), scales (bytes of
+    bfloat16 patterns when `scale16`), [zp], [bias], y; the weights' transforms to the
+    layout."""
     width = width_of(n, bits)
     spec: Dict = make_spec(kind, M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
-                           bias=bias, pairs=PAIRS)
+                           bias=bias, pairs=PAIRS, scale16=scale16)
     body = f"""{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
     const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
     for (long i = 0; i < {m}; ++i) {{
@@ -71,7 +104,7 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
     if split is None:
         body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
     params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
-              Param("scales")] + \
+              Param("scales", dtype="uint8" if scale16 else "float32")] + \
         ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
         [Param("y", False)]
     transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
@@ -79,7 +112,8 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
     if zp_kind:
         transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
     return Lowered(Kernel(kind, tuple(params), body, spec=spec, split=split,
-                          workspace=workspace, macs=m * n * k, support=rvv.header()),
+                          workspace=workspace, macs=m * n * k,
+                          support={**rvv.header(), **(BF16 if scale16 else {})}),
                    transforms)
 
 
