@@ -19,7 +19,7 @@ from typing import List, Tuple
 import numpy as np
 
 from ..errors import ModelError
-from ..ir import Graph, Node
+from ..ir import Graph, Node, Tensor
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.registry import REGISTRY
 
@@ -78,6 +78,18 @@ def _to_cache_write(g: Graph, node, past: str, new: str, present: str, mask: str
     g.outputs.remove(present)
 
 
+def _live_length(g: Graph, mask: str) -> str:
+    """int64 [batch]: the mask's count of ones, the live length of the caches (made once,
+    first in the graph: the mask is a graph input)."""
+    name = g.fresh_name(f"{mask}/live_length")
+    node = Node("ReduceSum", name, [mask], [name],
+                {"axes": (1,), "keepdims": 0, "canonical": 1})
+    (shape, dtype), = REGISTRY["ReduceSum"].infer(node, g)
+    g.add_tensor(Tensor(name, shape, np.dtype(dtype)))
+    g.nodes.insert(0, node)
+    return name
+
+
 def _attention_pairs(g: Graph, node, uses) -> bool:
     """Is `node` an ONNX Attention that appends to a past/present pair (4-D, masked, one
     query position or not causal) whose caches can become state?"""
@@ -99,7 +111,7 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     if not concats and not attentions:
         return []
     live = _mask_input(g, 2 * len(attentions) + len(concats))
-    made = []
+    made, length = [], ""
     for node in concats:
         made.append((node.inputs[0], node.outputs[0]))
         _to_cache_write(g, node, node.inputs[0], node.inputs[1], node.outputs[0], live)
@@ -109,6 +121,7 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
         # live positions (and, with one query, causality adds nothing to it)
         q, k, v, mask, pk, pv = node.inputs[:6]
         y, prk, prv = node.outputs[:3]
+        length = length or _live_length(g, live)
         at = g.nodes.index(node)
         writes = [Node(node.op, f"{node.name}/cache_{kind}", [], [])
                   for kind in ("key", "value")]
@@ -116,7 +129,8 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
             _to_cache_write(g, w, past, new, present, live)
             made.append((past, present))
         g.nodes[at:at] = writes
-        node.inputs, node.outputs = [q, prk, prv, mask], [y]
+        # nonpad_kv_seqlen = the live length: the attention reads only the keys before it
+        node.inputs, node.outputs = [q, prk, prv, mask, "", "", length], [y]
         node.attrs.pop("is_causal", None)
         REGISTRY["Attention"].infer(node, g)
     return made

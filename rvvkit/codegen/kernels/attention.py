@@ -14,8 +14,11 @@ qk_matmul_output is taken at the stage its mode names: 0 scaled QK, 1 after soft
 the masks, 3 the softmax probabilities.
 
 `attention_gemm` (used by the lowering) runs both products on the packed GEMM with the scores
-of one head in the workspace; `attention` (direct, one row of scores as workspace) stays for
-the unusual shapes where that workspace would be large. Both take an `Attn`."""
+of one head in the workspace; `attention` (direct, one row of scores as workspace) serves the
+unusual shapes where that workspace would be large, and one query over a cache whose live
+length is nonpad_kv_seqlen (a decoder's cache kept at its bound, passes/kv_cache.py): it then
+reads only the keys before that length, since the ones after weigh exactly nothing. Both take
+an `Attn`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -166,13 +169,19 @@ def attention(c: Attn) -> Lowered:
     qkr = f"float *__restrict qkr = {qk_row(c, 'i')};\n" if c.qk_mode >= 0 else ""
     keep3 = "qkr[j] = p;\n" if c.qk_mode == 3 else ""
     zero3 = f"for (long j = 0; j < {total}; ++j) qkr[j] = 0.0f;\n" if c.qk_mode == 3 else ""
+    # keys at or past nonpad[b] are masked (their weight is exactly 0): unless the scores
+    # are an output, they are not computed at all
+    live = c.nonpad and c.qk_mode < 0
+    jn = "live" if live else str(total)
+    live_decl = (f"const long live = nonpad[b] < 0 ? 0 : nonpad[b] < {total} ? (long)nonpad[b]"
+                 f" : {total};\n") if live else ""
     heads = f"""for (long h = 0; h < {hq}; ++h) {{
     for (long i = 0; i < {sq}; ++i) {{
         const float *__restrict qi = {at("q", c.rank, hq, sq, d, "h", "i")};
         float *__restrict yi = {at("y", c.rank, hq, sq, dv, "h", "i")};
 {indent(qkr, 2)}
         float mx = -INFINITY;
-        for (long j = 0; j < {total}; ++j) {{
+        for (long j = 0; j < {jn}; ++j) {{
             const float *__restrict kj = {at(kn, kvr, hk, total, d, f"(h / {reps})", "j")};
             float s = rvk_dot(qi, kj, {d}) * {flt(c.scale)};
 {indent(score_stages(c, "i"), 3)}
@@ -185,12 +194,12 @@ def attention(c: Attn) -> Lowered:
             continue;
         }}
         float sum = 0.0f;
-        for (long j = 0; j < {total}; ++j) {{
+        for (long j = 0; j < {jn}; ++j) {{
             ws[j] = rvk_expf(ws[j] - mx);
             sum += ws[j];
         }}
         const float inv = 1.0f / sum;
-        for (long j = 0; j < {total}; ++j) {{
+        for (long j = 0; j < {jn}; ++j) {{
             const float *__restrict vj = {at(vn, kvr, hk, total, dv, f"(h / {reps})", "j")};
             const float p = ws[j] * inv;
 {indent(keep3, 3)}
@@ -198,7 +207,7 @@ def attention(c: Attn) -> Lowered:
         }}
     }}
 }}"""
-    body = loop("b", 0, b_, offset_decl(c) + heads, "long", flat=True)
+    body = loop("b", 0, b_, offset_decl(c) + live_decl + heads, "long", flat=True)
     return _kernel(c, body, total, dict(DOT))
 
 
