@@ -43,8 +43,10 @@ NUMERIC_FORMS = {
     "int8-zp": dict(bits=8, block=64, zero_points=True),
     "int8-acc4": dict(bits=8, block=32, accuracy=4),
 }
-COUNT_FORMS = {"int4": dict(bits=4, block=32, accuracy=4),
-               "int8": dict(bits=8, block=32, accuracy=4)}
+# as `rvvkit quantize --weights intN --block 32 --accuracy 4 --embeddings` writes them: scales
+# bfloat16-exact (stored in 16 bits), the token table quantized too (stored once when tied)
+COUNT_FORMS = {"int4": dict(bits=4, block=32, accuracy=4, bf16_scales=True),
+               "int8": dict(bits=8, block=32, accuracy=4, bf16_scales=True)}
 
 
 def numerics(steps: int) -> list:
@@ -85,10 +87,18 @@ def _per_token(sess, prompt_lo: int, prompt_hi: int, gen_lo: int, gen_hi: int) -
 
 
 def _bytes_per_token(art, cfg, live: int) -> int:
-    """Weights read per token (all but the embedding table, of which one row) + live KV."""
-    emb = cfg.vocab * cfg.hidden * 4
+    """Weights read per token + live KV: all the weights, but of a token table that is not
+    also the LM head only one row."""
+    row = cfg.hidden * cfg.bits // 8 + cfg.hidden // cfg.block * 2   # codes, 16-bit scales
+    table = 0 if cfg.tied else (cfg.vocab - 1) * row
     kv = 2 * cfg.layers * cfg.kv_heads * cfg.head * 4 * live
-    return int(art.meta["memory"]["weights_bytes"]) - emb + cfg.hidden * 4 + kv
+    return int(art.meta["memory"]["weights_bytes"]) - table + kv
+
+
+def count_model(cfg):
+    """The decoder of `cfg` with its token table quantized like its weights."""
+    from rvvkit.quantize_weights import quantize_model
+    return quantize_model(zoo_llm.decoder(cfg), cfg.bits, cfg.block, embeddings=True)[0]
 
 
 def llama_per_token(config: str, form: str, vlen: int, prompt, gen) -> dict:
@@ -134,9 +144,9 @@ def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6)
     for form in forms:
         cfg = zoo_llm.replace(base, **COUNT_FORMS[form])
         t0 = time.perf_counter()
-        art = rvvkit.build(zoo_llm.decoder(cfg), max_seq=min(cfg.max_seq, 256))
+        art = rvvkit.build(count_model(cfg), max_seq=min(cfg.max_seq, 256))
         built = time.perf_counter() - t0
-        size = len(art.to_bytes()) if hasattr(art, "to_bytes") else None
+        size = int(art.meta["memory"]["weights_bytes"])
         for vlen in vlens:
             with rvvkit.load(art, on="qemu", vlen=vlen, threads=1) as sess:
                 ours = _per_token(sess, *prompt, *gen)
@@ -158,9 +168,11 @@ def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6)
                          else "-",
                          f"{min(mem_tps, cyc_tps):.1f}" if vlen == k1.vlen else "-"])
             doc.append({"form": form, "vlen": vlen, "rvvkit": ours, "llama": peer,
-                        "build_s": built, "artifact_bytes": size,
+                        "build_s": built, "weights_bytes": size,
                         "k1_memory_tps": mem_tps, "k1_cycle_tps": cyc_tps})
-    print(f"{config}: weighted instructions per token (millions), one thread, QEMU")
+    sizes = ", ".join(f"{d['form']} {d['weights_bytes']:,} bytes" for d in doc[::len(vlens)])
+    print(f"{config}: weighted instructions per token (millions), one thread, QEMU; "
+          f"weights {sizes}")
     print(table(["form", "VLEN", "rvvkit / gen token", "llama.cpp", "ratio",
                  "rvvkit / prompt token", "llama.cpp", "ratio", "K1 tokens/s (model)"], rows,
                 align="lrrrrrrrr"))

@@ -1,8 +1,9 @@
 """What keeping a growing cache at its bound costs: LMUL-weighted instructions per generated
 token under QEMU (VLEN 256, one thread) for the same llama-tiny decoder in onnxruntime-genai's
-form (GroupQueryAttention reads the live prefix) and in the ONNX opset-23 Attention form (the
-attention runs over the whole bound, masked), at bounds of 64 and 256 positions: tokens 5-12
-after a 4-token prompt, as the difference of two counted runs (8 and 16 new tokens).
+form (GroupQueryAttention reads the live prefix, from seqlens_k) and in the ONNX opset-23
+Attention form (the live prefix from the mask's count of ones; what a bound position still
+costs is that count), at bounds of 64 and 256 positions: tokens 5-12 after a 4-token prompt,
+as the difference of two counted runs (8 and 16 new tokens).
 
     python3 benchmarks/bench_llm_forms.py"""
 import rvvkit

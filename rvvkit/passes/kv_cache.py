@@ -22,6 +22,7 @@ from ..errors import ModelError
 from ..ir import Graph, Node, Tensor
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.registry import REGISTRY
+from .cached_attention import fuse_cached_attention
 
 GQA = "com.microsoft.GroupQueryAttention"
 
@@ -111,17 +112,24 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     if not concats and not attentions:
         return []
     live = _mask_input(g, 2 * len(attentions) + len(concats))
-    made, length = [], ""
+    made, lengths = [], []
+
+    def length() -> str:   # the live length, made once, when an attention first reads it
+        if not lengths:
+            lengths.append(_live_length(g, live))
+        return lengths[0]
+
     for node in concats:
         made.append((node.inputs[0], node.outputs[0]))
         _to_cache_write(g, node, node.inputs[0], node.inputs[1], node.outputs[0], live)
+    if concats:   # the exported attention over them reads only the live prefix
+        fuse_cached_attention(g, length)
     for node in attentions:
         # Attention(q, k, v, mask, past_k, past_v) -> y, present_k, present_v becomes two
         # cache writes and an Attention over the whole caches, which the mask limits to the
         # live positions (and, with one query, causality adds nothing to it)
         q, k, v, mask, pk, pv = node.inputs[:6]
         y, prk, prv = node.outputs[:3]
-        length = length or _live_length(g, live)
         at = g.nodes.index(node)
         writes = [Node(node.op, f"{node.name}/cache_{kind}", [], [])
                   for kind in ("key", "value")]
@@ -130,7 +138,7 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
             made.append((past, present))
         g.nodes[at:at] = writes
         # nonpad_kv_seqlen = the live length: the attention reads only the keys before it
-        node.inputs, node.outputs = [q, prk, prv, mask, "", "", length], [y]
+        node.inputs, node.outputs = [q, prk, prv, mask, "", "", length()], [y]
         node.attrs.pop("is_causal", None)
         REGISTRY["Attention"].infer(node, g)
     return made
