@@ -106,7 +106,8 @@ class _Weights:
         if data.dtype == np.float64 or not dtypes.supported(data.dtype):
             data = data.astype(np.float32)
         data = dtypes.as_words(data)
-        digest = (int(data.size), hashlib.sha256(data.tobytes()).hexdigest())
+        # by their bytes (a float compare would miss equal NaN patterns); hashed in place
+        digest = (int(data.size), hashlib.sha256(np.ascontiguousarray(data)).hexdigest())
         if digest in self.by_content:
             self.index[key] = self.by_content[digest]
             return self.index[key][0]

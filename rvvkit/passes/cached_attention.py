@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..errors import ModelError
 from ..ir import Graph, Node
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.elementwise import CHANNEL_AFFINE
@@ -100,16 +101,16 @@ def _axes(g: Graph, node: Node) -> Optional[List[int]]:
     return None
 
 
-def _through_casts(g: Graph, uses: Uses, name: str) -> Optional[Node]:
-    """The one consumer of `name` after float-to-float Casts."""
+def _through_casts(g: Graph, uses: Uses, name: str) -> Tuple[Optional[Node], str]:
+    """(the one consumer of `name` after float-to-float Casts, the tensor it reads)."""
     while _only_use(uses, name):
         n = uses[name][0]
         if n.op != "Cast":
-            return n
+            return n, name
         if g.t(n.outputs[0]).dtype != np.float32:
-            return None
+            break
         name = n.outputs[0]
-    return None
+    return None, name
 
 
 def _match(g: Graph, prod, uses: Uses, sm: Node):
@@ -137,8 +138,8 @@ def _match(g: Graph, prod, uses: Uses, sm: Node):
     if tr is None or tr.op != "Transpose" or tuple(tr.attrs.get("perm", ())) != (0, 1, 3, 2) \
             or not _only_use(uses, kt):
         return None
-    pv = _through_casts(g, uses, sm.outputs[0])
-    if pv is None or pv.op != "MatMul" or pv.act is not None or pv.inputs[1] == sm.outputs[0]:
+    pv, probs = _through_casts(g, uses, sm.outputs[0])
+    if pv is None or pv.op != "MatMul" or pv.act is not None or pv.inputs[0] != probs:
         return None
     ck, cv = _cache(g, prod, uses, tr.inputs[0]), _cache(g, prod, uses, pv.inputs[1])
     if ck is None or cv is None or len(g.t(q).shape) != 4:
@@ -155,10 +156,17 @@ def fuse_cached_attention(g: Graph, live_length) -> int:
         if found is None:
             continue
         q, ck, cv, mask, scale, pv, parts = found
-        pv.fused = [(n.op, n.name) for n in parts] + [(pv.op, pv.name)]
-        pv.op, pv.inputs = "Attention", [q, ck, cv, mask, "", "", live_length()]
-        pv.attrs = {"scale": scale}
-        REGISTRY["Attention"].infer(pv, g)
+        attention = Node("Attention", pv.name, [q, ck, cv, mask, "", "", live_length()],
+                         list(pv.outputs), {"scale": scale},
+                         fused=[(n.op, n.name) for n in parts] + [(pv.op, pv.name)])
+        out = g.t(pv.outputs[0])
+        try:
+            same = REGISTRY["Attention"].infer(attention, g)[0] == (out.shape, out.dtype)
+        except ModelError:
+            same = False
+        if not same:
+            continue   # not the attention it looked like: left as exported
+        g.nodes[g.nodes.index(pv)] = attention
         remove_dead(g)
         done += 1
     return done
