@@ -32,14 +32,21 @@ def load_model(model: ModelLike):
         return model
     try:
         if isinstance(model, (bytes, bytearray)):
-            return onnx.load_from_string(bytes(model))
-        if not os.path.exists(model):
+            proto = onnx.load_from_string(bytes(model))
+            model = "the model bytes"
+        elif not os.path.exists(model):
             raise ModelError(f"model file not found: {model}")
-        return onnx.load(os.fspath(model))
+        else:
+            proto = onnx.load(os.fspath(model))
     except ModelError:
         raise
     except Exception as exc:  # protobuf raises several unrelated types on garbage
         raise ModelError(f"cannot parse ONNX model {model!s:.200}: {exc}") from exc
+    if not proto.HasField("graph") and not proto.opset_import:
+        # an empty file (or any bytes that happen to parse as nothing) is a valid empty proto
+        raise ModelError(f"{model!s:.200} is not an ONNX model: it has no graph and no opset "
+                         "(an empty or truncated file?)")
+    return proto
 
 
 def _known_opset() -> int:

@@ -146,6 +146,16 @@ def test_malformed_file(tmp_path):
         rvvkit.build(str(path))
 
 
+def test_empty_file_is_not_a_model(tmp_path):
+    """Empty bytes parse as an empty ModelProto: named as no model, not as an old opset."""
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(ModelError, match="empty.onnx is not an ONNX model"):
+        rvvkit.build(str(path))
+    with pytest.raises(ModelError, match="model bytes is not an ONNX model"):
+        rvvkit.build(b"")
+
+
 def test_missing_file(tmp_path):
     missing = tmp_path / "nope.onnx"
     with pytest.raises(ModelError, match="not found") as info:
