@@ -136,20 +136,25 @@ def assert_matches(model, feeds: Mapping[str, np.ndarray], rtol: float = RTOL,
 
 @pytest.hookimpl(trylast=True)  # after the parametrize marks: the executor's id comes last
 def pytest_generate_tests(metafunc):
-    """A test taking `executor` runs on every executor of this session (tests/executors.py)."""
+    """A test taking `executor` runs on every executor of this session (tests/executors.py);
+    one taking `op_executor` on the sample (CI: the host and one of the others, rotated), one
+    taking `sample_executor` on the whole sample (the decoders' generation, whose every form
+    is checked on every kind of target)."""
     if "executor" in metafunc.fixturenames:
         metafunc.parametrize("executor", executor_params())
-    if "op_executor" in metafunc.fixturenames:
-        metafunc.parametrize("op_executor", executor_params(executor_sample()))
+    for name in ("op_executor", "sample_executor"):
+        if name in metafunc.fixturenames:
+            metafunc.parametrize(name, executor_params(executor_sample()))
 
 
 def pytest_collection_modifyitems(config, items):
-    """CI's executor matrix: each case on one of the rotating QEMU VLENs (tests/executors.py
-    ROTATIONS; RVVKIT_TEST_MATRIX=full runs them all)."""
+    """CI's executor matrix: each case on one of the rotating executors of its parameter
+    (tests/executors.py ROTATIONS; RVVKIT_TEST_MATRIX=full runs them all)."""
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        kept = all(executor_keeps(item.nodeid, params[p], p) for p in ("executor", "target")
+        kept = all(executor_keeps(item.nodeid, params[p], p)
+                   for p in ("executor", "target", "op_executor")
                    if isinstance(params.get(p), Executor))
         (keep if kept else drop).append(item)
     if drop:

@@ -105,8 +105,9 @@ SAMPLE: Tuple[Executor, ...] = (
 # CI's matrix, the default: each case runs on the host, on QEMU at VLEN 128 with poisoned tails,
 # on the CUDA emulator, and on ONE of the plain QEMU VLENs, picked by a stable hash of the case
 # (`keeps`), so that the table as a whole covers every VLEN and thread count while a case costs
-# two QEMU runs, not five; one artifact in NVCC_SHARE also gets the strict nvcc compile (and
-# the conformance sample runs each case on one of its three targets, see ROTATIONS). The
+# two QEMU runs, not five; one artifact in NVCC_SHARE also gets the strict nvcc compile. The
+# conformance sample runs each case on one of its three targets, and the operator table
+# (`op_executor`) each case on the host and one of the sample's other three (ROTATIONS). The
 # whole product runs with RVVKIT_TEST_MATRIX=full (scripts/nightly.sh), and whenever
 # RVVKIT_TEST_EXECUTORS chooses the executors.
 ROTATING: Tuple[str, ...] = tuple(f"qemu-vlen{v}" for v in QEMU_VLENS)
@@ -117,6 +118,9 @@ NVCC_SHARE = 8
 ROTATIONS: Dict[str, Tuple[str, ...]] = {
     "executor": ROTATING,
     "target": ("qemu-vlen128-tail-ones", "qemu-vlen512-tail-ones", "cuda-emu"),
+    # the operator table's SAMPLE: each case on the host and on one of these (the whole
+    # table still covers all three; the full matrix runs every case on each)
+    "op_executor": ("qemu-vlen128-tail-ones", "qemu-vlen512-tail-ones", "cuda-emu"),
 }
 
 

@@ -77,11 +77,11 @@ def built(form: str):
 
 
 @pytest.mark.parametrize("form", sorted(FORMS) + sorted(TF_FORMS) + sorted(ONNX_FORMS))
-def test_greedy_tokens_match_onnxruntime(form, op_executor):
+def test_greedy_tokens_match_onnxruntime(form, sample_executor):
     _, art, (want, rows) = built(form)
-    with rvvkit.load(art, on=op_executor.on, **op_executor.options) as sess:
+    with rvvkit.load(art, on=sample_executor.on, **sample_executor.options) as sess:
         got = sess.generate(PROMPT, 64, keep_logits=True)
-    assert got.tokens == want, f"{op_executor.id}: first difference at step " \
+    assert got.tokens == want, f"{sample_executor.id}: first difference at step " \
         f"{next(i for i, (a, b) in enumerate(zip(got.tokens, want)) if a != b)}"
     assert got.stopped == "max_new_tokens" and len(got.logits) == 64
     # int8 activations (accuracy_level 4): an activation an ulp away from a rounding boundary
@@ -90,7 +90,7 @@ def test_greedy_tokens_match_onnxruntime(form, op_executor):
         else 1e-4
     for step, (a, b) in enumerate(zip(got.logits, rows)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=atol,
-                                   err_msg=f"{op_executor.id}: logits of step {step}")
+                                   err_msg=f"{sample_executor.id}: logits of step {step}")
 
 
 def test_caches_live_in_the_session_and_are_never_copied():
