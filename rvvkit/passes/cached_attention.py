@@ -18,7 +18,7 @@ it have a mask of the most negative float, so their weight was exactly 0. Anythi
 left as exported (still correct, over the whole bound)."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -28,68 +28,30 @@ from ..ops.cache_write import CACHE_WRITE
 from ..ops.elementwise import CHANNEL_AFFINE
 from ..ops.registry import REGISTRY
 from .dce import remove_dead
-
-Uses = Dict[str, List[Node]]
-
-
-def _only_use(uses: Uses, name: str) -> bool:
-    return len(uses.get(name, [])) == 1
+from .view import View
 
 
-def _scalar(g: Graph, name: str) -> Optional[float]:
-    """The value of a constant whose elements are all one number."""
+def _uniform(g: Graph, name: str) -> Optional[float]:
+    """The value of a constant whose elements are all one number (an affine's per-channel
+    scale or shift that is the same for every head)."""
     if not g.is_const(name):
         return None
     data = np.asarray(g.const(name), np.float64).reshape(-1)
     return float(data[0]) if data.size and (data == data[0]).all() else None
 
 
-def _unscaled(g: Graph, prod, uses: Uses, name: str) -> Tuple[str, float]:
-    """(tensor before any multiplications by a constant scalar, their product)."""
+def _unscaled(v: View, name: str) -> Tuple[str, float]:
+    """(the tensor that `name` is a constant multiple of, that constant): through an affine of
+    one scale and no shift, then Mul/Div by scalars (View.product); else (`name`, 1)."""
     scale = 1.0
-    while name in prod and _only_use(uses, name):
-        n = prod[name]
-        if n.act is not None or n.residual:
-            break
-        if n.op == CHANNEL_AFFINE and _scalar(g, n.inputs[2]) == 0.0 and \
-                _scalar(g, n.inputs[1]) is not None:
-            scale *= _scalar(g, n.inputs[1])
-        elif n.op in ("Mul", "Div") and _scalar(g, n.inputs[1]) is not None and \
-                g.t(n.inputs[0]).shape == g.t(name).shape:
-            c = _scalar(g, n.inputs[1])
-            if n.op == "Div" and c == 0.0:
-                break
-            scale *= c if n.op == "Mul" else 1.0 / c
-        elif n.op == "Mul" and _scalar(g, n.inputs[0]) is not None and \
-                g.t(n.inputs[1]).shape == g.t(name).shape:
-            scale *= _scalar(g, n.inputs[0])
-            name = n.inputs[1]
-            continue
-        else:
-            break
-        name = n.inputs[0]
-    return name, scale
-
-
-def _cache(g: Graph, prod, uses: Uses, name: str) -> Optional[str]:
-    """The session cache [B, Hkv, N, D] that `name` is, or that repeat_kv made `name` from."""
-    n = prod.get(name)
-    if n is not None and n.op == CACHE_WRITE:
-        return name
-    chain = []
-    for op in ("Reshape", "Expand", "Unsqueeze"):
-        if n is None or n.op != op or not _only_use(uses, n.outputs[0]):
-            return None
-        chain.append(n)
-        n = prod.get(n.inputs[0])
-    if n is None or n.op != CACHE_WRITE or _axes(g, chain[2]) != [2]:
-        return None
-    cache = n.outputs[0]
-    b, hk, total, d = g.t(cache).shape
-    reps = g.t(name).shape[1] // hk
-    ok = g.t(chain[1].outputs[0]).shape == (b, hk, reps, total, d) and \
-        g.t(name).shape == (b, hk * reps, total, d)
-    return cache if ok else None
+    n = v.node(name, CHANNEL_AFFINE)
+    if n is not None and v.single(name) and _uniform(v.g, n.inputs[2]) == 0.0 and \
+            _uniform(v.g, n.inputs[1]) is not None:
+        scale, name = _uniform(v.g, n.inputs[1]), n.inputs[0]
+    coef, factors = v.product(name, [])
+    if len(factors) != 1 or v.g.t(factors[0]).shape != v.g.t(name).shape:
+        return name, scale
+    return factors[0], scale * coef
 
 
 def _axes(g: Graph, node: Node) -> Optional[List[int]]:
@@ -101,47 +63,67 @@ def _axes(g: Graph, node: Node) -> Optional[List[int]]:
     return None
 
 
-def _through_casts(g: Graph, uses: Uses, name: str) -> Tuple[Optional[Node], str]:
+def _cache(v: View, name: str) -> Optional[str]:
+    """The session cache [B, Hkv, N, D] that `name` is, or that repeat_kv made `name` from."""
+    if v.node(name, CACHE_WRITE) is not None:
+        return name
+    chain = []
+    for op in ("Reshape", "Expand", "Unsqueeze"):
+        n = v.node(name, op)
+        if n is None or not v.single(name):
+            return None
+        chain.append(n)
+        name = n.inputs[0]
+    if v.node(name, CACHE_WRITE) is None or _axes(v.g, chain[2]) != [2]:
+        return None
+    b, hk, total, d = v.g.t(name).shape
+    heads = v.g.t(chain[0].outputs[0]).shape[1]
+    ok = v.g.t(chain[1].outputs[0]).shape == (b, hk, heads // hk, total, d) and \
+        v.g.t(chain[0].outputs[0]).shape == (b, heads, total, d) and heads % hk == 0
+    return name if ok else None
+
+
+def _through_casts(v: View, name: str) -> Tuple[Optional[Node], str]:
     """(the one consumer of `name` after float-to-float Casts, the tensor it reads)."""
-    while _only_use(uses, name):
-        n = uses[name][0]
+    while v.single(name):
+        n = v.cons[name][0]
         if n.op != "Cast":
             return n, name
-        if g.t(n.outputs[0]).dtype != np.float32:
+        if v.g.t(n.outputs[0]).dtype != np.float32:
             break
         name = n.outputs[0]
     return None, name
 
 
-def _match(g: Graph, prod, uses: Uses, sm: Node):
-    """(q, cache_k, cache_v, mask, scale, final MatMul) of the chain through Softmax `sm`."""
+def _match(v: View, sm: Node):
+    """(q, cache_k, cache_v, mask, scale, final MatMul, the nodes it replaces) of the chain
+    through Softmax `sm`, or None."""
+    g = v.g
     shape = g.t(sm.inputs[0]).shape
-    if len(shape) != 4 or sm.attrs.get("axis") != 3 or sm.inputs[0] not in prod:
-        return None
-    add = prod[sm.inputs[0]]
-    if add.op != "Add" or not _only_use(uses, sm.inputs[0]):
+    add = v.node(sm.inputs[0], "Add")
+    if len(shape) != 4 or sm.attrs.get("axis") != 3 or add is None or \
+            not v.single(sm.inputs[0]):
         return None
     for scores, mask in (add.inputs, add.inputs[::-1]):
         ms = g.t(mask).shape
         if g.t(scores).shape == shape and len(ms) == 4 and ms[-1] == shape[-1] and \
-                g.t(mask).dtype == np.float32 and _only_use(uses, scores):
+                g.t(mask).dtype == np.float32 and v.single(scores):
             break
     else:
         return None
-    raw, scale = _unscaled(g, prod, uses, scores)
-    qk = prod.get(raw)
-    if qk is None or qk.op != "MatMul" or qk.act is not None or not _only_use(uses, raw):
+    raw, scale = _unscaled(v, scores)
+    qk = v.node(raw, "MatMul")
+    if qk is None or not v.single(raw):
         return None
-    q, q_scale = _unscaled(g, prod, uses, qk.inputs[0])
-    kt, k_scale = _unscaled(g, prod, uses, qk.inputs[1])
-    tr = prod.get(kt)
-    if tr is None or tr.op != "Transpose" or tuple(tr.attrs.get("perm", ())) != (0, 1, 3, 2) \
-            or not _only_use(uses, kt):
+    q, q_scale = _unscaled(v, qk.inputs[0])
+    kt, k_scale = _unscaled(v, qk.inputs[1])
+    tr = v.node(kt, "Transpose")
+    if tr is None or tuple(tr.attrs.get("perm", ())) != (0, 1, 3, 2) or not v.single(kt):
         return None
-    pv, probs = _through_casts(g, uses, sm.outputs[0])
+    pv, probs = _through_casts(v, sm.outputs[0])
     if pv is None or pv.op != "MatMul" or pv.act is not None or pv.inputs[0] != probs:
         return None
-    ck, cv = _cache(g, prod, uses, tr.inputs[0]), _cache(g, prod, uses, pv.inputs[1])
+    ck, cv = _cache(v, tr.inputs[0]), _cache(v, pv.inputs[1])
     if ck is None or cv is None or len(g.t(q).shape) != 4:
         return None
     return q, ck, cv, mask, scale * q_scale * k_scale, pv, [qk, add, sm]
@@ -152,7 +134,7 @@ def fuse_cached_attention(g: Graph, live_length) -> int:
     (made on first use). Returns how many were rewritten."""
     done = 0
     for sm in [n for n in g.nodes if n.op == "Softmax"]:
-        found = _match(g, g.producers(), g.consumers(), sm)
+        found = _match(View(g), sm)
         if found is None:
             continue
         q, ck, cv, mask, scale, pv, parts = found
