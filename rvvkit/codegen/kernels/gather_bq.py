@@ -11,18 +11,13 @@ Scales that are all bfloat16 values are stored as 16 bits in either layout. An i
 -rows .. rows - 1 is a data error."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ... import nbits
-from .nbits_layout import BF16, relayout_codes, relayout_scales, scale_at, width_of
+from .nbits_layout import (BF16, relayout_codes, relayout_scales, scale_at, stored_scales,
+                           width_of)
 
 declare_spec("gather_bq", ("count", "rows", "K", "bits", "block", "index", "layout",
                            "scale16"))
-
-
-def _row_scales(s: np.ndarray) -> np.ndarray:
-    return nbits.bf16_bits(s).view(np.uint8) if nbits.is_bf16(s) else np.asarray(s, np.float32)
 
 
 def _value(layout: str, rows: int, k: int, bits: int, block: int, scale16: bool) -> str:
@@ -65,6 +60,6 @@ def gather_bq(count: int, rows: int, k: int, bits: int, block: int, index: str,
         transforms = {0: lambda d: relayout_codes(d, k, rows, bits, block),
                       2: lambda s: relayout_scales(s, k, rows, block)}
     else:
-        transforms = {2: _row_scales} if scale16 else {}
+        transforms = {2: stored_scales} if scale16 else {}
     return Lowered(Kernel("gather_bq", params, body, spec=spec, status=True, macs=count * k,
                           support=dict(BF16) if scale16 else {}), transforms)

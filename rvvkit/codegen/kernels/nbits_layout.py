@@ -36,11 +36,16 @@ def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.n
     return np.ascontiguousarray(rows[:, :half] | (hi << 4)).astype(np.uint8)
 
 
+def stored_scales(s: np.ndarray) -> np.ndarray:
+    """Scales as the weights blob holds them: float32, or (every scale a bfloat16 value) the
+    16-bit patterns as bytes (the blob holds typed bytes; scale_at/scale_load read them)."""
+    s = np.ascontiguousarray(s, np.float32)
+    return nbits.bf16_bits(s).view(np.uint8) if nbits.is_bf16(s) else s
+
+
 def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
-    """Scales [N, blocks] -> [blocks, N]: float32, or (every scale a bfloat16 value) the
-    16-bit patterns as bytes, since the weights blob holds typed bytes (scale_load reads them)."""
-    cols = np.ascontiguousarray(np.asarray(s, np.float32).reshape(n, -1).T)
-    return nbits.bf16_bits(cols).view(np.uint8) if nbits.is_bf16(cols) else cols
+    """Scales [N, blocks] -> [blocks, N], stored as `stored_scales` says."""
+    return stored_scales(np.asarray(s, np.float32).reshape(n, -1).T)
 
 
 # bfloat16 -> float: the 16 bits are the top half of the float32's
