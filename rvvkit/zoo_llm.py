@@ -194,9 +194,9 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
         x, _, _, residual = b.node(
             "SkipSimplifiedLayerNormalization", [mlp, residual, b.norm_weight(norm)],
             [f"{norm}/out", "", "", f"layers.{i}.mlp/residual"], domain="com.microsoft", **eps)
-    logits = b.linear(x, cfg.hidden, cfg.vocab, "lm_head", scale=2.0 * cfg.hidden ** -0.5,
-                      w=np.ascontiguousarray(table.T) if cfg.tied else None)
-    b.nodes[-1].output[0] = "logits"
+    b.linear(x, cfg.hidden, cfg.vocab, "lm_head", scale=2.0 * cfg.hidden ** -0.5,
+             w=np.ascontiguousarray(table.T) if cfg.tied else None)
+    b.nodes[-1].output[0] = "logits"   # the head's output, under the name genai gives it
     # symbolic dimensions as onnxruntime-genai writes them: `rvvkit build --max-seq N`
     f32, batch, seq = TensorProto.FLOAT, "batch_size", "sequence_length"
     cache = [batch, cfg.kv_heads, "past_sequence_length", cfg.head]
