@@ -149,6 +149,7 @@ def fuse_cached_attention(g: Graph, live_length) -> int:
         if not same:
             continue   # not the attention it looked like: left as exported
         g.nodes[g.nodes.index(pv)] = attention
-        remove_dead(g)
         done += 1
+    if done:   # once: a chain's dead nodes are its own, so later matches are unaffected
+        remove_dead(g)
     return done
