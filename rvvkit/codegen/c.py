@@ -37,6 +37,7 @@ KERNEL_PRELUDE = """\
 #include <time.h>
 
 typedef uint8_t rvk_bool;   /* ONNX bool tensors: one byte, 0 or 1 */
+typedef uint16_t rvk_half;  /* ONNX float16 tensors: IEEE binary16 bits, converted by Cast */
 /* Kernels that check run-time data (indices) return a status through these; helpers marked
  * RVK_HD are shared with the CUDA unit (where it means __host__ __device__). */
 #define RVK_DATA_ERROR return 1

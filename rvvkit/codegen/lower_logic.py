@@ -12,6 +12,7 @@ from .. import dtypes
 from ..ir import Graph, Node
 from ..ops.logic import COMPARE, LOGIC
 from ..ops.registry import bad, lowering
+from . import half
 from .kernel import Lowered
 from .kernels.logic import ewise, floor_mod, min_max
 
@@ -83,7 +84,18 @@ static RVK_HD inline int64_t rvk_trunc_i64(float a) {
 
 
 def _cast_expr(src: str, dst: str) -> Tuple[str, Dict[str, str]]:
-    """ONNX Cast as C: to bool is != 0; float -> integer truncates toward zero (a C cast)."""
+    """ONNX Cast as C: to bool is != 0; float -> integer truncates toward zero (a C cast);
+    float16 converts through float32 (codegen/half.py), exactly: float32 holds every half, and
+    every integer that rounds to a finite half is exact in float32 too."""
+    if src == dst:
+        return "a0", {}
+    if src == "float16":
+        if dst == "bool":
+            return "(a0 & 0x7fffu) != 0", {}   # +-0 are false; NaN is true, as != 0 says
+        expr, support = _cast_expr("float32", dst)
+        return expr.replace("a0", "rvk_h2f(a0)"), {**half.TO_FLOAT, **support}
+    if dst == "float16":
+        return "rvk_f2h((float)a0)", dict(half.FROM_FLOAT)
     if dst == "bool":
         return "a0 != 0", {}
     if src == "float32" and dst != "float32":

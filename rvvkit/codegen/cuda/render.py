@@ -23,6 +23,7 @@ KERNEL_PRELUDE = """\
 #include <stdint.h>
 
 typedef uint8_t rvk_bool;   /* ONNX bool tensors: one byte, 0 or 1 */
+typedef uint16_t rvk_half;  /* ONNX float16 tensors: IEEE binary16 bits, converted by Cast */
 /* Set (to 1) by a kernel that finds its run-time data out of range, e.g. a Gather index; it
  * then clamps, so nothing outside a tensor is read. The run entry checks it after each such
  * step. */
