@@ -39,8 +39,8 @@ def random_feeds(inputs, dtypes_by_name, seed: int = 0) -> Dict[str, np.ndarray]
     feeds = {}
     for name, shape in inputs:
         dt = np.dtype(dtypes_by_name.get(name, np.float32))
-        if dt == np.float32:
-            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+        if dt.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dt)
         else:
             feeds[name] = rng.integers(0, 2, size=shape).astype(dt)
     return feeds
