@@ -43,7 +43,7 @@ PARAM_OPERANDS: Dict[str, Set[int]] = {
 
 # -- what is out of scope, by category ------------------------------------------------------
 
-_ONNX_ONLY_DTYPES = {"DOUBLE", "FLOAT16", "BFLOAT16", "STRING", "COMPLEX64", "COMPLEX128",
+_ONNX_ONLY_DTYPES = {"DOUBLE", "BFLOAT16", "STRING", "COMPLEX64", "COMPLEX128",
                      "INT4", "UINT4", "INT2", "UINT2", "FLOAT4E2M1", "FLOAT8E8M0"}
 _OTHER_INTS = {"INT16", "UINT16", "UINT32", "UINT64"}
 
@@ -197,8 +197,18 @@ def bind(model, feeds: Dict[str, np.ndarray]):
 def feeds_of(model, inputs) -> Dict[str, np.ndarray]:
     inits = {i.name for i in model.graph.initializer}
     names = [vi.name for vi in model.graph.input if vi.name not in inits]
-    # numpy scalars (a Dropout ratio) become 0-d arrays, which every runtime takes
-    return {n: np.asarray(x) if isinstance(x, np.generic) else x for n, x in zip(names, inputs)}
+    # numpy scalars (a Dropout ratio) become 0-d arrays, which every runtime takes; a few
+    # cases (the float16 Casts) carry TensorProtos where the others carry arrays
+    return {n: as_array(x) for n, x in zip(names, inputs)}
+
+
+def as_array(x):
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if type(x).__name__ == "TensorProto":
+        from onnx import numpy_helper
+        return numpy_helper.to_array(x)
+    return x
 
 
 def compare(case, got: List, want: List) -> None:
@@ -206,7 +216,7 @@ def compare(case, got: List, want: List) -> None:
     rtol/atol (exact for integers and bools)."""
     assert len(got) == len(want), f"{len(got)} outputs, expected {len(want)}"
     for i, (g, w) in enumerate(zip(got, want)):
-        g, w = np.asarray(g), np.asarray(w)
+        g, w = np.asarray(g), np.asarray(as_array(w))
         assert g.dtype == w.dtype, f"output {i}: dtype {g.dtype}, expected {w.dtype}"
         assert g.shape == w.shape, f"output {i}: shape {g.shape}, expected {w.shape}"
         if w.dtype.kind in "biu":

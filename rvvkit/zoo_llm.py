@@ -49,6 +49,9 @@ class DecoderConfig:
     tied: bool = False
     # MatMulNBits scales rounded to bfloat16 values, as `rvvkit quantize` writes them
     bf16_scales: bool = False
+    # float16 weights, scales, logits and key/value caches, as the builder writes a model
+    # for GPUs (precision fp16)
+    half: bool = False
 
     @property
     def head(self) -> int:
@@ -221,6 +224,21 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo_llm")
     model.ir_version = 8
+    return to_half(model) if cfg.half else model
+
+
+def to_half(model):
+    """Every float32 initializer and graph input/output of `model` as float16 (the operators
+    then compute on float16, as the builder's fp16 precision writes them)."""
+    from onnx import TensorProto, numpy_helper
+    g = model.graph
+    for t in g.initializer:
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16),
+                                               t.name))
+    for vi in list(g.input) + list(g.output):
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT16
     return model
 
 

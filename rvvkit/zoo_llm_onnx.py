@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .zoo_llm import DecoderConfig, _Builder, _mlp, _rope_caches, qkv
+from .zoo_llm import DecoderConfig, _Builder, _mlp, _rope_caches, qkv, to_half
 
 
 def _heads(b: _Builder, t: str, heads: int, head: int) -> str:
@@ -83,4 +83,4 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
         ([helper.make_opsetid("com.microsoft", 1)] if cfg.bits else [])
     model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo_llm_onnx")
     model.ir_version = 10
-    return model
+    return to_half(model) if cfg.half else model

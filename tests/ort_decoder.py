@@ -17,8 +17,9 @@ def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int, growing:
     caches = {}
     for vi in sess.get_inputs():
         if vi.name.startswith("past_key_values"):
+            dtype = np.float16 if vi.type == "tensor(float16)" else np.float32
             caches[vi.name] = np.zeros([1, vi.shape[1], 0 if growing else max_seq, vi.shape[3]],
-                                       np.float32)
+                                       dtype)
     names = [o.name for o in sess.get_outputs()]
     mask = any(vi.name == "attention_mask" for vi in sess.get_inputs())
     positions = any(vi.name == "position_ids" for vi in sess.get_inputs())

@@ -22,6 +22,7 @@ from ..errors import ModelError
 from ..ir import Graph, Node, Tensor
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.registry import REGISTRY
+from . import half_state
 from .cached_attention import fuse_cached_attention
 
 GQA = "com.microsoft.GroupQueryAttention"
@@ -149,6 +150,7 @@ def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
     Caches that grow (Concat, Attention) only when `bounded`: built with --max-seq, whose past
     is one position short of the bound; anywhere else past + new -> present is just what the
     model computes, once."""
+    halves = half_state.unwrap(g)   # float16 caches: float32 state, no Cast either way
     made = _grown_to_state(g) if bounded else []
     for node in g.nodes:
         if node.op != GQA:
@@ -164,6 +166,7 @@ def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
             node.attrs["kv_state"] = True
             while node.outputs and not node.outputs[-1]:
                 node.outputs.pop()
+    half_state.rewrap(g, halves, outputs=not made)   # a decoder's logits: float32
     g.state.extend(made)
     g.prune_tensors()
     return made

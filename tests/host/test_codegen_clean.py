@@ -110,7 +110,8 @@ def _sequence_model() -> onnx.ModelProto:
 
 
 def _math_model():
-    """Unary math rows (vector exp ones), typed element-wise ops on every dtype."""
+    """Unary math rows (vector exp ones), typed element-wise ops on every dtype, float16
+    conversions."""
     node = helper.make_node
     r = np.random.default_rng(0)
     inits = [onnx.numpy_helper.from_array(a, n) for n, a in (
@@ -136,11 +137,17 @@ def _math_model():
         node("Cast", ["up"], ["i8"], to=TensorProto.INT8), node("Mod", ["i8", "ks8"], ["i8m"]),
         node("Min", ["i8m", "i8"], ["i8n"]), node("Cast", ["i8n"], ["y"], to=TensorProto.FLOAT),
         node("Softplus", ["y"], ["sp"]), node("Mean", ["sp", "x"], ["out"]),
+        node("Cast", ["out"], ["half"], to=TensorProto.FLOAT16),     # codegen/half.py's helpers
+        node("Cast", ["half"], ["hb"], to=TensorProto.BOOL),
+        node("Cast", ["half"], ["hi"], to=TensorProto.INT32),
+        node("Cast", ["hi"], ["hh"], to=TensorProto.FLOAT16),
     ]
     graph = helper.make_graph(
         nodes, "math", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 6])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None),
-         helper.make_tensor_value_info("bad", TensorProto.BOOL, None)], inits)
+         helper.make_tensor_value_info("bad", TensorProto.BOOL, None),
+         helper.make_tensor_value_info("hb", TensorProto.BOOL, None),
+         helper.make_tensor_value_info("hh", TensorProto.FLOAT16, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 

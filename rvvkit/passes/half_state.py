@@ -1,0 +1,99 @@
+"""float16 key/value caches kept as float32 session state. The frontend (frontend/half.py)
+meets a float16 past input with a Cast to float32 and produces a float16 present output by a
+Cast from float32; a cache that becomes session state (passes/kv_cache.py) leaves the graph's
+inputs and outputs, so no one sees its type: it is kept in float32, what the kernels compute
+on, and neither Cast runs. `unwrap` takes the Casts off every float16 input and output so that
+kv_cache sees past/present as the model draws them; `rewrap` puts them back on those that did
+not become state, whose float16 type the caller still sees. A decoder's other float16 outputs
+(its logits) stay float32: the generation loop on every executor reads float32 rows, and a
+decoder's interface is rvvkit's own already (its caches left it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Tuple
+
+import numpy as np
+
+from ..ir import Graph, Node, Tensor
+
+HALF = np.dtype(np.float16)
+
+
+@dataclass
+class Unwrapped:
+    # (float16 name, float32 name, the Cast between them, the float16 tensor)
+    inputs: List[Tuple[str, str, Node, Tensor]] = field(default_factory=list)
+    outputs: List[Tuple[str, str, Node, Tensor]] = field(default_factory=list)
+
+
+def _rename(g: Graph, old: str, new: str) -> None:
+    """Tensor `old` is called `new` wherever a node or the graph names it."""
+    for n in g.nodes:
+        n.inputs = [new if i == old else i for i in n.inputs]
+        n.outputs = [new if o == old else o for o in n.outputs]
+    g.inputs = [new if i == old else i for i in g.inputs]
+    g.outputs = [new if o == old else o for o in g.outputs]
+
+
+def _readers(g: Graph, name: str) -> List[Node]:
+    return [n for n in g.nodes if name in n.inputs]
+
+
+def _as_float(g: Graph, name: str) -> Tensor:
+    """Retype `name` to float32 (under its own name); returns its float16 tensor."""
+    half = g.t(name)
+    g.tensors[name] = Tensor(name, half.shape, np.dtype(np.float32))
+    return half
+
+
+def unwrap(g: Graph) -> Unwrapped:
+    """Graph inputs and outputs of float16 that only a Cast reads / a Cast makes become the
+    Cast's float32 side under their own names (undone by `rewrap`)."""
+    done = Unwrapped()
+    for name in list(g.inputs):
+        readers = _readers(g, name)
+        if g.t(name).dtype != HALF or len(readers) != 1 or readers[0].op != "Cast" or \
+                name in g.outputs:
+            continue
+        cast = readers[0]
+        g.nodes.remove(cast)
+        _rename(g, cast.outputs[0], name)
+        done.inputs.append((name, cast.outputs[0], cast, _as_float(g, name)))
+    producers = g.producers()
+    for name in list(g.outputs):
+        cast = producers.get(name)
+        if g.t(name).dtype != HALF or cast is None or cast.op != "Cast" or \
+                g.outputs.count(name) != 1 or name in g.inputs or \
+                g.t(cast.inputs[0]).dtype != np.float32:
+            continue
+        readers = _readers(g, name)    # what read the float16 value then reads float32
+        if any(r.op != "Cast" or g.t(r.outputs[0]).dtype != np.float32 for r in readers):
+            continue
+        for r in readers:
+            g.nodes.remove(r)
+            _rename(g, r.outputs[0], name)
+        g.nodes.remove(cast)
+        wide = cast.inputs[0]
+        _rename(g, wide, name)
+        done.outputs.append((name, wide, cast, _as_float(g, name)))
+    return done
+
+
+def rewrap(g: Graph, done: Unwrapped, outputs: bool = True) -> None:
+    """Put back the Casts of the inputs (and, with `outputs`, the outputs) that are still the
+    graph's."""
+    for name, wide, cast, half in done.inputs:
+        if name in g.inputs:
+            g.tensors[wide] = Tensor(wide, half.shape, np.dtype(np.float32))
+            for n in g.nodes:
+                n.inputs = [wide if i == name else i for i in n.inputs]
+            g.tensors[name] = half
+            g.nodes.insert(0, cast)
+    for name, wide, cast, half in done.outputs if outputs else ():
+        if name in g.outputs:
+            g.tensors[wide] = Tensor(wide, half.shape, np.dtype(np.float32))
+            for n in g.nodes:
+                n.inputs = [wide if i == name else i for i in n.inputs]
+                n.outputs = [wide if o == name else o for o in n.outputs]
+            g.tensors[name] = half
+            g.nodes.append(cast)
