@@ -36,7 +36,7 @@ typedef struct {
 
 static const struct { const char *name; int code; } rvk_dtype_names[] = {
     {"float32", 1}, {"int64", 7}, {"int32", 6}, {"int8", 3}, {"uint8", 2}, {"bool", 9},
-    {"float16", 10}};
+    {"float16", 10}, {"float64", 11}};
 
 /* Compares string token `t` (16 hex digits) with a computed rvk64. */
 static int rvk_hex_matches(const rvk_json *j, long t, uint64_t h) {

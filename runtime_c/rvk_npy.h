@@ -1,7 +1,8 @@
 /* Reading and writing .npy files (NumPy's format, versions 1.0, 2.0 and 3.0) for the rvvkit
  * runner. Only what the runner exchanges: C order, and the element types of the plan ABI
  * (ONNX codes, rvvkit_abi.h): float32 '<f4', int64 '<i8', int32 '<i4', int8 '|i1', uint8
- * '|u1', bool '|b1', float16 '<f2' (little-endian; the targets are).
+ * '|u1', bool '|b1', float16 '<f2',
+ * float64 '<f8' (little-endian; the targets are).
  *
  * Reading accepts any shape whose element count is what the kernels expect (the kernels know
  * sizes, not shapes); writing produces a 1-D array, which the caller reshapes from the
@@ -28,7 +29,7 @@ typedef struct {
 static const rvk_npy_type rvk_npy_types[] = {
     {1, "'<f4'", 4, "float32"}, {7, "'<i8'", 8, "int64"}, {6, "'<i4'", 4, "int32"},
     {3, "'|i1'", 1, "int8"},    {2, "'|u1'", 1, "uint8"}, {9, "'|b1'", 1, "bool"},
-    {10, "'<f2'", 2, "float16"},
+    {10, "'<f2'", 2, "float16"}, {11, "'<f8'", 8, "float64"},
 };
 
 /* The type of ONNX code `onnx`, or NULL. */

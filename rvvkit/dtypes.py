@@ -3,9 +3,9 @@ TensorProto code (what the plan ABI reports per input/output) and the .npy descr
 runner reads and writes. Every other module asks here instead of spelling a type itself.
 
 Buffers (arena, weights blob) are counted in 4-byte words: a float32 takes one, an int64 two,
-two float16s, four bools or int8s share one. float16 is a storage type: C has no portable
-half, so kernels see its IEEE bits (rvk_half) and only Cast converts them
-(passes/half.py computes every other float16 operation in float32). Every tensor starts on a 64-byte boundary, so a pointer cast to
+two float16s, four bools or int8s share one. float16 and float64 are storage types: only
+Cast and the graph's I/O see them (frontend/stored_floats.py computes every other operation on
+them in float32); kernels see float16 as its IEEE bits (rvk_half: C has no portable half). Every tensor starts on a 64-byte boundary, so a pointer cast to
 the tensor's C type is always aligned."""
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class DType:
 TABLE: Dict[str, DType] = {d.name: d for d in (
     DType("float32", "float", 1, "<f4", 4),
     DType("float16", "rvk_half", 10, "<f2", 2),   # stored and moved; computed as float32
+    DType("float64", "double", 11, "<f8", 8),      # likewise (frontend/stored_floats.py)
     DType("int64", "int64_t", 7, "<i8", 8),
     DType("int32", "int32_t", 6, "<i4", 4),
     DType("int8", "int8_t", 3, "|i1", 1),

@@ -83,12 +83,19 @@ static RVK_HD inline int64_t rvk_trunc_i64(float a) {
 }"""}
 
 
+TRUNC_DOUBLE = {"hd_rvk_trunc_d_i64": TRUNC["hd_rvk_trunc_i64"].replace(
+    "rvk_trunc_i64(float a)", "rvk_trunc_d_i64(double a)")}
+
+
 def _cast_expr(src: str, dst: str) -> Tuple[str, Dict[str, str]]:
     """ONNX Cast as C: to bool is != 0; float -> integer truncates toward zero (a C cast);
     float16 converts through float32 (codegen/half.py), exactly: float32 holds every half, and
-    every integer that rounds to a finite half is exact in float32 too."""
+    every integer that rounds to a finite half is exact in float32 too (float64 -> float16
+    rounds twice, which differs from one rounding only within a float32 ulp of a half tie)."""
     if src == dst:
         return "a0", {}
+    if src == "float64" and dst not in ("float32", "float16", "bool"):
+        return f"({dtypes.TABLE[dst].ctype})rvk_trunc_d_i64(a0)", TRUNC_DOUBLE
     if src == "float16":
         if dst == "bool":
             return "(a0 & 0x7fffu) != 0", {}   # +-0 are false; NaN is true, as != 0 says
@@ -98,7 +105,7 @@ def _cast_expr(src: str, dst: str) -> Tuple[str, Dict[str, str]]:
         return "rvk_f2h((float)a0)", dict(half.FROM_FLOAT)
     if dst == "bool":
         return "a0 != 0", {}
-    if src == "float32" and dst != "float32":
+    if src == "float32" and dst != "float64":
         return f"({dtypes.TABLE[dst].ctype})rvk_trunc_i64(a0)", TRUNC
     return f"({dtypes.TABLE[dst].ctype})a0", {}
 

@@ -21,7 +21,7 @@ from ..ir import Graph, Node, Tensor
 from ..ops import REGISTRY
 from ..passes.fold import try_fold
 from .schema import schema_problem
-from .half import widen_half
+from .stored_floats import widen_stored_floats
 from .types import MIN_OPSET, elem_dtype, notice, tensor_type_problem, upgrade
 
 ModelLike = Union[str, os.PathLike, bytes, "onnx.ModelProto"]  # noqa: F821
@@ -180,7 +180,7 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
     if opset > known:
         raise ModelError(f"the model imports ai.onnx opset {opset}; rvvkit knows opsets up to "
                          f"{known} (that of the installed onnx package)")
-    proto = widen_half(proto)
+    proto = widen_stored_floats(proto)
     g = Graph(name or proto.graph.name or "model")
     g.opset = opset
     found = Findings()

@@ -150,7 +150,7 @@ def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
     Caches that grow (Concat, Attention) only when `bounded`: built with --max-seq, whose past
     is one position short of the bound; anywhere else past + new -> present is just what the
     model computes, once."""
-    halves = half_state.unwrap(g)   # float16 caches: float32 state, no Cast either way
+    halves = half_state.unwrap(g, bounded)   # float16 caches: float32 state, no Casts
     made = _grown_to_state(g) if bounded else []
     for node in g.nodes:
         if node.op != GQA:
@@ -166,7 +166,9 @@ def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
             node.attrs["kv_state"] = True
             while node.outputs and not node.outputs[-1]:
                 node.outputs.pop()
-    half_state.rewrap(g, halves, outputs=not made)   # a decoder's logits: float32
+    half_state.rewrap(g, halves)
+    if made:
+        half_state.float_outputs(g)
     g.state.extend(made)
     g.prune_tensors()
     return made

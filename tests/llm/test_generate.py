@@ -16,6 +16,7 @@ import pytest
 import rvvkit
 from ort_decoder import ort_greedy
 from rvvkit import zoo_llm, zoo_llm_onnx
+from rvvkit.frontend import stored_floats
 from rvvkit.errors import ArtifactError, ExecutionError, InputError, ModelError
 from rvvkit.quantize_weights import quantize_model
 
@@ -39,11 +40,10 @@ FORMS = {
                                            zero_points=True),
     "llama_int4_zp_blk16": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], bits=4, block=16,
                                            zero_points=True),
-    # float16 weights, scales, caches and logits (the builder's GPU precision): computed in
-    # float32, the caches kept as float32 session state
+    # float16 weights, scales, caches and logits (the builder's GPU precision, whose int4 is
+    # accuracy 0): computed in float32, the caches kept as float32 session state
     "qwen2_f16": zoo_llm.DecoderConfig(half=True),
-    "qwen2_int4_acc4_mask_f16": zoo_llm.DecoderConfig(bits=4, block=32, accuracy=4, mask=True,
-                                                      half=True),
+    "qwen2_int4_mask_f16": zoo_llm.DecoderConfig(bits=4, block=32, mask=True, half=True),
 }
 # transformers' exports (tests/llm/export_decoders.py) and the bits rvvkit quantize gives them
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm"
@@ -78,7 +78,14 @@ def built(form: str):
         if cfg is not None and cfg.tied:   # the embedding quantized as the head is
             model = quantize_model(model, cfg.bits, cfg.block, embeddings=True)[0]
         art = rvvkit.build(model, max_seq=BOUND)
-        _BUILT[form] = (model, art, ort_greedy(model, PROMPT, 64, BOUND, growing=grows))
+        # float16 forms: rvvkit computes them in float32 by design, so the reference is
+        # onnxruntime on the same graph computed so (float16 weights widened, Casts at the
+        # float16 I/O; rvvkit.frontend.stored_floats). onnxruntime's own float16 arithmetic
+        # rounds after some operators and not others: its tokens part from any float32
+        # computation's at the first near-tie (test_half_decoder_tracks_float16_arithmetic)
+        ref = stored_floats.widen_stored_floats(model) if cfg is not None and cfg.half \
+            else model
+        _BUILT[form] = (model, art, ort_greedy(ref, PROMPT, 64, BOUND, growing=grows))
     return _BUILT[form]
 
 
@@ -93,12 +100,27 @@ def test_greedy_tokens_match_onnxruntime(form, sample_executor):
     # int8 activations (accuracy_level 4): an activation an ulp away from a rounding boundary
     # upstream may land one quantum off (about 0.1 in these logits), in onnxruntime or here;
     # float16 models: onnxruntime rounds to half after each operator, rvvkit computes in float32
+    # float16 forms: onnxruntime's logits are rounded to half, rvvkit's stay float32
     cfg = {**FORMS, **ONNX_FORMS}.get(form, zoo_llm.DecoderConfig())
     atol = 0.2 if cfg.accuracy == 4 else 0.02 if cfg.half else 1e-4
     for step, (a, b) in enumerate(zip(got.logits, rows)):
-        np.testing.assert_allclose(a, b.astype(np.float32), rtol=1e-2 if cfg.half else 1e-4,
+        np.testing.assert_allclose(a, b.astype(np.float32), rtol=1e-3 if cfg.half else 1e-4,
                                    atol=atol,
                                    err_msg=f"{sample_executor.id}: logits of step {step}")
+
+
+def test_half_decoder_tracks_float16_arithmetic():
+    """Against onnxruntime's own float16 arithmetic the logits of the first steps agree to
+    half's precision, until the tokens part at a near-tie (they do for some seeds: see
+    built()). The first 4 tokens agree for this seed; later ones are not asserted."""
+    model = zoo_llm.decoder(FORMS["qwen2_f16"], seed=0)
+    want, rows = ort_greedy(model, PROMPT, 4, BOUND)
+    with rvvkit.load(rvvkit.build(model, max_seq=BOUND), on="host") as sess:
+        got = sess.generate(PROMPT, 4, keep_logits=True)
+    assert got.tokens == want
+    for a, b in zip(got.logits, rows):
+        np.testing.assert_allclose(a, b.astype(np.float32), rtol=2e-2,
+                                   atol=2e-2 * float(np.abs(b).max()))
 
 
 def test_caches_live_in_the_session_and_are_never_copied():

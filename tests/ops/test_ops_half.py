@@ -1,4 +1,4 @@
-"""float16 tensors: stored and moved as float16, computed as float32 (rvvkit/frontend/half.py,
+"""float16 tensors: stored and moved as float16, computed as float32 (rvvkit/frontend/stored_floats.py,
 rvvkit/codegen/half.py). Conversions are bit-exact against numpy on every executor (all 65,536
 halves, and the float32 values where rounding to half is hard: ties, subnormals, overflow);
 models with float16 inputs, weights, outputs and casts match onnxruntime within a few ulps of

@@ -1,8 +1,9 @@
 """Graph inputs and outputs of every element type rvvkit computes with (rvvkit/dtypes.py) travel
 through every executor bit-exactly: as host buffers (cffi), as .npy files through the C runner
 (QEMU, boards) and as device buffers (CUDA). Typed constants travel in the weights blob. Types
-outside the table (float64, bfloat16, int16, ...) are refused at build time naming the type,
-except as constants, which fold through Cast. float16 has its own tests (test_ops_half.py)."""
+outside the table (bfloat16, int16, ...) are refused at build time naming the type, except as
+constants, which fold through Cast. float16 and float64 are computed as float32 and have
+their own tests (test_ops_half.py)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -13,15 +14,15 @@ from conftest import assert_matches, make_model
 TYPES = [("float32", TensorProto.FLOAT), ("int64", TensorProto.INT64),
          ("int32", TensorProto.INT32), ("int8", TensorProto.INT8),
          ("uint8", TensorProto.UINT8), ("bool", TensorProto.BOOL),
-         ("float16", TensorProto.FLOAT16)]
+         ("float16", TensorProto.FLOAT16), ("float64", TensorProto.DOUBLE)]
 
 
 def _values(name, shape, seed=0):
     rng = np.random.default_rng(seed)
     if name == "bool":
         return rng.integers(0, 2, shape).astype(bool)
-    if name in ("float32", "float16"):
-        return rng.standard_normal(shape).astype(name)
+    if name in ("float32", "float16", "float64"):   # float64 travels through float32
+        return rng.standard_normal(shape).astype(np.float32).astype(name)
     info = np.iinfo(name)
     return rng.integers(info.min, info.max, shape, endpoint=True).astype(name)
 
@@ -65,18 +66,18 @@ def test_wrong_input_dtype_is_named():
 
 
 def test_unsupported_input_dtype_is_a_clear_build_error():
-    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, (2,))
-    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, (2,))
-    with pytest.raises(rvvkit.ModelError, match="input 'x' has dtype float64"):
+    x = helper.make_tensor_value_info("x", TensorProto.INT16, (2,))
+    y = helper.make_tensor_value_info("y", TensorProto.INT16, (2,))
+    with pytest.raises(rvvkit.ModelError, match="input 'x' has dtype int16"):
         rvvkit.build(make_model([helper.make_node("Identity", ["x"], ["y"])], [x], [y]))
 
 
 @pytest.mark.parametrize("to, shown", [
-    (TensorProto.DOUBLE, "float64"), (TensorProto.INT16, "int16"), (TensorProto.UINT32, "uint32"),
+    (TensorProto.INT16, "int16"), (TensorProto.UINT32, "uint32"),
     (TensorProto.UINT64, "uint64"), (TensorProto.BFLOAT16, "bfloat16"), (TensorProto.STRING, "string"),
     (TensorProto.INT4, "int4")])
 def test_run_time_cast_to_a_type_outside_rvvkit_is_a_clear_build_error(to, shown):
-    """Cast may name float64 and the other integer widths, whose constants fold at build time;
+    """Cast may name the other integer widths, whose constants fold at build time;
     on a run-time tensor (no C type) it is refused naming the type, not a KeyError."""
     y = helper.make_tensor_value_info("y", to, (2,))
     m = make_model([helper.make_node("Cast", ["x"], ["y"], to=to, name="the_cast")],

@@ -1,6 +1,8 @@
-"""float16 is stored and moved as float16 and computed as float32: most RVV cores (and QEMU
-7.2) have no Zvfh, and C has no portable half. Before the model becomes the IR, its ONNX graph
-is rewritten the way onnxruntime's CPU provider inserts casts:
+"""float16 and float64 are stored and moved as such and computed as float32. float16: most RVV
+cores (and QEMU 7.2) have no Zvfh, and C has no portable half. float64: no kernel has double
+arithmetic, and embedded engines compute such models in float32 too (a one-line notice says
+so). Before the model becomes the IR, its ONNX graph is rewritten the way onnxruntime's CPU
+provider inserts casts (said of float16 below; float64 alike):
 - a float16 graph input is converted once, by a Cast to float32 that its readers then read;
 - a float16 graph output is computed in float32 and converted by a final Cast;
 - float16 initializers and Constant values become float32 at build time, so no run converts
@@ -8,66 +10,77 @@ is rewritten the way onnxruntime's CPU provider inserts casts:
 - values between operations are float32: no rounding between operations, as onnxruntime's
   cast insertion leaves none;
 - the model's own Casts to float16 keep their rounding: a float32 copy of their result is what
-  the operations after them read.
-Afterwards float16 appears only at Casts and the graph's I/O; codegen/half.py converts bits."""
+  the operations after them read (a Cast to float64 rounds nothing: it becomes one to float32).
+Afterwards these types appear only at Casts and the graph's I/O; codegen/half.py converts
+float16's bits, C casts convert float64."""
 from __future__ import annotations
 
 from typing import Dict, List, Set
 
-HALF, FLOAT = 10, 1     # onnx.TensorProto codes
+from .types import notice
+
+HALF, DOUBLE, FLOAT = 10, 11, 1     # onnx.TensorProto codes
+STORED = (HALF, DOUBLE)
 
 
-def widen_half(proto):
+def widen_stored_floats(proto):
     """`proto` (not modified) or a rewritten copy of it, as described above."""
-    if not _has_half(proto.graph):
+    if not _has_stored(proto.graph):
         return proto
     from onnx import ModelProto
     out = ModelProto()
     out.CopyFrom(proto)
     g = out.graph
+    if _has_stored(g, (DOUBLE,)):
+        notice("float64 tensors are computed in float32 (the graph's float64 inputs and "
+               "outputs stay float64)")
     _widen_constants(g)
-    declared = {vi.name for vi in g.output if vi.type.tensor_type.elem_type == HALF}
+    declared = {vi.name for vi in g.output if vi.type.tensor_type.elem_type in STORED}
     rounded = _own_casts(g)
-    halves = [vi.name for vi in g.input if vi.type.tensor_type.elem_type == HALF]
-    narrowed = sorted(declared - rounded - set(halves))
+    stored = [vi.name for vi in g.input if vi.type.tensor_type.elem_type in STORED]
+    narrowed = sorted(declared - rounded - set(stored))
     for name in narrowed:
         _narrow_output(g, name)
-    for name in halves + sorted(rounded) + narrowed:   # what reads them reads float16's value
+    for name in stored + sorted(rounded) + narrowed:   # what reads them reads their value
         _widen_readers(g, name)
     for vi in g.value_info:    # hints for tensors that are float32 now
-        if vi.type.tensor_type.elem_type == HALF and vi.name not in rounded:
+        if vi.type.tensor_type.elem_type in STORED and vi.name not in rounded:
             vi.type.tensor_type.elem_type = FLOAT
     return out
 
 
-def _has_half(g) -> bool:
-    return any(t.data_type == HALF for t in g.initializer) or \
-        any(vi.type.tensor_type.elem_type == HALF for vi in list(g.input) + list(g.output)) or \
-        any(_names_half(n) for n in g.node)
+def _has_stored(g, codes=STORED) -> bool:
+    return any(t.data_type in codes for t in g.initializer) or \
+        any(vi.type.tensor_type.elem_type in codes for vi in list(g.input) + list(g.output)) or \
+        any(_names_stored(n, codes) for n in g.node)
 
 
-def _names_half(node) -> bool:
-    return any((a.name in ("to", "dtype") and a.i == HALF) or
-               (a.HasField("t") and a.t.data_type == HALF) for a in node.attribute)
+def _names_stored(node, codes) -> bool:
+    return any((a.name in ("to", "dtype") and a.i in codes) or
+               (a.HasField("t") and a.t.data_type in codes) for a in node.attribute)
 
 
 def _widen_constants(g) -> None:
-    """float16 initializers, Constant values and ConstantOfShape fill values -> float32;
-    operators told to produce float16 (EyeLike, RandomNormal, ...) produce float32."""
+    """float16/float64 initializers, Constant values and ConstantOfShape fill values ->
+    float32; operators told to produce them (EyeLike, RandomNormal, ...) produce float32, and
+    Casts to float64 cast to float32."""
     from onnx import numpy_helper
     for t in g.initializer:
-        if t.data_type == HALF:
+        if t.data_type in STORED:
             t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype("float32"),
                                                t.name))
     for n in g.node:
         for a in n.attribute:
-            if a.HasField("t") and a.t.data_type == HALF:
+            if a.HasField("t") and a.t.data_type in STORED:
                 a.t.CopyFrom(numpy_helper.from_array(
                     numpy_helper.to_array(a.t).astype("float32"), a.t.name))
-            if a.name == "dtype" and a.i == HALF:
+            if (a.name == "dtype" and a.i in STORED) or (a.name == "to" and a.i == DOUBLE):
                 a.i = FLOAT
-        if n.op_type == "CastLike" and _type_of(g, n.input[1]) == HALF:
-            _to_cast(n)
+        target = _type_of(g, n.input[1]) if n.op_type == "CastLike" else 0
+        if target == HALF:
+            _to_cast(n, HALF)
+        elif target == DOUBLE:
+            _to_cast(n, FLOAT)
 
 
 def _type_of(g, name: str) -> int:
@@ -78,13 +91,13 @@ def _type_of(g, name: str) -> int:
     return 0
 
 
-def _to_cast(n) -> None:
-    """CastLike to a float16 target -> Cast to float16 (the target only lent its type)."""
+def _to_cast(n, to: int) -> None:
+    """CastLike to a float16/float64 target -> Cast to `to` (the target only lent its type)."""
     from onnx import helper
     del n.input[1:]
     del n.attribute[:]
     n.op_type = "Cast"
-    n.attribute.append(helper.make_attribute("to", HALF))
+    n.attribute.append(helper.make_attribute("to", to))
 
 
 def _own_casts(g) -> Set[str]:
@@ -103,8 +116,8 @@ def _fresh(g, base: str) -> str:
 
 
 def _widen_readers(g, name: str) -> None:
-    """Readers of float16 `name` other than Casts (which convert float16 themselves) read a
-    float32 copy, made by one Cast right after `name` is produced."""
+    """Readers of float16/float64 `name` other than Casts (which convert those themselves)
+    read a float32 copy, made by one Cast right after `name` is produced."""
     from onnx import helper
     readers: List = [n for n in g.node if name in n.input and n.op_type != "Cast"]
     if not readers:
@@ -117,9 +130,11 @@ def _widen_readers(g, name: str) -> None:
 
 
 def _narrow_output(g, name: str) -> None:
-    """Graph output `name`, declared float16: computed as a float32 tensor, then Cast right
-    after it (what else reads it then reads the float16 value, as in the model)."""
+    """Graph output `name`, declared float16/float64: computed as a float32 tensor, then Cast
+    right after it (what else reads it then reads the declared type's value, as in the
+    model)."""
     from onnx import helper
+    to = next(vi.type.tensor_type.elem_type for vi in g.output if vi.name == name)
     wide = _fresh(g, name)
     at = 0
     for k, n in enumerate(g.node):
@@ -128,7 +143,7 @@ def _narrow_output(g, name: str) -> None:
                 n.output[j], at = wide, k + 1
     if at == 0:     # produced by no node (an initializer output): leave it to the frontend
         return
-    g.node.insert(at, helper.make_node("Cast", [wide], [name], f"{name}/to_float16", to=HALF))
+    g.node.insert(at, helper.make_node("Cast", [wide], [name], f"{name}/to_stored", to=to))
 
 
 def _rename_inputs(n, names: Dict[str, str]) -> None:
