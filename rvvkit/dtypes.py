@@ -40,6 +40,9 @@ TABLE: Dict[str, DType] = {d.name: d for d in (
 )}
 FLOAT32 = TABLE["float32"]
 NAMES = tuple(TABLE)
+# what kernels compute on; the stored-only types reach nothing but Cast and the graph's I/O
+STORED_ONLY = ("float16", "float64")
+COMPUTED = tuple(n for n in NAMES if n not in STORED_ONLY)
 
 
 def of(dtype) -> DType:

@@ -114,7 +114,7 @@ def _onnx_type_name(code) -> str:
         return f"ONNX dtype {code}"
 
 
-@register("Cast", _cast_eval, dtypes=ANY)
+@register("Cast", _cast_eval, dtypes=dtypes.NAMES)   # float16/float64 too: it converts them
 def _cast(node, g):
     to = node.attrs.get("to")
     if to not in ONNX_DTYPES:
@@ -123,7 +123,7 @@ def _cast(node, g):
     return [(in_shape(node, g, 0), ONNX_DTYPES[to])]
 
 
-@register("CastLike", lambda node, xs: [cast_value(xs[0], xs[1].dtype)], dtypes=ANY,
+@register("CastLike", lambda node, xs: [cast_value(xs[0], xs[1].dtype)], dtypes=dtypes.NAMES,
           value_inputs=(0,))   # input 1 only lends its dtype
 def _cast_like(node, g):
     if len(node.inputs) != 2:

@@ -56,9 +56,10 @@ class OpDef:
 
     @property
     def kernel_dtypes(self) -> Tuple[str, ...]:
-        """The element types its kernel takes, "any" spelled out: never one outside rvvkit's
-        dtype table (float64, float16, int16, ...), which no kernel has a C type for."""
-        return dtype_table.NAMES if "any" in self.dtypes else self.dtypes
+        """The element types its kernel takes, "any" spelled out as those kernels compute on:
+        never one outside rvvkit's dtype table (bfloat16, int16, ...), which no kernel has a C
+        type for, nor float16/float64, which only Cast converts (frontend/stored_floats.py)."""
+        return dtype_table.COMPUTED if "any" in self.dtypes else self.dtypes
 
     def takes(self, dtype) -> bool:
         return dtype_table.supported(dtype) and np.dtype(dtype).name in self.kernel_dtypes

@@ -65,7 +65,7 @@ def test_node(name):
         assert passed, why
 
 
-# Cast and CastLike cases out of scope for their dtypes (float64, float16, bfloat16, float8,
+# Cast and CastLike cases out of scope for their dtypes (bfloat16, float8,
 # int4, ...): a user may still hand rvvkit such a model
 CAST_CASES = sorted(n for n, c in CASES.items()
                     if n.startswith("test_cast") and oc.excluded(n, c.model))

@@ -14,7 +14,7 @@ node = helper.make_node
 
 
 def test_categories():
-    dbl = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2])
+    dbl = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])
     seq = helper.make_value_info("x", helper.make_sequence_type_proto(
         helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))
     cases = {
