@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 
-from .. import nbits
 from ..ir import Graph, Node
 from ..ops.cache_write import CACHE_WRITE
 from ..ops.gather_block_quantized import GBQ
@@ -15,6 +14,7 @@ from .kernels.gather_bq import gather_bq
 from .kernels.llm import cache_write, gqa, rmsnorm
 from .kernels.nbits_f32 import matmul_nbits_f32
 from .kernels.nbits_int8 import matmul_nbits_i8
+from .kernels.nbits_layout import scale_kind
 
 MS = "com.microsoft."
 
@@ -33,9 +33,10 @@ def _skip_sln(n: Node, g: Graph) -> Lowered:
                    bool(opt_input(n, 3)), sum_out)
 
 
-def _scale16(n: Node, g: Graph) -> bool:
-    """The scales (input 2) are constants that are all bfloat16 values: stored in 16 bits."""
-    return g.is_const(n.inputs[2]) and nbits.is_bf16(g.const(n.inputs[2]))
+def _scales(n: Node, g: Graph) -> str:
+    """How the scales (input 2) are stored: 16 bits when they are constants that are all
+    bfloat16 or normal float16 values (nbits_layout.scale_kind)."""
+    return scale_kind(g.const(n.inputs[2])) if g.is_const(n.inputs[2]) else "float32"
 
 
 @lowering(MS + "MatMulNBits")
@@ -44,7 +45,7 @@ def _matmul_nbits(n: Node, g: Graph) -> Lowered:
     rows = math.prod(g.t(n.inputs[0]).shape[:-1])
     kernel = matmul_nbits_i8 if a["int8_act"] else matmul_nbits_f32
     return kernel(rows, a["K"], a["N"], a["bits"], a["block_size"], a["zp_kind"],
-                  bool(opt_input(n, 5)), _scale16(n, g))
+                  bool(opt_input(n, 5)), _scales(n, g))
 
 
 @lowering(MS + "GroupQueryAttention")
@@ -91,4 +92,4 @@ def _gather_bq(n: Node, g: Graph) -> Lowered:
     a, idx = n.attrs, g.t(n.inputs[1])
     layout = "columns" if _shares_a_head(n, g) else "rows"
     return gather_bq(idx.size, a["rows"], a["K"], a["bits"], a["block_size"], idx.dtype.name,
-                     layout, _scale16(n, g))
+                     layout, _scales(n, g))

@@ -358,6 +358,14 @@ def _decoder_model(accuracy: int = 0):
     return quantize_model(zoo_llm.decoder(cfg), 4, 16, embeddings=True)[0]
 
 
+def _half_decoder_model():
+    """A float16 decoder (onnxruntime-genai's fp16 precision): Casts at its I/O, 4-bit weights
+    with float16 scales (stored in 16 bits), float32 state for its float16 caches."""
+    from rvvkit import zoo_llm
+    return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
+                                                 intermediate=72, bits=4, block=16, half=True))
+
+
 def _grown_decoder_model():
     """ONNX Attention with past/present (rvvkit.zoo_llm_onnx): the in-place cache writes."""
     from rvvkit import zoo_llm, zoo_llm_onnx
@@ -375,6 +383,7 @@ def sources(tmp_path_factory):
                         ("extra", _extra_model()), ("grid", _grid_model()),
                         ("quant", _quant_model()), ("decoder", _decoder_model()),
                         ("decoder_acc4", _decoder_model(accuracy=4)),
+                        ("decoder_half", _half_decoder_model()),
                         ("decoder_grown", _grown_decoder_model())):
         path = d / f"{name}.c"
         seq = 24 if name.startswith("decoder") else None
@@ -385,7 +394,7 @@ def sources(tmp_path_factory):
 
 @pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
                                    "movement", "extra", "grid", "quant", "decoder",
-                                   "decoder_acc4", "decoder_grown"])
+                                   "decoder_acc4", "decoder_half", "decoder_grown"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

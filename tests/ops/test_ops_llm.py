@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import rvvkit
-from conftest import assert_matches, rand
+from conftest import assert_matches, rand, run_ort
 from rvvkit import nbits
 from rvvkit.errors import ExecutionError
 
@@ -48,6 +48,10 @@ NBITS_CASES = [
     ("s16_b8_bias", 2, 128, 65, 8, 64, "", True),
     ("acc4_s16_b4_zp", 2, 96, 71, 4, 32, "u8", True),
     ("acc4_s16_b8", 1, 128, 33, 8, 32, "", False),
+    # scales that are float16 values (a float16 model's): 16 bits, widened by integer shifts
+    ("h16_b4_gemv", 1, 64, 40, 4, 32, "", False),
+    ("h16_b8_zp_bias", 2, 128, 65, 8, 64, "u8", True),
+    ("acc4_h16_b4", 1, 256, 130, 4, 32, "", False),
 ]
 
 
@@ -58,6 +62,8 @@ def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor, request):
     w = rand(k, n, seed=1)
     b, scales, packed = nbits.quantize(w, bits, block, zero_points=bool(zp),
                                        bf16_scales="s16" in request.node.callspec.id)
+    if "h16" in request.node.callspec.id:
+        scales = scales.astype(np.float16).astype(np.float32)
     inits = {"b": b, "scales": scales.ravel()}
     names = ["a", "b", "scales"]
     if zp == "u8":
@@ -73,6 +79,40 @@ def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor, request):
                             block_size=block, accuracy_level=4 if acc4 else 0)
     m = ms_model([node], [f32("a", [rows, k])], [f32("y", [rows, n])], inits)
     assert_matches(m, {"a": rand(rows, k, seed=2)}, on=op_executor, rtol=1e-4, atol=1e-4)
+
+
+def _half_nbits_model(k, n, half_scales=True, half_io=True):
+    w = rand(k, n, seed=1)
+    b, scales, _ = nbits.quantize(w, 4, 32)
+    scales = scales.astype(np.float16).astype(np.float32)
+    if not half_scales:     # one scale off float16's grid: all stay float32
+        scales.flat[0] = np.nextafter(scales.flat[0], np.float32(1))
+    dtype = np.float16 if half_io else np.float32
+    code = TensorProto.FLOAT16 if half_io else TensorProto.FLOAT
+    node = helper.make_node("MatMulNBits", ["a", "b", "scales"], ["y"], domain=MS, K=k, N=n,
+                            bits=4, block_size=32)
+    io = [helper.make_tensor_value_info("a", code, [2, k])], \
+        [helper.make_tensor_value_info("y", code, [2, n])]
+    return ms_model([node], *io, {"b": b, "scales": scales.ravel().astype(dtype)})
+
+
+def test_half_matmul_nbits_matches_onnxruntime(op_executor):
+    """A float16 MatMulNBits (activations, scales and output float16), as the builder's fp16
+    precision writes it: computed in float32, within half's precision of onnxruntime's."""
+    m = _half_nbits_model(96, 70)
+    a = rand(2, 96, seed=2).astype(np.float16)
+    got = op_executor.run(rvvkit.build(m), {"a": a})["y"]
+    want = run_ort(m, {"a": a})["y"]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2,
+                               atol=1e-2 * float(np.abs(want).max()))
+
+
+def test_half_scales_are_stored_in_16_bits():
+    k, n = 256, 64
+    half = rvvkit.build(_half_nbits_model(k, n, half_io=False)).weights.nbytes
+    full = rvvkit.build(_half_nbits_model(k, n, half_scales=False, half_io=False)).weights.nbytes
+    assert full - half >= 2 * (k // 32) * n - 128
 
 
 def test_nbits_format_round_trips():

@@ -228,19 +228,25 @@ def test_zig_defines_api_1_0(tmp_path):
 def _zig_model(name: str):
     """shufflenet (a light model's kernel families), or a 4-bit decoder: float activations
     and bfloat16 scales with a 4-bit embedding, or int8 activations with the LM head tied to
-    the embedding (the gather from the head's layout)."""
+    the embedding (the gather from the head's layout), or float16 (its scales widened from
+    16 bits by integer shifts)."""
     from rvvkit import zoo_llm
     from rvvkit.quantize_weights import quantize_model
     from rvvkit.zoo import light_model
     if name == "shufflenet":
         return light_model(name), None
+    if name == "decoder_half":
+        return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=64, heads=4, kv_heads=2, layers=1,
+                                                     intermediate=48, bits=4, block=16,
+                                                     half=True)), 24
     cfg = zoo_llm.DecoderConfig(hidden=64, heads=4, kv_heads=2, layers=1, intermediate=48,
                                 bits=4, block=16, bf16_scales=True,
                                 accuracy=4 if "acc4" in name else 0, tied="tied" in name)
     return quantize_model(zoo_llm.decoder(cfg), 4, 16, embeddings=True)[0], 24
 
 
-@pytest.mark.parametrize("model", ["shufflenet", "decoder", "decoder_acc4_tied"])
+@pytest.mark.parametrize("model", ["shufflenet", "decoder", "decoder_acc4_tied",
+                                   "decoder_half"])
 @pytest.mark.parametrize("lang", [["-x", "c", "-std=c11"], ["-x", "c++", "-std=c++11"]],
                          ids=["c", "c++"])
 def test_zig_compiles_model_sources_clean(lang, model, tmp_path):

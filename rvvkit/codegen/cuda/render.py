@@ -30,6 +30,7 @@ typedef uint16_t rvk_half;  /* ONNX float16 tensors: IEEE binary16 bits, convert
 __device__ int rvk_cuda_status;
 /* What C kernels share with their one-thread CUDA form (codegen/cuda/serial.py). */
 #define RVK_HD __host__ __device__
+#define RVK_UNUSED   /* the C unit's "may stay unused" mark; nvcc does not warn of them */
 #define RVK_DATA_ERROR do { rvk_cuda_status = 1; return; } while (0)
 #define RVK_DATA_OK return
 #define RVK_MEMCPY(d, s, nbytes) memcpy((d), (s), (nbytes))

@@ -7,59 +7,60 @@ dequantized as they are gathered, from one of two layouts of the same codes:
   layout's column v, read with a stride. Both steps then take their weights from one copy in
   the artifact (the weights blob stores identical entries once); a gathered row is only K
   reads, so the stride costs nothing next to the LM head's pass over the whole table.
-Scales that are all bfloat16 values are stored as 16 bits in either layout. An index outside
+Scales that are all bfloat16 (or normal float16) values are stored as 16 bits in either
+layout. An index outside
 -rows .. rows - 1 is a data error."""
 from __future__ import annotations
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ... import nbits
-from .nbits_layout import (BF16, relayout_codes, relayout_scales, scale_at, stored_scales,
-                           width_of)
+from .nbits_layout import (SCALE_HELPERS, relayout_codes, relayout_scales, scale_at,
+                           scale_param, stored_scales, width_of)
 
 declare_spec("gather_bq", ("count", "rows", "K", "bits", "block", "index", "layout",
-                           "scale16"))
+                           "scales"))
 
 
-def _value(layout: str, rows: int, k: int, bits: int, block: int, scale16: bool) -> str:
+def _value(layout: str, rows: int, k: int, bits: int, block: int, scales: str) -> str:
     """C: element k of gathered row i as a float."""
     nb = nbits.blocks_of(k, block)
     if layout == "rows":
         code = f"(q[i * {k * bits // 8} + (k >> 1)] >> ((k & 1) * 4)) & 15" if bits == 4 \
             else f"q[i * {k} + k]"
         return f"(float)((int)({code}) - {1 << (bits - 1)}) * " \
-               f"{scale_at(f'i * {nb} + k / {block}', scale16)}"
+               f"{scale_at(f'i * {nb} + k / {block}', scales)}"
     width = width_of(rows, bits)
     if bits == 4:   # column i: low nibbles of byte column i, or high ones of i - width
         code = f"(i < {width} ? (q[k * {width} + i] & 15) : (q[k * {width} + i - {width}] >> 4))"
         code = f"((int){code} - 8)"
     else:           # stored as code - 128 (int8)
         code = f"(int)q[k * {width} + i]"
-    return f"(float){code} * {scale_at(f'(k / {block}) * {rows} + i', scale16)}"
+    return f"(float){code} * {scale_at(f'(k / {block}) * {rows} + i', scales)}"
 
 
 def gather_bq(count: int, rows: int, k: int, bits: int, block: int, index: str,
-              layout: str = "rows", scale16: bool = False) -> Lowered:
+              layout: str = "rows", scales: str = "float32") -> Lowered:
     """Params: q (the codes in `layout`), indices (`index` dtype, `count` of them), scales,
     out [count, K]; the transforms from the operator's tensors to the layout."""
     spec = make_spec("gather_bq", count=count, rows=rows, K=k, bits=bits, block=block,
-                     index=index, layout=layout, scale16=scale16)
+                     index=index, layout=layout, scales=scales)
     body = f"""    for (long r = 0; r < {count}; ++r) {{
         long i = (long)idx[r];
         if (i < 0) i += {rows};
         if (i < 0 || i >= {rows}) RVK_DATA_ERROR;
         float *__restrict o = out + r * {k};
         for (long k = 0; k < {k}; ++k)
-            o[k] = {_value(layout, rows, k, bits, block, scale16)};
+            o[k] = {_value(layout, rows, k, bits, block, scales)};
     }}
     RVK_DATA_OK;
 """
     signed = layout == "columns" and bits == 8
     params = (Param("q", dtype="int8" if signed else "uint8"), Param("idx", dtype=index),
-              Param("scales", dtype="uint8" if scale16 else "float32"), Param("out", False))
+              scale_param(scales), Param("out", False))
     if layout == "columns":
         transforms = {0: lambda d: relayout_codes(d, k, rows, bits, block),
                       2: lambda s: relayout_scales(s, k, rows, block)}
     else:
-        transforms = {2: stored_scales} if scale16 else {}
+        transforms = {2: stored_scales} if scales != "float32" else {}
     return Lowered(Kernel("gather_bq", params, body, spec=spec, status=True, macs=count * k,
-                          support=dict(BF16) if scale16 else {}), transforms)
+                          support=dict(SCALE_HELPERS[scales])), transforms)

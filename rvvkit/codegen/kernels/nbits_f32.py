@@ -15,7 +15,7 @@ from .nbits_layout import (column_kernel, default_zero_point, portable_columns, 
                            rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
-                                     "scale16"))
+                                     "scales"))
 
 
 def _block_sums(k: int, nb: int, block: int) -> str:
@@ -34,7 +34,7 @@ def _zero_point(zp_kind: str, bits: int, n: int, col: str) -> str:
 
 
 def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
-              bias: bool, scale16: bool) -> str:
+              bias: bool, scales: str) -> str:
     width = width_of(n, bits)
     code = (f"(float)(c < {width} ? (q[t * {width} + c] & 15) : "
             f"(q[t * {width} + c - {width}] >> 4))") if bits == 4 else \
@@ -45,7 +45,7 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
                     const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
                     float dot = 0.0f;
                     for (long t = blk * {block}; t < k1; ++t) dot += x[t] * {code};
-                    acc += {scale_at(f"blk * {n} + c", scale16)} *
+                    acc += {scale_at(f"blk * {n} + c", scales)} *
                            (dot - {_zero_point(zp_kind, bits, n, "c")} * asum[blk]);
                 }}
                 y[i * {n} + c] = acc;
@@ -54,13 +54,13 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
 
 
 def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
-         scale16: bool) -> str:
+         scales: str) -> str:
     width = width_of(n, bits)
 
     def finish(acc: str, col: str, out: str) -> str:
         return f"""                    {rvv_zero_point(zp_kind, bits, n, acc, col, "asum[blk]")}
                     {out} = __riscv_vfmacc_vv_f32m4({out}, {acc},
-                        {scale_load(f"blk * {n} + {col}", scale16)}, vl);"""
+                        {scale_load(f"blk * {n} + {col}", scales)}, vl);"""
     zero = "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
     k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
     if bits == 4:
@@ -87,11 +87,11 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
 
 
 def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
-                     bias: bool, scale16: bool = False) -> Lowered:
+                     bias: bool, scales: str = "float32") -> Lowered:
     """Params as nbits_layout.column_kernel. Workspace: the row's block sums."""
     nb = nbits.blocks_of(k, block)
     per_row = _block_sums(k, nb, block) + rvv.guarded(
-        _rvv(k, n, bits, block, nb, zp_kind, bias, scale16),
-        _portable(k, n, bits, block, nb, zp_kind, bias, scale16))
+        _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
+        _portable(k, n, bits, block, nb, zp_kind, bias, scales))
     return column_kernel("matmul_nbits_f32", m, k, n, bits, block, zp_kind, bias,
-                         "    float *__restrict asum = ws;\n", per_row, nb, scale16)
+                         "    float *__restrict asum = ws;\n", per_row, nb, scales)

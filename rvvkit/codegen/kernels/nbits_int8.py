@@ -17,7 +17,7 @@ from .nbits_layout import (column_kernel, default_zero_point, portable_columns, 
                            rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
-                                     "scale16"))
+                                     "scales"))
 
 def _quantize_row(k: int, nb: int, block: int) -> str:
     """C: row i of `a` to int8 blocks in the workspace (aq, sa, asum), as onnxruntime's MLAS
@@ -66,7 +66,7 @@ def _quantize_row(k: int, nb: int, block: int) -> str:
 
 
 def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
-              bias: bool, scale16: bool) -> str:
+              bias: bool, scales: str) -> str:
     width = width_of(n, bits)
     z = "zp[blk * {n} + c]".format(n=n) if zp_kind else f"{default_zero_point(bits)!r}f"
     if bits == 4:
@@ -80,7 +80,7 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
                     int32_t dot = 0;
                     for (long t = blk * {block}; t < blk * {block} + {block}; ++t)
                         dot += (int32_t)aq[t] * (int32_t){code};
-                    acc += sa[blk] * {scale_at(f"blk * {n} + c", scale16)} *
+                    acc += sa[blk] * {scale_at(f"blk * {n} + c", scales)} *
                            ((float)dot - {z} * (float)asum[blk]);
                 }}
                 y[i * {n} + c] = acc;
@@ -89,7 +89,7 @@ def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
 
 
 def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
-         scale16: bool) -> str:
+         scales: str) -> str:
     width = width_of(n, bits)
     zero = "__riscv_vmv_v_x_i32m4(0, vl)"
 
@@ -98,7 +98,7 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
                         vfloat32m4_t f = __riscv_vfcvt_f_x_v_f32m4({acc}, vl);
                         {rvv_zero_point(zp_kind, bits, n, "f", col, "(float)asum[blk]")}
                         const vfloat32m4_t w = __riscv_vfmul_vf_f32m4(
-                            {scale_load(f"blk * {n} + {col}", scale16)}, sa[blk], vl);
+                            {scale_load(f"blk * {n} + {col}", scales)}, sa[blk], vl);
                         {out} = __riscv_vfmacc_vv_f32m4({out}, f, w, vl);
                     }}"""
     if bits == 4:
@@ -132,7 +132,7 @@ def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: boo
 
 
 def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
-                    bias: bool, scale16: bool = False) -> Lowered:
+                    bias: bool, scales: str = "float32") -> Lowered:
     """Params as nbits_layout.column_kernel. Workspace: the quantized row (aq int8, sa float
     and asum int32 per block)."""
     nb = nbits.blocks_of(k, block)
@@ -142,7 +142,7 @@ def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
     int32_t *__restrict asum = (int32_t *)(ws + {aq_words + nb});
 """
     per_row = _quantize_row(k, nb, block) + rvv.guarded(
-        _rvv(k, n, bits, block, nb, zp_kind, bias, scale16),
-        _portable(k, n, bits, block, nb, zp_kind, bias, scale16))
+        _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
+        _portable(k, n, bits, block, nb, zp_kind, bias, scales))
     return column_kernel("matmul_nbits_i8", m, k, n, bits, block, zp_kind, bias, setup,
-                         per_row, aq_words + 2 * nb, scale16)
+                         per_row, aq_words + 2 * nb, scales)

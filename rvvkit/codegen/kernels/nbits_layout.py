@@ -6,8 +6,9 @@ Row k of block blk holds the codes of every output column, so that a vector runs
 columns: at 4 bits two per byte, column j in the low nibble and column j + ceil(N/2) in the
 high one (both halves of the output contiguous); at 8 bits one per byte as int8 (code - 128:
 signed products, the zero point shifted alike). Scales and zero points are [blocks, N]
-floats; scales that are all bfloat16 values (`rvvkit quantize` rounds them so) are stored as
-their 16-bit patterns instead and widened as they are read. Parts (threads) are groups of
+floats; scales that are all bfloat16 values (`rvvkit quantize` rounds them so), or all normal
+float16 values (a float16 model's), are stored as their 16-bit patterns instead and widened
+as they are read (`scale_kind`). Parts (threads) are groups of
 PAIRS byte columns."""
 from __future__ import annotations
 
@@ -36,11 +37,23 @@ def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.n
     return np.ascontiguousarray(rows[:, :half] | (hi << 4)).astype(np.uint8)
 
 
+def scale_kind(s: np.ndarray) -> str:
+    """How scales `s` (float32 values) are stored: "bfloat16" or "float16" when every one is
+    exactly such a value (16 bits each), else "float32"."""
+    s = np.asarray(s)
+    if nbits.is_bf16(s):
+        return "bfloat16"
+    return "float16" if nbits.is_f16_normal(s) else "float32"
+
+
 def stored_scales(s: np.ndarray) -> np.ndarray:
-    """Scales as the weights blob holds them: float32, or (every scale a bfloat16 value) the
-    16-bit patterns as bytes (the blob holds typed bytes; scale_at/scale_load read them)."""
+    """Scales as the weights blob holds them: float32, or the 16-bit patterns `scale_kind`
+    names, as bytes (the blob holds typed bytes; scale_at/scale_load read them)."""
     s = np.ascontiguousarray(s, np.float32)
-    return nbits.bf16_bits(s).view(np.uint8) if nbits.is_bf16(s) else s
+    kind = scale_kind(s)
+    if kind == "bfloat16":
+        return nbits.bf16_bits(s).view(np.uint8)
+    return s.astype(np.float16).view(np.uint8) if kind == "float16" else s
 
 
 def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
@@ -48,8 +61,12 @@ def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
     return stored_scales(np.asarray(s, np.float32).reshape(n, -1).T)
 
 
-# bfloat16 -> float: the 16 bits are the top half of the float32's
-BF16 = {"hd_rvk_bf16": """\
+# 16-bit scales -> float. bfloat16: the 16 bits are the top half of the float32's. A normal
+# float16: sign to bit 31, exponent and mantissa shifted up 13 and the exponent rebiased by
+# 112 (what scale_kind guarantees; zero and subnormals would need codegen/half.py's branch).
+# RVV kernels widen with rvk_f16n_v instead, so the scalar form may stay unused there.
+SCALE_HELPERS = {
+    "bfloat16": {"hd_rvk_bf16": """\
 static RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
     uint16_t h;
     memcpy(&h, p + 2 * i, sizeof h);
@@ -57,21 +74,58 @@ static RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
-}"""}
+}"""},
+    "float16": {"hd_rvk_f16n": """\
+static RVK_UNUSED RVK_HD inline float rvk_f16n(const uint8_t *p, long i) {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, sizeof h);
+    const uint32_t bits = ((uint32_t)(h & 0x8000u) << 16) |
+                          (((uint32_t)(h & 0x7fffu) << 13) + 0x38000000u);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}"""},
+    "float32": {},
+}
+_SCALE_FN = {"bfloat16": "rvk_bf16", "float16": "rvk_f16n"}
 
 
-def scale_at(index: str, scale16: bool) -> str:
+def scale_param(kind: str) -> Param:
+    """The kernel parameter holding the scales: bytes of 16-bit patterns, or floats."""
+    return Param("scales", dtype="float32" if kind == "float32" else "uint8")
+
+
+def scale_at(index: str, kind: str) -> str:
     """C: the scale at element `index` of the [blocks, N] scales."""
-    return f"rvk_bf16(scales, {index})" if scale16 else f"scales[{index}]"
+    return f"{_SCALE_FN[kind]}(scales, {index})" if kind in _SCALE_FN else f"scales[{index}]"
 
 
-def scale_load(index: str, scale16: bool) -> str:
+def scale_load(index: str, kind: str) -> str:
     """RVV: an f32m4 vector (vl lanes) of the scales from element `index`."""
-    if not scale16:
+    if kind == "float32":
         return f"__riscv_vle32_v_f32m4(scales + {index}, vl)"
-    return ("__riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4(__riscv_vzext_vf2_u32m4("
-            f"__riscv_vle16_v_u16m2((const uint16_t *)(const void *)(scales + 2 * ({index})), "
-            "vl), vl), 16, vl))")
+    h = ("__riscv_vzext_vf2_u32m4(__riscv_vle16_v_u16m2((const uint16_t *)(const void *)"
+         f"(scales + 2 * ({index})), vl), vl)")
+    if kind == "bfloat16":
+        return f"__riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4({h}, 16, vl))"
+    return "rvk_f16n_v(" + h + ", vl)"
+
+
+# RVV: normal float16 patterns (u32 lanes) -> float32, as rvk_f16n
+F16N_RVV = {"rvk_f16n_v": rvv.GUARD + """
+static inline vfloat32m4_t rvk_f16n_v(vuint32m4_t h, size_t vl) {
+    const vuint32m4_t sign =
+        __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x8000u, vl), 16, vl);
+    vuint32m4_t mag = __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x7fffu, vl), 13, vl);
+    mag = __riscv_vadd_vx_u32m4(mag, 0x38000000u, vl);
+    return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vor_vv_u32m4(sign, mag, vl));
+}
+#endif"""}
+
+
+def scale_support(kind: str) -> Dict[str, str]:
+    """The helpers scale_at/scale_load of `kind` call."""
+    return {**SCALE_HELPERS[kind], **(F16N_RVV if kind == "float16" else {})}
 
 
 def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
@@ -91,14 +145,13 @@ def width_of(n: int, bits: int) -> int:
 
 def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
                   bias: bool, setup: str, per_row: str, workspace: int,
-                  scale16: bool) -> Lowered:
+                  scales: str) -> Lowered:
     """The kernel around a body: `setup` (workspace pointers), then per part (j0..j1 byte
-    columns) and row i, `per_row`. Params: a [m, k], q (re-laid codes), scales (bytes of
-    bfloat16 patterns when `scale16`), [zp], [bias], y; the weights' transforms to the
-    layout."""
+    columns) and row i, `per_row`. Params: a [m, k], q (re-laid codes), scales (stored as
+    `scales`, a scale_kind), [zp], [bias], y; the weights' transforms to the layout."""
     width = width_of(n, bits)
     spec: Dict = make_spec(kind, M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
-                           bias=bias, pairs=PAIRS, scale16=scale16)
+                           bias=bias, pairs=PAIRS, scales=scales)
     body = f"""{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
     const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
     for (long i = 0; i < {m}; ++i) {{
@@ -109,7 +162,7 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
     if split is None:
         body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
     params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
-              Param("scales", dtype="uint8" if scale16 else "float32")] + \
+              scale_param(scales)] + \
         ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
         [Param("y", False)]
     transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
@@ -118,7 +171,7 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
         transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
     return Lowered(Kernel(kind, tuple(params), body, spec=spec, split=split,
                           workspace=workspace, macs=m * n * k,
-                          support={**rvv.header(), **(BF16 if scale16 else {})}),
+                          support={**rvv.header(), **scale_support(scales)}),
                    transforms)
 
 
