@@ -6,7 +6,9 @@
                  turn float32 rounding noise into huge ratios.
   matched        max abs error <= atol + rtol * max|ref|, per output: one tolerance for the
                  whole tensor, scaled by its magnitude (logits of 1e4 get a looser bound than
-                 probabilities of 1e-3).
+                 probabilities of 1e-3). A float16 output's rtol is at least 4 ulps of
+                 half (HALF_RTOL): the reference rounds to half after its operators, rvvkit
+                 computes them in float32.
   argmax         for classifier-shaped outputs (N, C), (N, C, 1, 1) or (C,) with C >= 2: rows
                  whose argmax over the class axis agrees.
 Non-finite values where the reference is finite count as an infinite error."""
@@ -17,6 +19,7 @@ from typing import Dict, Mapping, Optional
 import numpy as np
 
 REL_FLOOR = 1e-6
+HALF_RTOL = 4 * 2.0 ** -10
 
 
 def _rows_classes(shape) -> Optional[tuple]:
@@ -45,6 +48,8 @@ def score_output(name: str, out: Optional[np.ndarray], ref: np.ndarray, *, rtol:
     if out is None:
         return dict(doc, problem="output missing")
     out = np.asarray(out)
+    if ref.dtype == np.float16:
+        rtol = max(rtol, HALF_RTOL)
     if out.shape != ref.shape:
         return dict(doc, problem=f"shape {list(out.shape)}, reference {list(ref.shape)}")
     o, r = out.astype(np.float64), ref.astype(np.float64)

@@ -64,3 +64,14 @@ def test_overall_row_is_worst_output_and_json_safe():
     nan = score({"a": a * np.nan, "b": b}, {"a": a, "b": b}, **TOL)
     assert nan["max_abs_err"] is None and nan["status"] == "mismatch"
     json.dumps(nan, allow_nan=False)
+
+
+def test_half_outputs_are_scored_at_half_precision():
+    """A float16 reference rounds after its operators: 3 ulps of half off is a match there,
+    and the same numbers in float32 are not."""
+    ref = np.linspace(-8, 8, 64).astype(np.float16)
+    out = (ref.astype(np.float32) + 3 * np.spacing(np.float16(8))).astype(np.float16)
+    assert score_output("y", out, ref, rtol=1e-3, atol=1e-4)["matched"]
+    far = score_output("y", out.astype(np.float32), ref.astype(np.float32), rtol=1e-3,
+                               atol=1e-4)
+    assert not far["matched"]
