@@ -84,12 +84,15 @@ def _cache(v: View, name: str) -> Optional[str]:
 
 
 def _through_casts(v: View, name: str) -> Tuple[Optional[Node], str]:
-    """(the one consumer of `name` after float-to-float Casts, the tensor it reads)."""
+    """(the one consumer of `name` after float-to-float Casts, the tensor it reads). A float16
+    model's probabilities go to float16 and back (transformers' softmax in float32, then
+    .to(query.dtype)): the attention computes them in float32 without that rounding, as it
+    computes the whole float16 graph (frontend/stored_floats.py)."""
     while v.single(name):
         n = v.cons[name][0]
         if n.op != "Cast":
             return n, name
-        if v.g.t(n.outputs[0]).dtype != np.float32:
+        if v.g.t(n.outputs[0]).dtype not in (np.float32, np.float16):
             break
         name = n.outputs[0]
     return None, name

@@ -43,6 +43,9 @@ CONFIGS = {
         hidden_size=48, intermediate_size=128, num_hidden_layers=3, num_attention_heads=3,
         num_key_value_heads=1, rope_theta=10000.0, tie_word_embeddings=True, **COMMON)),
 }
+# the Qwen2 config in float16 (model.half(): weights, caches and logits float16, as
+# `optimum-cli export onnx --dtype fp16` writes a decoder)
+CONFIGS["qwen2_tf_f16"] = CONFIGS["qwen2_tf"]
 
 
 class Step(torch.nn.Module):
@@ -68,18 +71,21 @@ class Step(torch.nn.Module):
 def export(name: str) -> Path:
     cls, cfg = CONFIGS[name]
     torch.manual_seed(sum(map(ord, name)))
+    dtype = torch.float16 if name.endswith("_f16") else torch.float32
     model = cls(cfg).eval()
     with torch.no_grad():
         for pname, p in model.named_parameters():
             if "norm" in pname:
                 p.copy_(1.0 + 0.2 * torch.randn_like(p))
+    model = model.to(dtype)
     kvh = cfg.num_key_value_heads
     head = cfg.hidden_size // cfg.num_attention_heads
     past_len, seq = 3, 2   # neither 1: the tracer must not specialise either length
     ids = torch.randint(0, cfg.vocab_size, (1, seq))
     mask = torch.ones(1, past_len + seq, dtype=torch.int64)
     pos = torch.arange(past_len, past_len + seq).unsqueeze(0)
-    past = [torch.randn(1, kvh, past_len, head) for _ in range(2 * cfg.num_hidden_layers)]
+    past = [torch.randn(1, kvh, past_len, head, dtype=dtype)
+            for _ in range(2 * cfg.num_hidden_layers)]
     names_in = ["input_ids", "attention_mask", "position_ids"]
     names_out = ["logits"]
     axes = {"input_ids": {0: "batch_size", 1: "sequence_length"},

@@ -48,7 +48,7 @@ FORMS = {
 # transformers' exports (tests/llm/export_decoders.py) and the bits rvvkit quantize gives them
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm"
 TF_FORMS = {"qwen2_tf": ("qwen2_tf", 0), "llama_tf_mqa": ("llama_tf", 0),
-            "smollm_tf_int4_emb": ("smollm_tf", 4)}
+            "smollm_tf_int4_emb": ("smollm_tf", 4), "qwen2_tf_f16": ("qwen2_tf_f16", 0)}
 # standard ONNX (opset 23 Attention with past/present, RotaryEmbedding, RMSNormalization)
 ONNX_FORMS = {"llama_onnx23": zoo_llm.SMALL["llama-tiny"],
               "llama_onnx23_f16": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], half=True),
@@ -62,6 +62,11 @@ def stored_decoder(name: str, bits: int = 0):
     16 (SmolLM ties them: the artifact holds one table for both)."""
     model = onnx.load(str(STORED / f"{name}.onnx"))
     return quantize_model(model, bits=bits, block=16, embeddings=True)[0] if bits else model
+
+
+def _is_half(model) -> bool:
+    return any(o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+               for o in model.graph.output)
 
 
 def built(form: str):
@@ -83,8 +88,7 @@ def built(form: str):
         # float16 I/O; rvvkit.frontend.stored_floats). onnxruntime's own float16 arithmetic
         # rounds after some operators and not others: its tokens part from any float32
         # computation's at the first near-tie (test_half_decoder_tracks_float16_arithmetic)
-        ref = stored_floats.widen_stored_floats(model) if cfg is not None and cfg.half \
-            else model
+        ref = stored_floats.widen_stored_floats(model) if _is_half(model) else model
         _BUILT[form] = (model, art, ort_greedy(ref, PROMPT, 64, BOUND, growing=grows))
     return _BUILT[form]
 
@@ -102,9 +106,10 @@ def test_greedy_tokens_match_onnxruntime(form, sample_executor):
     # float16 models: onnxruntime rounds to half after each operator, rvvkit computes in float32
     # float16 forms: onnxruntime's logits are rounded to half, rvvkit's stay float32
     cfg = {**FORMS, **ONNX_FORMS}.get(form, zoo_llm.DecoderConfig())
-    atol = 0.2 if cfg.accuracy == 4 else 0.02 if cfg.half else 1e-4
+    half = _is_half(built(form)[0])
+    atol = 0.2 if cfg.accuracy == 4 else 0.02 if half else 1e-4
     for step, (a, b) in enumerate(zip(got.logits, rows)):
-        np.testing.assert_allclose(a, b.astype(np.float32), rtol=1e-3 if cfg.half else 1e-4,
+        np.testing.assert_allclose(a, b.astype(np.float32), rtol=1e-3 if half else 1e-4,
                                    atol=atol,
                                    err_msg=f"{sample_executor.id}: logits of step {step}")
 

@@ -21,7 +21,9 @@ STORED = Path(__file__).resolve().parents[1] / "models" / "llm"
 # stays is the mask's work: its count of ones, and the exported mask arithmetic.
 FORMS = {"genai": (lambda: zoo_llm.decoder(CFG), 40),
          "onnx23": (lambda: zoo_llm_onnx.decoder(CFG), 40),
-         "transformers": (lambda: onnx.load(str(STORED / "llama_tf.onnx")), 80)}
+         "transformers": (lambda: onnx.load(str(STORED / "llama_tf.onnx")), 80),
+         # a float16 export: its probabilities' round trip through half is fused away too
+         "transformers_f16": (lambda: onnx.load(str(STORED / "qwen2_tf_f16.onnx")), 80)}
 
 
 def per_token(model, bound: int) -> int:
