@@ -1,9 +1,10 @@
 """`rvvkit quantize`: an ONNX model's float MatMul weights to weight-only 4- or 8-bit blocks, as
 com.microsoft MatMulNBits nodes (the format onnxruntime-genai writes and onnxruntime runs, so
 the numerics of the result are onnxruntime's for the same file; rvvkit/nbits.py holds the
-layout). With `embeddings`, token embeddings (a Gather of rows of a float32 2-D initializer)
+layout). With `embeddings`, token embeddings (a Gather of rows of a float 2-D initializer)
 become com.microsoft GatherBlockQuantized at the same bits and block. Activations stay float;
-everything else is untouched."""
+everything else is untouched. A float16 model's weights quantize the same way (in float32),
+their scales then stored as float16, the type MatMulNBits takes beside float16 activations."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +14,14 @@ import numpy as np
 
 from . import nbits
 from .errors import InputError, ModelError
+
+FLOATS = (np.float32, np.float16)
+
+
+def _scales_like(scales: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Scales in the weight's float type (MatMulNBits and GatherBlockQuantized want the
+    activations' type; bfloat16 values of a float16 model's range are float16 values too)."""
+    return scales.astype(w.dtype) if w.dtype == np.float16 else scales
 
 
 @dataclass
@@ -38,14 +47,15 @@ def _embedding(n, inits, bits: int, block: int, bf16: bool, keep, report: Quanti
         return None
     table = numpy_helper.to_array(inits[n.input[0]])
     axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
-    if table.dtype != np.float32 or table.ndim != 2 or axis != 0 or table.shape[1] % block:
+    if table.dtype not in FLOATS or table.ndim != 2 or axis != 0 or table.shape[1] % block:
         report.skipped[n.name or n.output[0]] = \
-            f"table {list(table.shape)} {table.dtype}, axis {axis}: a float32 [rows, K] " \
+            f"table {list(table.shape)} {table.dtype}, axis {axis}: a float [rows, K] " \
             f"gathered on axis 0 with K a multiple of {block} is needed"
         return None
     # rows as MatMulNBits' columns: a tied LM head quantized alike gets the same bytes, which
     # the artifact then stores once
-    b, scales, _ = nbits.quantize(table.T, bits, block, bf16_scales=bf16)
+    b, scales, _ = nbits.quantize(table.T.astype(np.float32), bits, block, bf16_scales=bf16)
+    scales = _scales_like(scales, table)
     base = n.input[0]
     tensors = [numpy_helper.from_array(b.reshape(table.shape[0], -1), base + "_Q"),
                numpy_helper.from_array(scales, base + "_scales")]
@@ -62,7 +72,7 @@ def _embedding(n, inits, bits: int, block: int, bf16: bool, keep, report: Quanti
 def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = False,
                    exclude: Iterable[str] = (), accuracy: int = 0, embeddings: bool = False,
                    bf16_scales: bool = True):
-    """(new ModelProto, QuantizeReport). Every MatMul whose B is a 2-D float32 initializer
+    """(new ModelProto, QuantizeReport). Every MatMul whose B is a 2-D float initializer
     (read by no other node) becomes a MatMulNBits; `exclude` names nodes or weights to keep.
     `accuracy` is MatMulNBits' accuracy_level: 0 float activations, 4 int8 (faster).
     `embeddings`: token-embedding Gathers too (GatherBlockQuantized, no zero points).
@@ -96,8 +106,8 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
         w = _weight(model, n.input[1], inits) if n.op_type == "MatMul" and not n.domain \
             else None
         why = "" if w is not None else "not a MatMul with an initializer weight"
-        if w is not None and (w.dtype != np.float32 or w.ndim != 2):
-            why = f"weight {n.input[1]!r} is {w.dtype} {list(w.shape)}, not 2-D float32"
+        if w is not None and (w.dtype not in FLOATS or w.ndim != 2):
+            why = f"weight {n.input[1]!r} is {w.dtype} {list(w.shape)}, not 2-D float"
         elif w is not None and readers.get(n.input[1], 0) != 1:
             why = f"weight {n.input[1]!r} is read by other nodes too"
         elif n.name in keep or (w is not None and n.input[1] in keep):
@@ -108,7 +118,9 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
             new_nodes.append(n)
             continue
         k, nn = w.shape
-        b, scales, zp = nbits.quantize(w, bits, block, zero_points, bf16_scales)
+        b, scales, zp = nbits.quantize(w.astype(np.float32), bits, block, zero_points,
+                                       bf16_scales)
+        scales = _scales_like(scales, w)
         base = n.input[1]
         tensors = [numpy_helper.from_array(b, base + "_Q"),
                    numpy_helper.from_array(scales.ravel(), base + "_scales")]
@@ -124,7 +136,7 @@ def quantize_model(model, bits: int = 4, block: int = 32, zero_points: bool = Fa
         report.bytes_before += w.nbytes
         report.bytes_after += sum(numpy_helper.to_array(t).nbytes for t in tensors)
     if not report.converted and not report.embeddings:
-        raise ModelError("rvvkit quantize: no MatMul with a float32 2-D initializer weight "
+        raise ModelError("rvvkit quantize: no MatMul with a float 2-D initializer weight "
                          f"{'nor embedding table ' if embeddings else ''}found; nothing to "
                          "quantize")
     keep_inits = [i for i in graph.initializer if i.name not in dropped]

@@ -117,3 +117,24 @@ def test_a_tied_lm_head_and_embedding_are_stored_once_with_16_bit_scales():
     extra = rvvkit.build(untied, max_seq=BOUND).meta["memory"]["weights_bytes"] - \
         art.meta["memory"]["weights_bytes"]
     assert extra >= table // 2          # a second table's codes
+
+
+def test_a_float16_decoder_quantizes_to_the_same_artifact():
+    """A float16 decoder's weights quantize as a float32 one's (in float32), their scales
+    written as float16 (MatMulNBits takes the activations' type). With the default bfloat16
+    scales the artifact is byte for byte as big as the float32 decoder's (16-bit scales, the
+    tied table once), and generation is onnxruntime's on the graph computed in float32."""
+    from rvvkit.frontend.stored_floats import widen_stored_floats
+    cfg = zoo_llm.DecoderConfig(layers=1, vocab=512, tied=True)
+    half, rep = quantize_model(zoo_llm.decoder(zoo_llm.replace(cfg, half=True), seed=3), 4, 32,
+                               embeddings=True)
+    assert rep.converted == 8 and rep.embeddings == 1
+    scales = [t for t in half.graph.initializer if t.name.endswith("_scales")]
+    assert scales and all(t.data_type == onnx.TensorProto.FLOAT16 for t in scales)
+    full, _ = quantize_model(zoo_llm.decoder(cfg, seed=3), 4, 32, embeddings=True)
+    art = rvvkit.build(half, max_seq=BOUND)
+    assert art.meta["memory"]["weights_bytes"] == \
+        rvvkit.build(full, max_seq=BOUND).meta["memory"]["weights_bytes"]
+    want, _ = ort_greedy(widen_stored_floats(half), PROMPT, 16, BOUND)
+    with rvvkit.load(art, on="host") as sess:
+        assert sess.generate(PROMPT, 16).tokens == want
