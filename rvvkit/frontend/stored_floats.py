@@ -25,13 +25,13 @@ STORED = (HALF, DOUBLE)
 
 def widen_stored_floats(proto):
     """`proto` (not modified) or a rewritten copy of it, as described above."""
-    if not _has_stored(proto.graph):
+    if not has_stored(proto.graph):
         return proto
     from onnx import ModelProto
     out = ModelProto()
     out.CopyFrom(proto)
     g = out.graph
-    if _has_stored(g, (DOUBLE,)):
+    if has_stored(g, (DOUBLE,)):
         notice("float64 tensors are computed in float32 (the graph's float64 inputs and "
                "outputs stay float64)")
     _widen_constants(g)
@@ -49,7 +49,8 @@ def widen_stored_floats(proto):
     return out
 
 
-def _has_stored(g, codes=STORED) -> bool:
+def has_stored(g, codes=STORED) -> bool:
+    """Does graph `g` have float16/float64 (`codes`) tensors, initializers or casts?"""
     return any(t.data_type in codes for t in g.initializer) or \
         any(vi.type.tensor_type.elem_type in codes for vi in list(g.input) + list(g.output)) or \
         any(_names_stored(n, codes) for n in g.node)

@@ -158,3 +158,36 @@ def test_half_input_takes_half_feeds_only():
         assert feeds["x"].dtype == np.float16 and np.abs(feeds["x"]).max() > 0.1
         with pytest.raises(rvvkit.InputError, match="float32, expected float16"):
             sess.run({"x": feeds["x"].astype(np.float32)})
+
+
+def test_compare_reference_computes_half_models_in_float32():
+    """`rvvkit compare`'s onnxruntime reference runs a float16 model as rvvkit computes it
+    (onnxruntime's float16 arithmetic overflows to NaN on the float16 ShuffleNet), says so,
+    and rvvkit's host outputs then match it within half's rounding of the outputs."""
+    from rvvkit.reference import run_reference
+    m = _half_mlp()
+    x = np.random.default_rng(4).standard_normal((2, 5, 16)).astype(np.float16)
+    ref = run_reference(m, {"x": x}, ["logits", "p", "z"], repeat=1, warmup=0)
+    assert "computed in float32" in ref.note
+    with rvvkit.load(rvvkit.build(m), on="host") as sess:
+        got = sess.run({"x": x})
+    for name, want in ref.outputs.items():
+        assert want.dtype == np.float16
+        np.testing.assert_allclose(got[name].astype(np.float32), want.astype(np.float32),
+                                   rtol=2 ** -10, atol=1e-3)
+
+
+def test_half_light_model_matches_its_float32_computation(op_executor):
+    """SqueezeNet with float16 weights, input and output: within half's rounding of
+    onnxruntime running the same graph in float32 (its classes agree)."""
+    from rvvkit.reference import run_reference
+    from rvvkit.zoo import light_model
+    from rvvkit.zoo_llm import to_half
+    m = to_half(light_model("squeezenet"))
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float16)
+    (name, want), = run_reference(m, {"data_0": x}, [m.graph.output[0].name],
+                                  repeat=1, warmup=0).outputs.items()
+    got = op_executor.run(rvvkit.build(m), {"data_0": x})[name]
+    assert got.dtype == np.float16 and np.argmax(got) == np.argmax(want)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -9,
+                               atol=1e-4)
