@@ -3,10 +3,12 @@ TensorProto code (what the plan ABI reports per input/output) and the .npy descr
 runner reads and writes. Every other module asks here instead of spelling a type itself.
 
 Buffers (arena, weights blob) are counted in 4-byte words: a float32 takes one, an int64 two,
-two float16s, four bools or int8s share one. float16 and float64 are storage types: only
-Cast and the graph's I/O see them (frontend/stored_floats.py computes every other operation on
-them in float32); kernels see float16 as its IEEE bits (rvk_half: C has no portable half). Every tensor starts on a 64-byte boundary, so a pointer cast to
-the tensor's C type is always aligned."""
+two float16s, four bools or int8s share one. Every tensor starts on a 64-byte boundary, so a
+pointer cast to the tensor's C type is always aligned.
+
+float16 and float64 are storage types: only Cast and the graph's I/O see them
+(frontend/stored_floats.py computes every other operation on them in float32); kernels see
+float16 as its IEEE bits (rvk_half: C has no portable half)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

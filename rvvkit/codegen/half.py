@@ -7,7 +7,7 @@ helpers, defined once per unit and shared with the CUDA dialect."""
 from __future__ import annotations
 
 H2F = """\
-static RVK_HD inline float rvk_h2f(rvk_half h) {
+static RVK_UNUSED RVK_HD inline float rvk_h2f(rvk_half h) {
     /* half's exponent and mantissa placed in float's fields, then scaled by 2^112: the
      * rebias for normals, and the exact value of subnormals (m * 2^-24); infinity and NaN
      * get float's all-ones exponent instead */
@@ -26,7 +26,7 @@ static RVK_HD inline float rvk_h2f(rvk_half h) {
 }"""
 
 F2H = """\
-static RVK_HD inline rvk_half rvk_f2h(float f) {
+static RVK_UNUSED RVK_HD inline rvk_half rvk_f2h(float f) {
     uint32_t x;
     memcpy(&x, &f, sizeof x);
     const uint32_t sign = (x >> 16) & 0x8000u;

@@ -6,7 +6,7 @@ Row k of block blk holds the codes of every output column, so that a vector runs
 columns: at 4 bits two per byte, column j in the low nibble and column j + ceil(N/2) in the
 high one (both halves of the output contiguous); at 8 bits one per byte as int8 (code - 128:
 signed products, the zero point shifted alike). Scales and zero points are [blocks, N]
-floats; scales that are all bfloat16 values (`rvvkit quantize` rounds them so), or all normal
+floats; scales that are all bfloat16 values (`rvvkit quantize` rounds them so), or all
 float16 values (a float16 model's), are stored as their 16-bit patterns instead and widened
 as they are read (`scale_kind`). Parts (threads) are groups of
 PAIRS byte columns."""
@@ -16,7 +16,7 @@ from typing import Dict
 
 import numpy as np
 
-from .. import rvv
+from .. import half, rvv
 from ..kernel import Kernel, Lowered, Param, make_spec
 from ..parallel import split_of
 from ... import nbits
@@ -43,7 +43,7 @@ def scale_kind(s: np.ndarray) -> str:
     s = np.asarray(s)
     if nbits.is_bf16(s):
         return "bfloat16"
-    return "float16" if nbits.is_f16_normal(s) else "float32"
+    return "float16" if nbits.is_f16(s) else "float32"
 
 
 def stored_scales(s: np.ndarray) -> np.ndarray:
@@ -61,10 +61,8 @@ def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
     return stored_scales(np.asarray(s, np.float32).reshape(n, -1).T)
 
 
-# 16-bit scales -> float. bfloat16: the 16 bits are the top half of the float32's. A normal
-# float16: sign to bit 31, exponent and mantissa shifted up 13 and the exponent rebiased by
-# 112 (what scale_kind guarantees; zero and subnormals would need codegen/half.py's branch).
-# RVV kernels widen with rvk_f16n_v instead, so the scalar form may stay unused there.
+# 16-bit scales -> float. bfloat16: the 16 bits are the top half of the float32's; float16:
+# codegen/half.py's conversion.
 SCALE_HELPERS = {
     "bfloat16": {"hd_rvk_bf16": """\
 static RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
@@ -75,19 +73,9 @@ static RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
     memcpy(&f, &bits, sizeof f);
     return f;
 }"""},
-    "float16": {"hd_rvk_f16n": """\
-static RVK_UNUSED RVK_HD inline float rvk_f16n(const uint8_t *p, long i) {
-    uint16_t h;
-    memcpy(&h, p + 2 * i, sizeof h);
-    const uint32_t bits = ((uint32_t)(h & 0x8000u) << 16) |
-                          (((uint32_t)(h & 0x7fffu) << 13) + 0x38000000u);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}"""},
+    "float16": half.TO_FLOAT,
     "float32": {},
 }
-_SCALE_FN = {"bfloat16": "rvk_bf16", "float16": "rvk_f16n"}
 
 
 def scale_param(kind: str) -> Param:
@@ -97,7 +85,11 @@ def scale_param(kind: str) -> Param:
 
 def scale_at(index: str, kind: str) -> str:
     """C: the scale at element `index` of the [blocks, N] scales."""
-    return f"{_SCALE_FN[kind]}(scales, {index})" if kind in _SCALE_FN else f"scales[{index}]"
+    if kind == "bfloat16":
+        return f"rvk_bf16(scales, {index})"
+    if kind == "float16":   # the blob keeps every tensor 64-byte aligned: rvk_half-aligned
+        return f"rvk_h2f(((const rvk_half *)(const void *)scales)[{index}])"
+    return f"scales[{index}]"
 
 
 def scale_load(index: str, kind: str) -> str:
@@ -108,24 +100,28 @@ def scale_load(index: str, kind: str) -> str:
          f"(scales + 2 * ({index})), vl), vl)")
     if kind == "bfloat16":
         return f"__riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4({h}, 16, vl))"
-    return "rvk_f16n_v(" + h + ", vl)"
+    return "rvk_h2f_v(" + h + ", vl)"
 
 
-# RVV: normal float16 patterns (u32 lanes) -> float32, as rvk_f16n
-F16N_RVV = {"rvk_f16n_v": rvv.GUARD + """
-static inline vfloat32m4_t rvk_f16n_v(vuint32m4_t h, size_t vl) {
+# RVV: finite float16 patterns (u32 lanes) -> float32 without Zvfh, as rvk_h2f computes them:
+# exponent and mantissa moved into float's fields and scaled by 2^112 (the rebias for normals,
+# the exact value of zero and subnormals), then the sign
+H2F_RVV = {"rvk_h2f_v": rvv.GUARD + """
+static inline vfloat32m4_t rvk_h2f_v(vuint32m4_t h, size_t vl) {
     const vuint32m4_t sign =
         __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x8000u, vl), 16, vl);
-    vuint32m4_t mag = __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x7fffu, vl), 13, vl);
-    mag = __riscv_vadd_vx_u32m4(mag, 0x38000000u, vl);
-    return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vor_vv_u32m4(sign, mag, vl));
+    const vfloat32m4_t mag = __riscv_vreinterpret_v_u32m4_f32m4(
+        __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x7fffu, vl), 13, vl));
+    const vuint32m4_t wide = __riscv_vreinterpret_v_f32m4_u32m4(
+        __riscv_vfmul_vf_f32m4(mag, 5.192296858534828e33f, vl));   /* 2^112 */
+    return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vor_vv_u32m4(wide, sign, vl));
 }
 #endif"""}
 
 
 def scale_support(kind: str) -> Dict[str, str]:
     """The helpers scale_at/scale_load of `kind` call."""
-    return {**SCALE_HELPERS[kind], **(F16N_RVV if kind == "float16" else {})}
+    return {**SCALE_HELPERS[kind], **(H2F_RVV if kind == "float16" else {})}
 
 
 def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
