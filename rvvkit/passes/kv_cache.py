@@ -70,10 +70,11 @@ def _grown_pair(g: Graph, node, uses) -> bool:
             g.outputs.count(present) == 1 and g.t(past).shape[:2] == shape[:2])
 
 
-def _to_cache_write(g: Graph, node, past: str, new: str, present: str, mask: str) -> None:
-    """Make `node` the in-place write of `new` into `past`, which becomes the whole cache."""
+def _to_cache_write(g: Graph, node, past: str, new: str, present: str, live: str) -> None:
+    """Make `node` the in-place write of `new` into `past`, which becomes the whole cache, at
+    the positions before the live length `live`."""
     g.t(past).shape = g.t(present).shape
-    node.op, node.inputs, node.outputs = CACHE_WRITE, [past, new, mask], [present]
+    node.op, node.inputs, node.outputs = CACHE_WRITE, [past, new, live], [present]
     node.attrs = {}
     REGISTRY[CACHE_WRITE].infer(node, g)
     g.inputs.remove(past)
@@ -115,14 +116,14 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     live = _mask_input(g, 2 * len(attentions) + len(concats))
     made, lengths = [], []
 
-    def length() -> str:   # the live length, made once, when an attention first reads it
+    def length() -> str:   # the live length, made once, when a cache or attention first reads it
         if not lengths:
             lengths.append(_live_length(g, live))
         return lengths[0]
 
     for node in concats:
         made.append((node.inputs[0], node.outputs[0]))
-        _to_cache_write(g, node, node.inputs[0], node.inputs[1], node.outputs[0], live)
+        _to_cache_write(g, node, node.inputs[0], node.inputs[1], node.outputs[0], length())
     if concats:   # the exported attention over them reads only the live prefix
         fuse_cached_attention(g, length)
     for node in attentions:
@@ -131,11 +132,12 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
         # live positions (and, with one query, causality adds nothing to it)
         q, k, v, mask, pk, pv = node.inputs[:6]
         y, prk, prv = node.outputs[:3]
+        length()   # made first: it goes to the graph's start, which moves the nodes after
         at = g.nodes.index(node)
         writes = [Node(node.op, f"{node.name}/cache_{kind}", [], [])
                   for kind in ("key", "value")]
         for w, (past, new, present) in zip(writes, ((pk, k, prk), (pv, v, prv))):
-            _to_cache_write(g, w, past, new, present, live)
+            _to_cache_write(g, w, past, new, present, length())
             made.append((past, present))
         g.nodes[at:at] = writes
         # nonpad_kv_seqlen = the live length: the attention reads only the keys before it

@@ -167,18 +167,16 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
 
 
 def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lowered:
-    """Params: cache (the session's, written in place), x [batch, heads, seq, head], mask
-    (int64 [batch, max_seq]: 1 at each live position, the new ones included). Copies x to
-    positions pos .. pos + seq - 1 of each head, pos = the mask's ones - seq; pos out of the
-    bound is a data error. At pos 0 (a new sequence) the row is cleared first: the session's
+    """Params: cache (the session's, written in place), x [batch, heads, seq, head], live
+    (int64 [batch]: the live length, the new tokens included). Copies x to positions
+    pos .. pos + seq - 1 of each head, pos = live - seq; pos out of the bound is a data
+    error. At pos 0 (a new sequence) the row is cleared first: the session's
     memory starts undefined."""
     spec = make_spec("cache_write", batch=batch, heads=heads, max_seq=max_seq, head=head,
                      seq=seq)
-    where = f"""        long pos = -{seq};
-        for (long t = 0; t < {max_seq}; ++t) pos += mask[b * {max_seq} + t] != 0;
-"""
     body = f"""    for (long b = 0; b < {batch}; ++b) {{
-{where}        if (pos < 0 || pos + {seq} > {max_seq}) RVK_DATA_ERROR;
+        const long pos = (long)live[b] - {seq};
+        if (pos < 0 || pos + {seq} > {max_seq}) RVK_DATA_ERROR;
         if (pos == 0)
             for (long i = 0; i < {heads * max_seq * head}; ++i)
                 cache[b * {heads * max_seq * head} + i] = 0.0f;
@@ -190,5 +188,5 @@ def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lo
     }}
     RVK_DATA_OK;
 """
-    params = (Param("cache", False), Param("x"), Param("mask", dtype="int64"))
+    params = (Param("cache", False), Param("x"), Param("live", dtype="int64"))
     return Lowered(Kernel("cache_write", params, body, spec=spec, status=True))
