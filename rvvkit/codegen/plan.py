@@ -99,11 +99,15 @@ class _Weights:
         self.index: Dict[str, Tuple[int, int]] = {}
         self.by_content: Dict[Tuple[int, str], Tuple[int, int]] = {}
 
-    def add(self, key: str, data: np.ndarray) -> int:
+    def add(self, key: str, data: np.ndarray, dtype: str = "float32") -> int:
+        """Store `data` for a kernel parameter of element type `dtype` (folding may leave
+        float64 arrays behind float32 tensors: they are stored as the kernel reads them)."""
         if key in self.index:
             return self.index[key][0]
         data = np.asarray(data)
-        if data.dtype == np.float64 or not dtypes.supported(data.dtype):
+        if dtype == "float64":
+            data = data.astype(np.float64)
+        elif data.dtype == np.float64 or not dtypes.supported(data.dtype):
             data = data.astype(np.float32)
         data = dtypes.as_words(data)
         # by their bytes (a float compare would miss equal NaN patterns); hashed in place
@@ -209,7 +213,7 @@ def _build_plan(g: Graph) -> Plan:
                 key = name if idx not in transforms else \
                     f"{name}@{n.name}" + (f"#{idx}" if idx in extra else "")
                 data = transforms[idx](g.const(name)) if idx in transforms else g.const(name)
-                weights.add(key, data)
+                weights.add(key, data, low.kernel.params[idx].dtype)
                 names[idx] = "\0w:" + key
         k = low.kernel
         if k.key() not in kernels:

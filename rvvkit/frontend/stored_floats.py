@@ -142,8 +142,13 @@ def _narrow_output(g, name: str) -> None:
         for j, o in enumerate(n.output):
             if o == name:
                 n.output[j], at = wide, k + 1
-    if at == 0:     # produced by no node (an initializer output): leave it to the frontend
+    init = next((t for t in g.initializer if t.name == name), None)
+    if at == 0 and init is None:   # produced by nothing: the frontend reports it
         return
+    if init is not None:   # a constant output: its readers take the float32 constant
+        init.name = wide
+        for n in g.node:
+            _rename_inputs(n, {name: wide})
     g.node.insert(at, helper.make_node("Cast", [wide], [name], f"{name}/to_stored", to=to))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dtype_table
 from .registry import ANY, F32, bad, broadcast_shapes, const_input, in_shape, register, same_as_input
 
 BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
@@ -43,7 +44,9 @@ def _sum(node, g):
     return [(broadcast_shapes(node, shapes), g.t(node.inputs[0]).dtype)]
 
 
-register("Identity", lambda node, xs: [xs[0]], dtypes=ANY)(same_as_input)
+# a copy of bytes: float16/float64 too (the planner copies a constant graph output out of the
+# weights with one, and a float16 constant output stays float16)
+register("Identity", lambda node, xs: [xs[0]], dtypes=dtype_table.NAMES)(same_as_input)
 
 
 def _dropout_eval(node, xs):

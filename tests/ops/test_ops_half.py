@@ -191,3 +191,19 @@ def test_half_light_model_matches_its_float32_computation(op_executor):
     assert got.dtype == np.float16 and np.argmax(got) == np.argmax(want)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -9,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("code", [F16, TensorProto.DOUBLE], ids=["float16", "float64"])
+def test_constant_outputs_keep_their_type(code, op_executor):
+    """A float16/float64 initializer that is also a graph output comes out in its type (the
+    planner copies it out of the weights), while what reads it computes in float32."""
+    dtype = np.float16 if code == F16 else np.float64
+    c = np.asarray([1.5, -2.0, 3.25], dtype)
+    x = helper.make_tensor_value_info("x", code, [3])
+    outs = [helper.make_tensor_value_info(n, code, [3]) for n in ("c", "y")]
+    m = make_model([helper.make_node("Add", ["x", "c"], ["y"])], [x], outs, {"c": c})
+    feeds = {"x": np.asarray([1, 2, 3], dtype)}
+    got, want = op_executor.run(rvvkit.build(m), feeds), run_ort(m, feeds)
+    for name in ("c", "y"):
+        assert got[name].dtype == dtype
+        np.testing.assert_array_equal(got[name], want[name])
