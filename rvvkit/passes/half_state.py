@@ -27,13 +27,15 @@ class Unwrapped:
     outputs: List[Tuple[str, str, Node, Tensor]] = field(default_factory=list)
 
 
-def _rename(g: Graph, old: str, new: str) -> None:
-    """Tensor `old` is called `new` wherever a node or the graph names it."""
+def _rename(g: Graph, old: str, new: str, graph_io: bool = True) -> None:
+    """Tensor `old` is called `new` wherever a node (and, with `graph_io`, the graph's
+    inputs and outputs) names it."""
     for n in g.nodes:
         n.inputs = [new if i == old else i for i in n.inputs]
         n.outputs = [new if o == old else o for o in n.outputs]
-    g.inputs = [new if i == old else i for i in g.inputs]
-    g.outputs = [new if o == old else o for o in g.outputs]
+    if graph_io:
+        g.inputs = [new if i == old else i for i in g.inputs]
+        g.outputs = [new if o == old else o for o in g.outputs]
 
 
 def _readers(g: Graph, name: str) -> List[Node]:
@@ -115,18 +117,13 @@ def _unwrap_output(g: Graph, name: str, cast: Node, done: Unwrapped) -> None:
 
 def rewrap(g: Graph, done: Unwrapped) -> None:
     """Put back the Casts of the inputs and outputs that are still the graph's."""
-    for name, wide, cast, half in done.inputs:
-        if name in g.inputs:
+    for (name, wide, cast, half), first in [(d, True) for d in done.inputs] + \
+            [(d, False) for d in done.outputs]:
+        if name in (g.inputs if first else g.outputs):
             g.tensors[wide] = Tensor(wide, half.shape, np.dtype(np.float32))
-            for n in g.nodes:
-                n.inputs = [wide if i == name else i for i in n.inputs]
+            _rename(g, name, wide, graph_io=False)
             g.tensors[name] = half
-            g.nodes.insert(0, cast)
-    for name, wide, cast, half in done.outputs:
-        if name in g.outputs:
-            g.tensors[wide] = Tensor(wide, half.shape, np.dtype(np.float32))
-            for n in g.nodes:
-                n.inputs = [wide if i == name else i for i in n.inputs]
-                n.outputs = [wide if o == name else o for o in n.outputs]
-            g.tensors[name] = half
-            g.nodes.append(cast)
+            if first:
+                g.nodes.insert(0, cast)
+            else:
+                g.nodes.append(cast)

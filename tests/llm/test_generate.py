@@ -255,3 +255,32 @@ def test_growing_caches_stay_io_without_a_bound():
     art = rvvkit.build(model, input_shapes=shapes)
     assert not art.meta.get("state") and len(art.meta["inputs"]) == 7
     assert [o["shape"] for o in art.meta["outputs"][1:]] == [[1, 2, 5, 16]] * 4
+
+
+def test_float16_caches_that_cannot_be_state_keep_their_float16_io():
+    """A float16 cache read by another node too cannot become session state: its past and
+    present stay float16 graph I/O (the Casts taken off for kv_cache put back), and one step
+    matches onnxruntime (logits; the presents' live positions)."""
+    from conftest import run_ort
+    model = zoo_llm.decoder(zoo_llm.DecoderConfig(half=True, layers=1))
+    model.graph.node.append(onnx.helper.make_node("Neg", ["past_key_values.0.key"], ["neg"]))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("neg", onnx.TensorProto.FLOAT16,
+                                                                 None))
+    art = rvvkit.build(model, max_seq=8)
+    assert not art.meta["state"]
+    assert {t["name"]: t["dtype"] for t in art.meta["inputs"]}["past_key_values.0.key"] == \
+        "float16"
+    assert all(t["dtype"] == "float16" for t in art.meta["outputs"])
+    rng = np.random.default_rng(0)
+    past = {f"past_key_values.0.{k}": rng.standard_normal((1, 2, 8, 16)).astype(np.float16)
+            for k in ("key", "value")}
+    feeds = dict(past, input_ids=np.array([[3]], np.int64), seqlens_k=np.array([4], np.int32),
+                 total_sequence_length=np.array(5, np.int32))
+    want = run_ort(model, feeds)
+    with rvvkit.load(art, on="host") as sess:
+        got = sess.run(feeds)
+    for name, live in (("logits", None), ("present.0.key", 5), ("present.0.value", 5),
+                       ("neg", None)):
+        a, b = (x[:, :, :live] if live else x for x in (got[name], want[name]))
+        np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), rtol=1e-2,
+                                   atol=1e-2)
