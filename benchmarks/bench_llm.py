@@ -15,7 +15,8 @@ instructions + vector instructions x LMUL) per generated token and per prompt to
 difference of two runner --generate processes (so start-up and loading cancel). With --llama,
 llama.cpp (benchmarks/peer_llama.py: its public source built for riscv64 + RVV) runs the same
 configuration as GGUF at Q4_0 / Q8_0 under the same counter, and the table gains the ratio.
-Modelled K1 tokens/s: the lower of the cycle model (toolchain/boards/k1.toml, one core) and
+Forms int4_f16 / int8_f16: the same decoder written in float16 (weights, scales, caches and
+logits; what onnxruntime-genai's fp16 precision writes), quantized alike. Modelled K1 tokens/s: the lower of the cycle model (toolchain/boards/k1.toml, one core) and
 the memory bound (weights + live KV cache bytes per token at 10.66 GB/s) -- a model, not a
 measurement."""
 from __future__ import annotations
@@ -46,7 +47,15 @@ NUMERIC_FORMS = {
 # as `rvvkit quantize --weights intN --block 32 --accuracy 4 --embeddings` writes them: scales
 # bfloat16-exact (stored in 16 bits), the token table quantized too (stored once when tied)
 COUNT_FORMS = {"int4": dict(bits=4, block=32, accuracy=4, bf16_scales=True),
-               "int8": dict(bits=8, block=32, accuracy=4, bf16_scales=True)}
+               "int8": dict(bits=8, block=32, accuracy=4, bf16_scales=True),
+               # the same decoders written in float16 (the builder's GPU precision), quantized
+               # alike: llama.cpp's peer is the same GGUF
+               "int4_f16": dict(bits=4, block=32, accuracy=4, bf16_scales=True, half=True),
+               "int8_f16": dict(bits=8, block=32, accuracy=4, bf16_scales=True, half=True)}
+
+
+def _qtype(form: str) -> str:
+    return {"int4": "q4_0", "int8": "q8_0"}[form.split("_")[0]]
 
 
 def numerics(steps: int) -> list:
@@ -108,7 +117,7 @@ def llama_per_token(config: str, form: str, vlen: int, prompt, gen) -> dict:
     name = {"qwen2-tiny": "small"}.get(config, config)
     if name not in P.CONFIGS:
         return {"status": f"no GGUF form of {config}"}
-    qtype = {"int4": "q4_0", "int8": "q8_0"}[form]
+    qtype = _qtype(form)
     try:
         build = B.build_llama()
         gguf = B.DEFAULT_WORK / "models" / f"qwen2-{name}-{qtype}-s0.gguf"
@@ -124,7 +133,7 @@ def llama_per_token(config: str, form: str, vlen: int, prompt, gen) -> dict:
 def llama_from_json(paths, form: str, vlen: int) -> dict:
     """llama.cpp's per-token counts from peer_llama.py --json files (instruction counts are
     exact and repeatable: a file from an earlier run of the same commit counts the same)."""
-    qtype = {"int4": "q4_0", "int8": "q8_0"}[form]
+    qtype = _qtype(form)
     for path in paths:
         doc = json.loads(Path(path).read_text())
         if doc.get("qtype") != qtype:

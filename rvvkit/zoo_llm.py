@@ -93,6 +93,8 @@ class _Builder:
         cfg = self.cfg
         if w is None:
             w = (self.rng.standard_normal((k, n)) * (scale or k ** -0.5)).astype(np.float32)
+        if cfg.half:   # a float16 model's weights, quantized from their float16 values
+            w = w.astype(np.float16).astype(np.float32)
         out = f"{name}/out"
         if not cfg.bits:
             return self.node("MatMul", [x, self.const(f"{name}.weight", w)], [out])[0]
@@ -177,7 +179,8 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     if cfg.mask:
         _mask_to_lengths(b)
     cos, sin = (b.const(n, c) for n, c in zip(("cos_cache", "sin_cache"), _rope_caches(cfg)))
-    table = (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32)
+    table = (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(
+        np.float16 if cfg.half else np.float32).astype(np.float32)
     emb = b.const("embed_tokens.weight", table)
     h = b.node("Gather", [emb, "input_ids"], ["embed/out"])[0]
     eps = dict(epsilon=cfg.eps)
