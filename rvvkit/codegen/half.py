@@ -3,8 +3,11 @@ the format. Kernels hold float16 tensors as their bits (rvk_half, a uint16_t): C
 no portable half type, and RVV's half conversions need Zvfh/Zvfhmin, which QEMU 7.2 and most
 boards lack. Both helpers are integer code with one rounding rule (to nearest, ties to even,
 as ONNX Cast and numpy's astype round), so every executor gives the same bits; they are "hd_"
-helpers, defined once per unit and shared with the CUDA dialect."""
+helpers, defined once per unit and shared with the CUDA dialect. An RVV vector form of the
+widening (exact, so it agrees with rvk_h2f) serves kernels that read float16 in bulk."""
 from __future__ import annotations
+
+from .rvv import GUARD
 
 H2F = """\
 static RVK_UNUSED RVK_HD inline float rvk_h2f(rvk_half h) {
@@ -51,3 +54,18 @@ static RVK_UNUSED RVK_HD inline rvk_half rvk_f2h(float f) {
 # support-helper entries (kernel.support keys), named as the C functions
 TO_FLOAT = {"hd_rvk_h2f": H2F}
 FROM_FLOAT = {"hd_rvk_f2h": F2H}
+
+# RVV (f32m4): finite float16 patterns in u32 lanes -> float32 without Zvfh, as rvk_h2f does:
+# exponent and mantissa moved into float's fields and scaled by 2^112 (the rebias for normals,
+# the exact value of zero and subnormals), then the sign
+TO_FLOAT_RVV = {"rvk_h2f_v": GUARD + """
+static inline vfloat32m4_t rvk_h2f_v(vuint32m4_t h, size_t vl) {
+    const vuint32m4_t sign =
+        __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x8000u, vl), 16, vl);
+    const vfloat32m4_t mag = __riscv_vreinterpret_v_u32m4_f32m4(
+        __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x7fffu, vl), 13, vl));
+    const vuint32m4_t wide = __riscv_vreinterpret_v_f32m4_u32m4(
+        __riscv_vfmul_vf_f32m4(mag, 5.192296858534828e33f, vl));   /* 2^112 */
+    return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vor_vv_u32m4(wide, sign, vl));
+}
+#endif"""}

@@ -35,7 +35,7 @@ def _skip_sln(n: Node, g: Graph) -> Lowered:
 
 def _scales(n: Node, g: Graph) -> str:
     """How the scales (input 2) are stored: 16 bits when they are constants that are all
-    bfloat16 or normal float16 values (nbits_layout.scale_kind)."""
+    bfloat16 or all float16 values (nbits_layout.scale_kind)."""
     return scale_kind(g.const(n.inputs[2])) if g.is_const(n.inputs[2]) else "float32"
 
 

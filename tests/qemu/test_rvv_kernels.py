@@ -229,7 +229,7 @@ def _zig_model(name: str):
     """shufflenet (a light model's kernel families), or a 4-bit decoder: float activations
     and bfloat16 scales with a 4-bit embedding, or int8 activations with the LM head tied to
     the embedding (the gather from the head's layout), or float16 (its scales widened from
-    16 bits by integer shifts)."""
+    16 bits as they are read)."""
     from rvvkit import zoo_llm
     from rvvkit.quantize_weights import quantize_model
     from rvvkit.zoo import light_model

@@ -7,9 +7,8 @@ dequantized as they are gathered, from one of two layouts of the same codes:
   layout's column v, read with a stride. Both steps then take their weights from one copy in
   the artifact (the weights blob stores identical entries once); a gathered row is only K
   reads, so the stride costs nothing next to the LM head's pass over the whole table.
-Scales that are all bfloat16 (or normal float16) values are stored as 16 bits in either
-layout. An index outside
--rows .. rows - 1 is a data error."""
+Scales that are all bfloat16 (or all float16) values are stored as 16 bits in either layout.
+An index outside -rows .. rows - 1 is a data error."""
 from __future__ import annotations
 
 from ..kernel import Kernel, Lowered, Param, declare_spec, make_spec

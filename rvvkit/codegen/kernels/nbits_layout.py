@@ -103,25 +103,9 @@ def scale_load(index: str, kind: str) -> str:
     return "rvk_h2f_v(" + h + ", vl)"
 
 
-# RVV: finite float16 patterns (u32 lanes) -> float32 without Zvfh, as rvk_h2f computes them:
-# exponent and mantissa moved into float's fields and scaled by 2^112 (the rebias for normals,
-# the exact value of zero and subnormals), then the sign
-H2F_RVV = {"rvk_h2f_v": rvv.GUARD + """
-static inline vfloat32m4_t rvk_h2f_v(vuint32m4_t h, size_t vl) {
-    const vuint32m4_t sign =
-        __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x8000u, vl), 16, vl);
-    const vfloat32m4_t mag = __riscv_vreinterpret_v_u32m4_f32m4(
-        __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(h, 0x7fffu, vl), 13, vl));
-    const vuint32m4_t wide = __riscv_vreinterpret_v_f32m4_u32m4(
-        __riscv_vfmul_vf_f32m4(mag, 5.192296858534828e33f, vl));   /* 2^112 */
-    return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vor_vv_u32m4(wide, sign, vl));
-}
-#endif"""}
-
-
 def scale_support(kind: str) -> Dict[str, str]:
     """The helpers scale_at/scale_load of `kind` call."""
-    return {**SCALE_HELPERS[kind], **(H2F_RVV if kind == "float16" else {})}
+    return {**SCALE_HELPERS[kind], **(half.TO_FLOAT_RVV if kind == "float16" else {})}
 
 
 def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
