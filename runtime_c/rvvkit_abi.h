@@ -24,6 +24,14 @@
  *   1 + the index of the step that failed a check (and runs no later step); the CUDA dialect a
  *   cudaError_t, or RVVKIT_STATUS_DATA + step when a kernel found data out of range. The CUDA
  *   dialect exports the same functions on device pointers.
+ * - A decoder artifact may hold a second plan, the prefill plan, run on the same weights and
+ *   arena: rvvkit_prefill_tokens() is the number of prompt tokens it takes per call (0: no
+ *   such plan, and no other rvvkit_prefill_* function is exported). It reads the same graph
+ *   inputs in the same order as the plan (sized for that many tokens: rvvkit_prefill_input_
+ *   elems), writes the key/value caches the plan keeps in the arena at the same offsets, and
+ *   has no outputs. Its rvvkit_prefill_{num_steps, num_inputs, num_outputs, input_elems,
+ *   output_elems, input_dtype, output_dtype, step, run_timed, run} behave as the plan's
+ *   functions of the same name without "prefill_". The arena holds the larger of the two.
  * - rvvkit_set_num_threads(n) sets the threads later runs use (n <= 0: the default, which is
  *   $RVVKIT_NUM_THREADS, else the online cores) and returns the count set; outputs are
  *   bit-identical for every count. The CUDA dialect accepts and ignores it (returns 1).
@@ -32,14 +40,15 @@
  *     2  rvvkit_input_floats / rvvkit_output_floats;
  *     3  typed graph inputs/outputs: void pointers, rvvkit_{input,output}_{elems,dtype}
  *        replace the _floats pair, steps return a status;
- *     4  rvvkit_set_num_threads.
+ *     4  rvvkit_set_num_threads;
+ *     5  the prefill plan (rvvkit_prefill_tokens and the rvvkit_prefill_* functions).
  *
  * Valid as C (C99 and later) and as C++ (C++11 and later). The function-pointer types are
  * for callers that look the functions up with dlsym. */
 #ifndef RVVKIT_ABI_H
 #define RVVKIT_ABI_H
 
-#define RVVKIT_ABI_VERSION 4
+#define RVVKIT_ABI_VERSION 5
 /* CUDA dialect: base of the status for a kernel that found its data out of range */
 #define RVVKIT_STATUS_DATA 100000
 
@@ -62,8 +71,22 @@ int rvvkit_run_timed(const float *w, float *a, const void *const *in, void *cons
                      double *seconds);
 int rvvkit_run(const float *w, float *a, const void *const *in, void *const *out);
 int rvvkit_set_num_threads(int n);
+int rvvkit_prefill_tokens(void);
+int rvvkit_prefill_num_steps(void);
+int rvvkit_prefill_num_inputs(void);
+int rvvkit_prefill_num_outputs(void);
+long rvvkit_prefill_input_elems(int i);
+long rvvkit_prefill_output_elems(int i);
+int rvvkit_prefill_input_dtype(int i);
+int rvvkit_prefill_output_dtype(int i);
+int rvvkit_prefill_step(int i, const float *w, float *a, const void *const *in,
+                        void *const *out);
+int rvvkit_prefill_run_timed(const float *w, float *a, const void *const *in,
+                             void *const *out, double *seconds);
+int rvvkit_prefill_run(const float *w, float *a, const void *const *in, void *const *out);
 
-typedef int (*rvvkit_count_fn)(void);      /* abi_version, num_steps, num_inputs/outputs */
+typedef int (*rvvkit_count_fn)(void);      /* abi_version, num_steps, num_inputs/outputs,
+                                              prefill_tokens */
 typedef long (*rvvkit_floats_fn)(void);    /* arena_floats, weights_floats */
 typedef long (*rvvkit_io_elems_fn)(int);   /* input_elems, output_elems */
 typedef int (*rvvkit_io_dtype_fn)(int);    /* input_dtype, output_dtype */

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from . import __version__
 from .artifact import FORMAT_VERSION, Artifact
@@ -10,6 +10,7 @@ from .errors import ModelError, RvvkitError
 from .codegen.c import ABI_VERSION, render
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
+from .prefill import PREFILL_TOKENS, prefill_plan
 from .frontend.decoder_dims import decoder_shapes
 from .frontend.onnx import from_onnx, load_model
 from .ops import REGISTRY
@@ -30,12 +31,15 @@ def _need_onnx() -> None:
 def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
                 opt_level: int = 2, name: Optional[str] = None, cuda: bool = True,
                 vlen: Optional[int] = None, max_seq: Optional[int] = None,
+                prefill: int = PREFILL_TOKENS,
                 progress: Optional[Callable[[str], None]] = None) -> Artifact:
     """ONNX model (path, bytes or ModelProto) -> artifact with the C source, the CUDA source of
     the same plan (unless `cuda` is False) and the weights. With `vlen`, the RVV micro-kernels
     are emitted for that VLEN only (smaller source; still correct, only slower, at another
     VLEN); by default the source runs well at every VLEN. `max_seq` bounds a decoder's
-    key/value caches (frontend/decoder_dims.py); `input_shapes` still wins per input."""
+    key/value caches (frontend/decoder_dims.py); `input_shapes` still wins per input. A
+    decoder so built also gets a prefill plan taking `prefill` prompt tokens per call (0 or 1:
+    none; prompts then run a token at a time)."""
     say = progress or (lambda _msg: None)
     _need_onnx()
     t0 = time.perf_counter()
@@ -52,18 +56,24 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
         say(f"{len(cached)} key/value caches kept in the session (updated in place)")
     plan = build_plan(g, vlen=vlen)
     say(f"planned {len(plan.steps)} steps, {len(plan.kernels)} distinct kernels")
-    source = render(plan)
-    meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen)
+    first = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen)
+    second = None
+    if cached and first["decoder"] and max_seq is not None:
+        second = prefill_plan(model, plan, first["decoder"], prefill, input_shapes,
+                              opt_level=opt_level, name=name, vlen=vlen, say=say)
+    source = render(plan, prefill=second)
+    meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen, prefill=second)
     say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
-    cu_source = _cuda_source(plan, meta, say) if cuda else None
-    return Artifact(meta, source, plan.weights, cu_source=cu_source)
+    cu_source = _cuda_source(plan, second, meta, say) if cuda else None
+    return Artifact(meta, source, (second or plan).weights, cu_source=cu_source)
 
 
-def _cuda_source(plan: Plan, meta: Dict, say: Callable[[str], None]) -> Optional[str]:
+def _cuda_source(plan: Plan, prefill: Optional[Plan], meta: Dict,
+                 say: Callable[[str], None]) -> Optional[str]:
     """The CUDA translation unit; a kernel without a CUDA form leaves the artifact without one
     (the CPU targets do not depend on it) and the reason in meta["cuda"]."""
     try:
-        text = render_cuda(plan)
+        text = render_cuda(plan, prefill)
     except ModelError as exc:
         meta["cuda"] = {"available": False, "reason": str(exc)}
         say(f"no CUDA source: {exc}")
@@ -83,8 +93,29 @@ def _data_error(step) -> Dict:
     return {"data_error": op.data_error} if step.status and op and op.data_error else {}
 
 
+def _steps(plan: Plan) -> List[Dict]:
+    return [{"kernel": s.kernel, "node": s.node, "op": s.op, "macs": s.macs,
+             "fused": [{"op": op, "name": nm} for op, nm in s.fused],
+             **_data_error(s),
+             "args": [a.to_json() for a in s.args],
+             "workspace": s.workspace.to_json() if s.workspace else None}
+            for s in plan.steps]
+
+
+def _kernels(plans) -> List[Dict]:
+    seen: Dict[str, Dict] = {}
+    for name, k in (item for p in plans for item in p.kernels):
+        seen.setdefault(name, {
+            "name": name, "hint": k.hint,
+            "params": [p.name for p in k.params] + (["ws"] if k.workspace else []),
+            "workspace_floats": k.workspace, "macs": k.macs})
+    return list(seen.values())
+
+
 def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
-              vlen: Optional[int] = None) -> Dict:
+              vlen: Optional[int] = None, prefill: Optional[Plan] = None) -> Dict:
+    plans = [plan] + ([prefill] if prefill else [])
+    arena = max(p.arena_floats for p in plans)
     return {
         "format": "rvvkit",
         "format_version": FORMAT_VERSION,
@@ -96,22 +127,22 @@ def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
         "inputs": _io(plan.inputs),
         "outputs": _io(plan.outputs),
         "source_ops": source_ops,
-        "kernels": [{"name": name, "hint": k.hint,
-                     "params": [p.name for p in k.params] + (["ws"] if k.workspace else []),
-                     "workspace_floats": k.workspace, "macs": k.macs}
-                    for name, k in plan.kernels],
-        "plan": [{"kernel": s.kernel, "node": s.node, "op": s.op, "macs": s.macs,
-                  "fused": [{"op": op, "name": nm} for op, nm in s.fused],
-                  **_data_error(s),
-                  "args": [a.to_json() for a in s.args],
-                  "workspace": s.workspace.to_json() if s.workspace else None}
-                 for s in plan.steps],
-        "memory": {"arena_floats": plan.arena_floats, "arena_bytes": 4 * plan.arena_floats,
+        "kernels": _kernels(plans),
+        "plan": _steps(plan),
+        "memory": {"arena_floats": arena, "arena_bytes": 4 * arena,
                    "lower_bound_bytes": 4 * plan.lower_bound_floats,
-                   "weights_bytes": 4 * int(plan.weights.size)},
+                   "weights_bytes": 4 * int(plans[-1].weights.size)},
         "macs": plan.macs,
         "state": [{"name": n, "present": p, "offset": off, "shape": list(shape), "dtype": dt}
                   for n, p, off, shape, dt in plan.state],
         "decoder": decoder_meta(plan),
         "entry": {"run": "rvvkit_run", "run_timed": "rvvkit_run_timed", "step": "rvvkit_step"},
+        "prefill": prefill_meta(prefill) if prefill else None,
     }
+
+
+def prefill_meta(prefill: Plan) -> Dict:
+    """meta["prefill"]: the second plan, for the readers that run it (its inputs are the
+    plan's, sized for `tokens` tokens; it has no outputs)."""
+    return {"tokens": prefill.chunk, "inputs": _io(prefill.inputs), "plan": _steps(prefill),
+            "arena_floats": prefill.arena_floats, "macs": prefill.macs}

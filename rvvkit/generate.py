@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -94,6 +94,45 @@ def check_prompt(dec: dict, prompt: Sequence[int], max_new_tokens: int) -> List[
     return ids
 
 
+def feeds_at(dec: dict, pos: int, tokens: Sequence[int]) -> dict:
+    """The decoder's inputs for `tokens` at positions pos, pos + 1, ...: the cache then holds
+    pos + len(tokens) live positions."""
+    n = len(tokens)
+    feeds = {dec["ids"]: np.array([tokens], np.int64)}
+    if dec["seqlens"]:
+        feeds[dec["seqlens"]] = np.array([pos + n - 1], np.int32)
+    if dec["total"]:
+        feeds[dec["total"]] = np.array(pos + n, np.int32)
+    if dec.get("positions"):
+        feeds[dec["positions"]] = np.arange(pos, pos + n, dtype=np.int64)[None]
+    if dec.get("mask"):
+        feeds[dec["mask"]] = (np.arange(dec["max_seq"]) < pos + n).astype(np.int64)[None]
+    return feeds
+
+
+def prefill_chunk(session) -> int:
+    """Prompt tokens per call of the session's prefill plan; 0 when it has none (or cannot
+    run it from Python)."""
+    pre = session.artifact.meta.get("prefill")
+    return int(pre["tokens"]) if pre and hasattr(session, "run_prefill") else 0
+
+
+def chunks(n: int, chunk: int, bound: int) -> List[Tuple[int, int]]:
+    """(start, real tokens) of the prefill calls for the first `n` prompt tokens (the last
+    token goes through the decoding plan, which makes logits). A short last chunk is padded
+    after its real tokens: causal attention keeps the padding out of their keys and values,
+    and what it writes past them lies beyond the live length until a later token overwrites
+    it; but padding must fit in the cache (`bound`), and one token is cheaper alone."""
+    out: List[Tuple[int, int]] = []
+    if chunk < 2:
+        return out
+    start = 0
+    while n - start >= 2 and start + chunk <= bound:
+        out.append((start, min(chunk, n - start)))
+        start += out[-1][1]
+    return out
+
+
 def steps(session, prompt: Sequence[int], max_new_tokens: int,
           sampling: Sampling = Sampling(), eos: Optional[int] = None,
           keep_logits: bool = False, result: Optional[Generation] = None) -> Iterator[int]:
@@ -107,25 +146,23 @@ def steps(session, prompt: Sequence[int], max_new_tokens: int,
 
     # a prompt token before the last needs only the steps up to the last cache write
     prefix = getattr(session, "run_prefix", None) if dec.get("cache_steps") else None
+    chunk = prefill_chunk(session)
 
     def step(pos: int, token: int, logits: bool = True) -> np.ndarray:
-        feeds = {dec["ids"]: np.array([[token]], np.int64)}
-        if dec["seqlens"]:
-            feeds[dec["seqlens"]] = np.array([pos], np.int32)
-        if dec["total"]:
-            feeds[dec["total"]] = np.array(pos + 1, np.int32)
-        if dec.get("positions"):
-            feeds[dec["positions"]] = np.array([[pos]], np.int64)
-        if dec.get("mask"):
-            feeds[dec["mask"]] = (np.arange(dec["max_seq"]) <= pos).astype(np.int64)[None]
+        feeds = feeds_at(dec, pos, [token])
         if not logits and prefix:
             prefix(feeds, dec["cache_steps"])
             return None
         return session.run(feeds)[dec["logits"]][0, -1]
 
     t0 = time.perf_counter()
-    for pos, token in enumerate(ids):
-        logits = step(pos, token, pos + 1 == len(ids))
+    pos = 0
+    for start, count in chunks(len(ids) - 1, chunk, dec["max_seq"]):
+        tokens = ids[start:start + count] + [0] * (chunk - count)
+        session.run_prefill(feeds_at(dec, start, tokens))
+        pos = start + count
+    for pos in range(pos, len(ids)):
+        logits = step(pos, ids[pos], pos + 1 == len(ids))
     out.prefill_s = time.perf_counter() - t0
     pos = len(ids)
     t0 = time.perf_counter()

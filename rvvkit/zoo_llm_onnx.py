@@ -44,14 +44,39 @@ def _norm(b: _Builder, x: str, name: str) -> str:
                   epsilon=b.cfg.eps)[0]
 
 
+def _causal_mask(b: _Builder) -> str:
+    """bool [batch, 1, seq, total]: query i (at position total - seq + i) attends to the keys
+    the attention mask marks live, up to its own position (several new tokens at once are a
+    prompt, and each sees only those before it)."""
+    from onnx import TensorProto
+
+    def scalar(name: str, value: int) -> str:
+        return b.const(name, np.array(value, np.int64))
+
+    def length(of: str, axis: int) -> str:
+        dims = b.node("Shape", [of], [f"mask/{of}_shape"])[0]
+        return b.node("Gather", [dims, scalar(f"mask/axis{axis}", axis)],
+                      [f"mask/{of}_len"], axis=0)[0]
+
+    total, seq = length("attention_mask", 1), length("input_ids", 1)
+    one, zero = scalar("mask/one", 1), scalar("mask/zero", 0)
+    keys = b.node("Range", [zero, total, one], ["mask/keys"])[0]
+    first = b.node("Sub", [total, seq], ["mask/first_query"])[0]
+    queries = b.node("Range", [first, total, one], ["mask/queries"])[0]
+    column = b.node("Unsqueeze", [queries, b.const("mask/col_axes", np.array([1], np.int64))],
+                    ["mask/queries_col"])[0]
+    causal = b.node("LessOrEqual", [keys, column], ["mask/causal"])[0]
+    live = b.node("Cast", ["attention_mask"], ["mask/bool"], to=TensorProto.BOOL)[0]
+    live = b.node("Unsqueeze", [live, b.const("mask_axes", np.array([1, 2], np.int64))],
+                  ["mask/b11t"])[0]
+    return b.node("And", [live, causal], ["mask/bnst"])[0]
+
+
 def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "decoder"):
     """The onnx ModelProto (opset 23) of a random decoder of configuration `cfg`."""
     from onnx import TensorProto, helper
     b = _Builder(cfg, seed)
-    # attend where the mask is 1: bool [batch, 1, 1, total], broadcast over heads and queries
-    live = b.node("Cast", ["attention_mask"], ["mask/bool"], to=TensorProto.BOOL)[0]
-    mask = b.node("Unsqueeze", [live, b.const("mask_axes", np.array([1, 2], np.int64))],
-                  ["mask/bnst"])[0]
+    mask = _causal_mask(b)
     cos, sin = (b.const(n, c) for n, c in zip(("cos_cache", "sin_cache"), _rope_caches(cfg)))
     table = (0.5 * b.rng.standard_normal((cfg.vocab, cfg.hidden))).astype(np.float32)
     emb = b.const("embed_tokens.weight", table)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import __version__, abi, dtypes
 from ..resources import runtime_c_file
@@ -145,29 +145,35 @@ PRELUDE = """\
 ABI_DECLARATIONS = ("/* runtime_c/rvvkit_abi.h, embedded */\n" +
                     abi.header_text().replace("{", "{{").replace("}", "}}"))
 
-# Entry points every dialect shares (declared by the ABI header above them): plan facts and the
-# per-step dispatch.
+# Entry points every dialect shares (declared by the ABI header above them): the artifact's
+# facts, then (PLAN_ENTRY) each plan's facts and per-step dispatch, its names marked by {p}:
+# "" for the plan every artifact has, "_prefill" for a decoder's prompt-chunk plan.
 ENTRY = ABI_DECLARATIONS + """
 RVK_API int rvvkit_abi_version(void) {{ return RVVKIT_ABI_VERSION; }}
-RVK_API int rvvkit_num_steps(void) {{ return {nsteps}; }}
 RVK_API long rvvkit_arena_floats(void) {{ return {arena}L; }}
 RVK_API long rvvkit_weights_floats(void) {{ return {nweights}L; }}
-RVK_API int rvvkit_num_inputs(void) {{ return {ninputs}; }}
-RVK_API int rvvkit_num_outputs(void) {{ return {noutputs}; }}
-static const long rvk_input_elems[] = {{ {in_sizes} }};
-static const long rvk_output_elems[] = {{ {out_sizes} }};
-static const int rvk_input_dtypes[] = {{ {in_dtypes} }};
-static const int rvk_output_dtypes[] = {{ {out_dtypes} }};
+RVK_API int rvvkit_prefill_tokens(void) {{ return {prefill_tokens}; }}
+"""
+
+PLAN_ENTRY = """
+/* The {what} */
+RVK_API int rvvkit{p}_num_steps(void) {{ return {nsteps}; }}
+RVK_API int rvvkit{p}_num_inputs(void) {{ return {ninputs}; }}
+RVK_API int rvvkit{p}_num_outputs(void) {{ return {noutputs}; }}
+static const long rvk{p}_input_elems[] = {{ {in_sizes} }};
+static const long rvk{p}_output_elems[] = {{ {out_sizes} }};
+static const int rvk{p}_input_dtypes[] = {{ {in_dtypes} }};
+static const int rvk{p}_output_dtypes[] = {{ {out_dtypes} }};
 /* Element counts and ONNX dtype codes of input/output i (-1 when out of range): lets a runner
  * size and check its files. */
-RVK_API long rvvkit_input_elems(int i) {{ return i >= 0 && i < {ninputs} ? rvk_input_elems[i] : -1L; }}
-RVK_API long rvvkit_output_elems(int i) {{ return i >= 0 && i < {noutputs} ? rvk_output_elems[i] : -1L; }}
-RVK_API int rvvkit_input_dtype(int i) {{ return i >= 0 && i < {ninputs} ? rvk_input_dtypes[i] : -1; }}
-RVK_API int rvvkit_output_dtype(int i) {{ return i >= 0 && i < {noutputs} ? rvk_output_dtypes[i] : -1; }}
+RVK_API long rvvkit{p}_input_elems(int i) {{ return i >= 0 && i < {ninputs} ? rvk{p}_input_elems[i] : -1L; }}
+RVK_API long rvvkit{p}_output_elems(int i) {{ return i >= 0 && i < {noutputs} ? rvk{p}_output_elems[i] : -1L; }}
+RVK_API int rvvkit{p}_input_dtype(int i) {{ return i >= 0 && i < {ninputs} ? rvk{p}_input_dtypes[i] : -1; }}
+RVK_API int rvvkit{p}_output_dtype(int i) {{ return i >= 0 && i < {noutputs} ? rvk{p}_output_dtypes[i] : -1; }}
 
 /* Runs step `i` of the plan; returns 0, 1 when its kernel found run-time data out of range
  * (an index), or -1 when i is out of range. */
-RVK_API int rvvkit_step(int i, const float *__restrict w, float *__restrict a,
+RVK_API int rvvkit{p}_step(int i, const float *__restrict w, float *__restrict a,
                         const void *const *in, void *const *out) {{
     (void)w; (void)a; (void)in; (void)out;
     switch (i) {{
@@ -179,36 +185,40 @@ RVK_API int rvvkit_step(int i, const float *__restrict w, float *__restrict a,
 """
 
 # How the C dialect runs the plan: synchronously, timed with the monotonic clock.
-RUN = """\
+RUN_SHARED = """\
 static double rvk_now(void) {{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }}
 
+RVK_API int rvvkit_set_num_threads(int n) {{ return rvk_pool_set_threads(n); }}
+"""
+
+RUN = """
 /* Runs the whole plan; when `seconds` is not NULL, adds each step's wall time to seconds[i].
  * Returns 0, or 1 + the index of the step whose kernel found its data out of range (the
  * steps after it do not run). */
-RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
+RVK_API int rvvkit{p}_run_timed(const float *__restrict w, float *__restrict a,
                              const void *const *in, void *const *out, double *seconds) {{
 {run_steps}
     return 0;
 }}
 
-RVK_API int rvvkit_run(const float *__restrict w, float *__restrict a,
+RVK_API int rvvkit{p}_run(const float *__restrict w, float *__restrict a,
                        const void *const *in, void *const *out) {{
-    return rvvkit_run_timed(w, a, in, out, NULL);
+    return rvvkit{p}_run_timed(w, a, in, out, NULL);
 }}
-
-RVK_API int rvvkit_set_num_threads(int n) {{ return rvk_pool_set_threads(n); }}
 """
 
 
-def step_loops(nsteps: int) -> Dict[str, str]:
-    """The C run entry's loop over the steps ({run_steps} of RUN): a plain block for a
-    one-step plan (loops.loop writes no single-trip loop)."""
+def step_loops(nsteps: int, p: str = "") -> Dict[str, str]:
+    """The C run entry's loop over the steps ({run_steps} of RUN) of the plan named by `p`: a
+    plain block for a one-step plan (loops.loop writes no single-trip loop)."""
+    if not nsteps:
+        return {"run_steps": "    (void)w; (void)a; (void)in; (void)out; (void)seconds;"}
     body = """const double t0 = seconds ? rvk_now() : 0.0;
-const int rc = rvvkit_step(i, w, a, in, out);
+const int rc = rvvkit""" + p + """_step(i, w, a, in, out);
 if (seconds) seconds[i] += rvk_now() - t0;
 if (rc != 0) return i + 1;"""
     return {"run_steps": indent(loop("i", 0, nsteps, body, flat=True))}
@@ -222,30 +232,58 @@ class Dialect:
     `loops` writes for the plan's step count)."""
     prelude: str
     kernel: Callable[[Kernel], Tuple[Dict[str, str], str]]   # -> (support, body)
-    run: str
-    loops: Callable[[int], Dict[str, str]]   # step count -> the loops `run` places, by name
+    run_shared: str          # once per unit
+    run: str                 # once per plan ({p} marks its names)
+    loops: Callable[[int, str], Dict[str, str]]   # (step count, p) -> the loops `run` places
     extra: str = ""
     threads: bool = True     # split kernels (Kernel.split) run on the C thread pool
     prologue: bool = True    # a kernel's prologue (Kernel.prologue) opens its host function
 
 
-C = Dialect(PRELUDE, lambda k: (k.support, k.body), RUN, step_loops)
+C = Dialect(PRELUDE, lambda k: (k.support, k.body), RUN_SHARED, RUN, step_loops)
 
 
-def render(plan: Plan, dialect: Dialect = C) -> str:
-    """The whole translation unit for `plan` in `dialect`."""
+def render(plan: Plan, dialect: Dialect = C, prefill: Optional[Plan] = None) -> str:
+    """The whole translation unit for `plan` in `dialect`; with `prefill` (a second plan built
+    on `plan`, codegen/plan.py), its kernels and rvvkit_prefill_* entry points too."""
+    plans = [plan] + ([prefill] if prefill else [])
     parts: List[str] = [dialect.prelude.format(version=__version__, model=_safe(plan.name))]
     support: Dict[str, str] = {}
-    defs: List[str] = []
-    for name, k in plan.kernels:
+    defs: Dict[str, str] = {}
+    for name, k in (item for p in plans for item in p.kernels):
+        if name in defs:
+            continue   # a kernel both plans run
         sup, body = dialect.kernel(k)
         for key, text in sup.items():
             support.setdefault(key, text)
         extra = f" /* {k.macs} MACs */" if k.macs else ""
-        defs.append(definition(name, k, body, extra, dialect.threads, dialect.prologue))
+        defs[name] = definition(name, k, body, extra, dialect.threads, dialect.prologue)
     parts.extend(text.rstrip() + "\n" for text in support.values())
-    parts.extend(defs)
-    parts.append(_weight_table(plan))
+    parts.extend(defs.values())
+    parts.append(_weight_table(plans))
+    last = plans[-1]   # its blob holds every plan's weights
+    shared = dict(arena=max(p.arena_floats for p in plans), nweights=last.weights.size,
+                  prefill_tokens=prefill.chunk if prefill else 0)
+    parts.append(ENTRY.format(**shared))
+    parts.append(dialect.run_shared.format(**shared))
+    for p, role in zip(plans, _ROLES):
+        facts = _plan_facts(p, dialect, role)
+        parts.append(PLAN_ENTRY.format(**facts))
+        parts.append(dialect.run.format(**facts))
+    if dialect.extra:
+        parts.append(dialect.extra.format(**shared))
+    return "\n".join(parts)
+
+
+# ({p}, what the comment above its entry points says) of the first and the second plan
+_ROLES = (("", "plan: every step, in order."),
+          ("_prefill", "prefill plan: a decoder's prompt chunk of rvvkit_prefill_tokens() "
+                       "tokens, which writes the session's key/value caches and makes no "
+                       "logits."))
+
+
+def _plan_facts(plan: Plan, dialect: Dialect, role: Tuple[str, str]) -> Dict:
+    p, what = role
     cases = []
     for i, s in enumerate(plan.steps):
         args = [a.c() for a in s.args] + ([s.workspace.c()] if s.workspace else [])
@@ -253,27 +291,24 @@ def render(plan: Plan, dialect: Dialect = C) -> str:
         if s.status:
             call = f"if ({call} != 0) return 1"
         cases.append(f"    /* {_safe(s.describe())} */\n    case {i}: {call}; break;")
-    facts = dict(abi=ABI_VERSION, nsteps=len(plan.steps), arena=plan.arena_floats,
-                 nweights=plan.weights.size, ninputs=len(plan.inputs),
-                 noutputs=len(plan.outputs), cases="\n".join(cases),
-                 in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs),
-                 in_dtypes=_codes(plan.inputs), out_dtypes=_codes(plan.outputs),
-                 checks=", ".join([str(int(s.status)) for s in plan.steps] + ["0"]),
-                 **dialect.loops(len(plan.steps)))
-    for template in (ENTRY, dialect.run, dialect.extra):
-        if template:
-            parts.append(template.format(**facts))
-    return "\n".join(parts)
+    return dict(p=p, what=what, nsteps=len(plan.steps), ninputs=len(plan.inputs),
+                noutputs=len(plan.outputs), cases="\n".join(cases),
+                in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs),
+                in_dtypes=_codes(plan.inputs), out_dtypes=_codes(plan.outputs),
+                checks=", ".join([str(int(s.status)) for s in plan.steps] + ["0"]),
+                **dialect.loops(len(plan.steps), p))
 
 
-def _weight_table(plan: Plan) -> str:
+def _weight_table(plans: List[Plan]) -> str:
     """Named offsets into the weights blob `w`, one per entry the steps use, so that a step
     reads `w + W_conv1_weight` rather than a bare number."""
-    used = {a.weight: a.symbol for s in plan.steps for a in s.args if a.kind == "weights"}
+    used = {a.weight: a.symbol for plan in plans for s in plan.steps for a in s.args
+            if a.kind == "weights"}
+    index = plans[-1].weight_index
     rows = ["/* Offsets in 4-byte words of the weights in `w`, named after their initializers"
             " (packed: stored in the layout its kernel reads). */"]
-    for key in sorted(used, key=lambda k: plan.weight_index[k][0]):
-        off, size = plan.weight_index[key]
+    for key in sorted(used, key=lambda k: index[k][0]):
+        off, size = index[key]
         name, _, node = key.partition("@")
         what = f"{size} words" + (f", packed for {node}" if node else "")
         rows.append(f"static const size_t {used[key]} = {off};  /* {_safe(name)}: {_safe(what)} */")

@@ -94,7 +94,7 @@ def _attention(n: Node, g: Graph) -> Lowered:
                     qk_mode=a["qk_mode"] if outs[3] else -1)
     sq, total = a["dims"][3:5]
     # GEMM form unless one head's score matrix would be a huge workspace (> 64 MiB), or one
-    # query reads a cache of run-time live length (the direct form reads only the live keys)
-    if sq * total > (16 << 20) or (cfg.nonpad and sq == 1 and not cfg.present):
+    # queries read a cache of run-time live length (the direct form reads only the live keys)
+    if sq * total > (16 << 20) or (cfg.nonpad and not cfg.present):
         return attk.attention(cfg)
     return attk.attention_gemm(cfg)

@@ -3,7 +3,7 @@ whose lifetimes do not overlap share memory."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 ALIGN = 16  # floats: 64-byte alignment keeps every buffer on a cache line / vector boundary
 
@@ -36,13 +36,21 @@ def lower_bound(intervals: List[Interval]) -> int:
     return peak
 
 
-def plan(intervals: List[Interval]) -> Tuple[Dict[str, int], int]:
+def plan(intervals: List[Interval], fixed: Optional[Dict[str, int]] = None
+         ) -> Tuple[Dict[str, int], int]:
     """Greedy by size: place the largest buffers first, each at the lowest offset that does not
-    collide with an already placed buffer whose lifetime overlaps. Returns offsets and total."""
-    placed: List[Tuple[int, int, Interval]] = []  # (offset, end, interval)
-    offsets: Dict[str, int] = {}
-    total = 0
+    collide with an already placed buffer whose lifetime overlaps. Returns offsets and total.
+    Intervals named in `fixed` keep the offset given there (a session's cache, which a second
+    plan of the same artifact must find where the first one left it)."""
+    fixed = fixed or {}
+    placed: List[Tuple[int, int, Interval]] = [
+        (fixed[iv.key], fixed[iv.key] + align(iv.size), iv)
+        for iv in intervals if iv.key in fixed]
+    offsets: Dict[str, int] = {iv.key: off for off, _, iv in placed}
+    total = max([end for _, end, _ in placed], default=0)
     for iv in sorted(intervals, key=lambda i: (-i.size, i.first, i.key)):
+        if iv.key in fixed:
+            continue
         size = align(iv.size)
         clashes = sorted((o, e) for o, e, other in placed
                          if other.first <= iv.last and iv.first <= other.last)

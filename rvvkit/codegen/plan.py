@@ -81,6 +81,11 @@ class Plan:
     # buffers that persist between runs (graph.state): (tensor, present name, arena offset in
     # words, shape, dtype name)
     state: List[Tuple[str, str, int, Tuple[int, ...], str]] = field(default_factory=list)
+    # what a second plan of the same artifact extends (build_plan's `base`): the weights
+    # collector and the kernels by their key
+    shared: Optional[Tuple["_Weights", Dict[Tuple, Tuple[str, Kernel]]]] = \
+        field(default=None, repr=False)
+    chunk: int = 0   # a decoder's prefill plan: the prompt tokens it takes per call
 
     @property
     def macs(self) -> int:
@@ -172,19 +177,37 @@ def _concat_views(g: Graph) -> Dict[str, Tuple[str, int]]:
     return views
 
 
-def build_plan(g: Graph, vlen: Optional[int] = None) -> Plan:
-    """The kernel plan of `g`; with `vlen`, RVV micro-kernels are emitted for that VLEN only."""
+def build_plan(g: Graph, vlen: Optional[int] = None, base: Optional[Plan] = None,
+               scope: str = "") -> Plan:
+    """The kernel plan of `g`; with `vlen`, RVV micro-kernels are emitted for that VLEN only.
+    With `base`, a second plan in the same translation unit (a decoder's prefill plan): it
+    extends base's weights blob (entries of identical bytes stored once), reuses its
+    identical kernels, names new ones apart, and finds the session's state at base's offsets.
+    `scope` prefixes its weight keys, since a node of the same name may carry other data."""
     with fixed_vlen(vlen):
-        return _build_plan(g)
+        return _build_plan(g, base, scope)
 
 
-def _build_plan(g: Graph) -> Plan:
+def _pinned_state(g: Graph, base: Optional[Plan]) -> Dict[str, int]:
+    """The arena offsets of g's state in `base`, which must hold the same buffers."""
+    if base is None:
+        return {}
+    have = {name: (off, tuple(shape), dt) for name, _, off, shape, dt in base.state}
+    want = {name: (tuple(g.t(name).shape), g.t(name).dtype.name) for name, _ in g.state}
+    if set(have) != set(want) or any(have[n][1:] != want[n] for n in want):
+        raise ModelError(f"the second plan's session state {sorted(want)} is not the first "
+                         f"plan's {sorted(have)}: the two cannot share one cache")
+    return {name: have[name][0] for name in want}
+
+
+def _build_plan(g: Graph, base: Optional[Plan], scope: str) -> Plan:
     _materialise_const_outputs(g)
     check_lowerable(g)
     root: Dict[str, str] = {}  # alias tensor -> tensor owning the buffer
     views = _concat_views(g)
-    weights = _Weights()
-    kernels: Dict[Tuple, Tuple[str, Kernel]] = {}
+    weights, kernels = base.shared if base else (_Weights(), {})
+    pinned = _pinned_state(g, base)
+    used: Dict[str, Tuple[str, Kernel]] = {}
     raw_steps: List[Tuple[str, Kernel, List[str], object]] = []
     for n in g.nodes:
         if is_alias(n, g):
@@ -210,25 +233,28 @@ def _build_plan(g: Graph) -> Plan:
                              "optional outputs of this op are not supported")
         for idx, name in enumerate(names):
             if g.is_const(name):
-                key = name if idx not in transforms else \
-                    f"{name}@{n.name}" + (f"#{idx}" if idx in extra else "")
+                key = scope + (name if idx not in transforms else
+                               f"{name}@{n.name}" + (f"#{idx}" if idx in extra else ""))
                 data = transforms[idx](g.const(name)) if idx in transforms else g.const(name)
                 weights.add(key, data, low.kernel.params[idx].dtype)
                 names[idx] = "\0w:" + key
         k = low.kernel
         if k.key() not in kernels:
             kernels[k.key()] = (f"k{len(kernels)}_{k.hint}", k)
+        used.setdefault(kernels[k.key()][0], kernels[k.key()])
         raw_steps.append((kernels[k.key()][0], k, names, n))
-    # transformed copies are keyed `name@node` (see above): named after the initializer
+    # transformed copies are keyed `name@node` (see above): named after the initializer. A
+    # second plan's keys come after the first's, whose names therefore stay as they were.
     symbols = unique_idents({k: k.split("@")[0] + ("_packed" if "@" in k else "")
                              for k in weights.index}, "W_")
-    steps, arena, bound, offsets = _assign(g, raw_steps, weights, views, symbols)
+    steps, arena, bound, offsets = _assign(g, raw_steps, weights, views, symbols, pinned)
     def io(name):
         return (name, g.t(name).shape, g.t(name).dtype.name)
     state = [(name, present, offsets[name], g.t(name).shape, g.t(name).dtype.name)
              for name, present in g.state]
-    return Plan(g.name, list(kernels.values()), steps, weights.blob(), arena, bound,
-                [io(i) for i in g.inputs], [io(o) for o in g.outputs], weights.index, state)
+    return Plan(g.name, list(used.values()), steps, weights.blob(), arena, bound,
+                [io(i) for i in g.inputs], [io(o) for o in g.outputs], weights.index, state,
+                (weights, kernels))
 
 
 def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
@@ -240,7 +266,8 @@ def _resolve(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
     return name, off
 
 
-def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, str]):
+def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, str],
+            pinned: Dict[str, int]):
     first: Dict[str, int] = {}
     last: Dict[str, int] = {}
     for s, (_, k, names, _) in enumerate(raw_steps):
@@ -255,7 +282,7 @@ def _assign(g: Graph, raw_steps, weights: _Weights, views, symbols: Dict[str, st
                  if not nm.startswith("\0w:") and nm not in g.inputs and nm not in g.outputs]
     intervals += [Interval(f"\0ws{s}", k.workspace, s, s)
                   for s, (_, k, _, _) in enumerate(raw_steps) if k.workspace]
-    offsets, total = plan_arena(intervals)
+    offsets, total = plan_arena(intervals, pinned)
 
     def arg(name: str, dtype: str) -> Arg:
         if name.startswith("\0w:"):

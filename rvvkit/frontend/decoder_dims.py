@@ -29,12 +29,13 @@ def grows_by_concat(proto) -> bool:
     return not any(n.op_type == "GroupQueryAttention" for n in proto.graph.node)
 
 
-def decoder_shapes(proto, max_seq: int) -> Dict[str, List[int]]:
-    """{input name: static shape} for every input with a symbolic dimension."""
+def decoder_shapes(proto, max_seq: int, new_tokens: int = 1) -> Dict[str, List[int]]:
+    """{input name: static shape} for every input with a symbolic dimension, for a step that
+    takes `new_tokens` tokens (1: decoding; more: a prompt chunk of the prefill plan)."""
     grows = grows_by_concat(proto)
-    if max_seq < 1 + grows:
-        raise ModelError(f"--max-seq {max_seq}: at least {1 + grows} expected")
-    past_len = max_seq - 1 if grows else max_seq
+    if max_seq < new_tokens + grows:
+        raise ModelError(f"--max-seq {max_seq}: at least {new_tokens + grows} expected")
+    past_len = max_seq - new_tokens if grows else max_seq
     inits = {i.name for i in proto.graph.initializer}
     inputs = [vi for vi in proto.graph.input if vi.name not in inits]
     caches = [vi for vi in inputs if CACHE_NAME.search(vi.name) and len(_dims(vi)) == 4]
@@ -60,6 +61,7 @@ def decoder_shapes(proto, max_seq: int) -> Dict[str, List[int]]:
         # batch and the new tokens of one decoding step
         names = [d.dim_param for d in vi.type.tensor_type.shape.dim]
         shapes[vi.name] = [d if d is not None else
-                           max_seq if axis and TOTAL_DIM.search(name) else 1
+                           max_seq if axis and TOTAL_DIM.search(name) else
+                           new_tokens if axis else 1
                            for axis, (d, name) in enumerate(zip(dims, names))]
     return shapes

@@ -124,8 +124,10 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
     for node in concats:
         made.append((node.inputs[0], node.outputs[0]))
         _to_cache_write(g, node, node.inputs[0], node.inputs[1], node.outputs[0], length())
+    g.state.extend(made)   # state from here on: what removes dead code keeps its writers
     if concats:   # the exported attention over them reads only the live prefix
         fuse_cached_attention(g, length)
+        _chunk_causal(g, length())
     for node in attentions:
         # Attention(q, k, v, mask, past_k, past_v) -> y, present_k, present_v becomes two
         # cache writes and an Attention over the whole caches, which the mask limits to the
@@ -139,12 +141,29 @@ def _grown_to_state(g: Graph) -> List[Tuple[str, str]]:
         for w, (past, new, present) in zip(writes, ((pk, k, prk), (pv, v, prv))):
             _to_cache_write(g, w, past, new, present, length())
             made.append((past, present))
+            g.state.append((past, present))
         g.nodes[at:at] = writes
         # nonpad_kv_seqlen = the live length: the attention reads only the keys before it
         node.inputs, node.outputs = [q, prk, prv, mask, "", "", length()], [y]
         node.attrs.pop("is_causal", None)
         REGISTRY["Attention"].infer(node, g)
+    if attentions:
+        _chunk_causal(g, length())
     return made
+
+
+def _chunk_causal(g: Graph, live: str) -> None:
+    """Attention over the session caches for several new tokens at once (a decoder's prefill
+    plan): the exported mask was made for the caches' static shapes, as if the new tokens sat
+    at the end of the bound; they sit just before the live length. So such an attention drops
+    that mask and is causal from the live length (query i at position live - S + i), which is
+    what the exported mask says of a contiguous live prefix, the only kind generation feeds."""
+    for n in g.nodes:
+        if n.op == "Attention" and len(n.inputs) > 6 and n.inputs[6] == live and \
+                n.attrs["dims"][3] > 1:
+            n.inputs[3] = ""
+            n.attrs["is_causal"] = 1
+            REGISTRY["Attention"].infer(n, g)
 
 
 def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
@@ -153,7 +172,8 @@ def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
     is one position short of the bound; anywhere else past + new -> present is just what the
     model computes, once."""
     halves = half_state.unwrap(g, bounded)   # float16 caches: float32 state, no Casts
-    made = _grown_to_state(g) if bounded else []
+    made = _grown_to_state(g) if bounded else []   # added to g.state as made
+    grown = len(made)
     for node in g.nodes:
         if node.op != GQA:
             continue
@@ -171,6 +191,6 @@ def caches_to_state(g: Graph, bounded: bool = False) -> List[Tuple[str, str]]:
     half_state.rewrap(g, halves)
     if made:
         half_state.float_outputs(g)
-    g.state.extend(made)
+    g.state.extend(made[grown:])
     g.prune_tensors()
     return made

@@ -73,9 +73,9 @@ class HostSession(Session):
                 raise ExecutionError(f"the compiled kernels {self.so_path} cannot be loaded "
                                      f"({exc}); compiler: {self.compiler_text()}") from None
 
-    def _pointers(self, feeds):
-        ins = self.validate(feeds)
-        outs = self.output_buffers()
+    def _pointers(self, feeds, prefill: bool = False):
+        ins = self.validate(feeds, self.prefill_inputs if prefill else None)
+        outs = [] if prefill else self.output_buffers()
         in_ptrs = self.ffi.new("const void *[]", [self.ffi.cast("const void *", a.ctypes.data)
                                                    for a in ins] or [self.ffi.NULL])
         out_ptrs = self.ffi.new("void *[]", [self.ffi.cast("void *", a.ctypes.data)
@@ -100,6 +100,17 @@ class HostSession(Session):
         for i in range(steps):
             if self.lib.rvvkit_step(i, self._w, self._a, in_ptrs, out_ptrs) != 0:
                 raise self.step_error(i)
+
+    def run_prefill(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Run the prefill plan on a chunk of prompt tokens (rvvkit/prefill.py): it writes
+        their keys and values into the session's caches and has no outputs."""
+        ins, outs, in_ptrs, out_ptrs = self._pointers(feeds, prefill=True)
+        self._threads()
+        rc = self.lib.rvvkit_prefill_run(self._w, self._a, in_ptrs, out_ptrs)
+        if rc != 0:
+            step = abi.failed_step(rc)
+            raise self.step_error(step, prefill=True) if step is not None else \
+                ExecutionError(f"rvvkit_prefill_run returned {rc}")
 
     def run_prepared(self, prepared) -> None:
         """Run on buffers from `prepare()` with no Python work per call (for benchmarks)."""

@@ -72,6 +72,10 @@ class Session:
         self.dtypes = {t["name"]: np.dtype(t.get("dtype", "float32"))
                        for t in meta["inputs"] + meta["outputs"]}
         self.steps: List[Dict] = meta["plan"]
+        # a decoder's prefill plan (rvvkit/prefill.py): its inputs' shapes and its steps
+        pre = meta.get("prefill") or {}
+        self.prefill_inputs = [(i["name"], tuple(i["shape"])) for i in pre.get("inputs", [])]
+        self.prefill_steps: List[Dict] = pre.get("plan", [])
 
     @property
     def input_names(self) -> List[str]:
@@ -89,18 +93,21 @@ class Session:
     def output_buffers(self) -> List[np.ndarray]:
         return [np.empty(shape, self.dtypes[name]) for name, shape in self.outputs]
 
-    def where(self, step: int) -> str:
+    def where(self, step: int, prefill: bool = False) -> str:
         """'step 3 (Conv node 'conv1')': a plan step as errors name it."""
-        if 0 <= step < len(self.steps):
-            s = self.steps[step]
-            return f"step {step} ({s['op']} node {s['node']!r})"
-        return f"step {step}"
+        steps = self.prefill_steps if prefill else self.steps
+        what = "prefill step" if prefill else "step"
+        if 0 <= step < len(steps):
+            s = steps[step]
+            return f"{what} {step} ({s['op']} node {s['node']!r})"
+        return f"{what} {step}"
 
-    def step_error(self, step: int) -> ExecutionError:
+    def step_error(self, step: int, prefill: bool = False) -> ExecutionError:
         """The error of a run stopped by step `step`'s check of its data (an index, a
         cache length): the op's own explanation when the meta carries one."""
-        why = self.steps[step].get("data_error") if 0 <= step < len(self.steps) else None
-        return ExecutionError(f"{self.where(step)}: " + (why or "an index in its run-time "
+        steps = self.prefill_steps if prefill else self.steps
+        why = steps[step].get("data_error") if 0 <= step < len(steps) else None
+        return ExecutionError(f"{self.where(step, prefill)}: " + (why or "an index in its run-time "
                               "data is out of range") + "; nothing outside the tensor was read")
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int = 32, **options):
@@ -113,23 +120,27 @@ class Session:
         """The tokens of `generate`, yielded as they come."""
         return generation.steps(self, prompt, max_new_tokens, **options)
 
-    def validate(self, feeds: Mapping[str, np.ndarray]) -> List[np.ndarray]:
-        """Inputs in graph order as C-contiguous float32, or InputError saying what is wrong."""
+    def validate(self, feeds: Mapping[str, np.ndarray], inputs=None) -> List[np.ndarray]:
+        """Inputs in graph order as C-contiguous arrays of their types, or InputError saying
+        what is wrong; `inputs`: (name, shape) pairs other than the plan's (the prefill
+        plan's)."""
+        inputs = self.inputs if inputs is None else inputs
         if not isinstance(feeds, Mapping):
             raise InputError("inputs must be a dict {input name: numpy array}")
-        missing = [n for n in self.input_names if n not in feeds]
-        unknown = [n for n in feeds if n not in self.input_names]
+        names = [n for n, _ in inputs]
+        missing = [n for n in names if n not in feeds]
+        unknown = [n for n in feeds if n not in names]
         if missing or unknown:
             parts = []
             if missing:
                 parts.append(f"missing {missing}")
             if unknown:
                 parts.append(f"unknown {unknown}")
-            expected = ", ".join(f"{n} {list(s)}" for n, s in self.inputs)
+            expected = ", ".join(f"{n} {list(s)}" for n, s in inputs)
             raise InputError(f"input names do not match the model ({'; '.join(parts)}); "
                              f"expected: {expected}")
         out = []
-        for name, shape in self.inputs:
+        for name, shape in inputs:
             arr = np.asarray(feeds[name])
             want = self.dtypes[name]
             if arr.dtype != want:

@@ -4,7 +4,7 @@ and a run entry that times steps with CUDA events. The exported ABI is the C one
 pointers, plus helpers through which a host process allocates and copies device memory."""
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from ..c import Dialect, render
 from ..cfmt import indent
@@ -59,16 +59,18 @@ PRELUDE = """\
 # Steps are launched back to back on the default stream; errors of a launch are picked up
 # right after it, errors of execution at the final synchronisation. A step whose kernel checks
 # its data (rvk_checks) is waited for, so a bad index stops the plan at that step.
-RUN = """\
-static const unsigned char rvk_checks[] = {{ {checks} }};
-
+RUN_SHARED = """\
 /* Threads are the C dialect's: a GPU run has no host thread count to set. */
 RVK_API int rvvkit_set_num_threads(int n) {{ (void)n; return 1; }}
+"""
+
+RUN = """\
+static const unsigned char rvk{p}_checks[] = {{ {checks} }};
 
 /* Whether step i's kernel reported data out of range (the flag is cleared for the next). */
-static int rvk_step_failed(int i) {{
+static int rvk{p}_step_failed(int i) {{
     int status = 0;
-    if (!rvk_checks[i]) return 0;
+    if (!rvk{p}_checks[i]) return 0;
     if (cudaDeviceSynchronize() != cudaSuccess) return 0;   /* reported by the caller */
     cudaMemcpyFromSymbol(&status, rvk_cuda_status, sizeof status);
     if (status) {{
@@ -81,7 +83,7 @@ static int rvk_step_failed(int i) {{
 /* Runs the whole plan and waits for it; returns 0, a cudaError_t, or RVVKIT_STATUS_DATA + i
  * when step i's kernel found its data out of range. When `seconds` is not NULL, adds each
  * step's device time (CUDA events around its launches) to seconds[i]. */
-RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
+RVK_API int rvvkit{p}_run_timed(const float *__restrict w, float *__restrict a,
                              const void *const *in, void *const *out, double *seconds) {{
     cudaEvent_t ev[{nsteps} + 1];
     int err = 0;
@@ -95,20 +97,20 @@ RVK_API int rvvkit_run_timed(const float *__restrict w, float *__restrict a,
     return err;
 }}
 
-RVK_API int rvvkit_run(const float *__restrict w, float *__restrict a,
+RVK_API int rvvkit{p}_run(const float *__restrict w, float *__restrict a,
                        const void *const *in, void *const *out) {{
-    return rvvkit_run_timed(w, a, in, out, NULL);
+    return rvvkit{p}_run_timed(w, a, in, out, NULL);
 }}
 """
 
 
-def step_loops(nsteps: int) -> Dict[str, str]:
+def step_loops(nsteps: int, p: str = "") -> Dict[str, str]:
     """The loops of RUN over the steps and over their nsteps + 1 events, by loops.loop: a
-    guarded block where there is one trip."""
-    launch = """if (seconds) cudaEventRecord(ev[i], 0);
-RVK_HOST_STEP(i, rvvkit_step(i, w, a, in, out));
+    guarded block where there is one trip. `p` names the plan (codegen/c.py's PLAN_ENTRY)."""
+    launch = f"""if (seconds) cudaEventRecord(ev[i], 0);
+RVK_HOST_STEP(i, rvvkit{p}_step(i, w, a, in, out));
 err = (int)cudaGetLastError();
-if (!err && rvk_step_failed(i)) err = RVVKIT_STATUS_DATA + i;"""
+if (!err && rvk{p}_step_failed(i)) err = RVVKIT_STATUS_DATA + i;"""
     elapsed = """float ms = 0.0f;
 err = (int)cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
 seconds[i] += 1e-3 * (double)ms;"""
@@ -191,9 +193,11 @@ def _kernel(k: Kernel) -> Tuple[Dict[str, str], str]:
 # No host prologue: a C kernel's prologue runs on the host thread, which in this dialect has
 # no access to device memory (the workspace clear of a depthwise conv was a host memset of a
 # device pointer); a CUDA generator does on the device what its kernel needs.
-CUDA = Dialect(PRELUDE, _kernel, RUN, step_loops, DEVICE, threads=False, prologue=False)
+CUDA = Dialect(PRELUDE, _kernel, RUN_SHARED, RUN, step_loops, DEVICE, threads=False,
+               prologue=False)
 
 
-def render_cuda(plan: Plan) -> str:
-    """The CUDA translation unit for `plan` (stored as the artifact's `.rvvkit.cu`)."""
-    return render(plan, CUDA)
+def render_cuda(plan: Plan, prefill: Optional[Plan] = None) -> str:
+    """The CUDA translation unit for `plan` (stored as the artifact's `.rvvkit.cu`), with the
+    prefill plan's entry points when there is one."""
+    return render(plan, CUDA, prefill)
