@@ -10,7 +10,8 @@
  *          [--logits-out FILE] [--outdir DIR] [--threads T] [--no-verify]
  *
  * --generate runs a decoder's plan once per token in this process (rvk_generate.h), the
- * key/value caches staying in the arena: the prompt, then up to N greedy tokens.
+ * key/value caches staying in the arena: the prompt (in chunks through the artifact's prefill
+ * plan when it has one), then up to N greedy tokens.
  *
  * --threads T runs the kernels on T threads (default: $RVVKIT_NUM_THREADS, else the online
  * cores; outputs are bit-identical for every T). Checks ARTIFACT first (rvk_artifact.h: every section against the checksums of its meta, unless
@@ -279,11 +280,66 @@ static void check_run(int rc, long run) {
     if (rc != 0) die(EXIT_RUNTIME, "the plan reported error %d (run %ld)", rc, run);
 }
 
+/* A decoder's prefill plan as the kernels declare it (tokens 0: none), checked against the
+ * artifact's meta like the plan (check_kernels). */
+typedef struct {
+    long tokens;
+    rvvkit_io_elems_fn in_elems;
+    rvvkit_run_timed_fn run;
+} prefill_plan;
+
+static prefill_plan check_prefill(void *lib, const char *kpath, const rvk_facts *f) {
+    prefill_plan p;
+    memset(&p, 0, sizeof p);
+    rvvkit_count_fn tokens, steps, nin, nout;
+    rvvkit_io_dtype_fn dtype;
+    SYM(lib, kpath, "rvvkit_prefill_tokens", tokens);
+    p.tokens = tokens();
+    int ok = p.tokens == f->prefill_tokens;
+    if (ok && p.tokens > 0) {
+        SYM(lib, kpath, "rvvkit_prefill_num_steps", steps);
+        SYM(lib, kpath, "rvvkit_prefill_num_inputs", nin);
+        SYM(lib, kpath, "rvvkit_prefill_num_outputs", nout);
+        SYM(lib, kpath, "rvvkit_prefill_input_elems", p.in_elems);
+        SYM(lib, kpath, "rvvkit_prefill_input_dtype", dtype);
+        SYM(lib, kpath, "rvvkit_prefill_run_timed", p.run);
+        ok = steps() == f->prefill_steps && nin() == f->npre && nout() == 0;
+        for (int i = 0; ok && i < f->npre; ++i)
+            ok = p.in_elems(i) == f->pre[i].elems && dtype(i) == f->pre[i].dtype;
+    }
+    if (!ok)
+        die(EXIT_ARTIFACT, "the artifact's meta and the kernels %s disagree on the prefill plan: "
+            "they come from different builds, or the artifact was edited", kpath);
+    return p;
+}
+
+/* One plan's role buffers (rvk_gen_feeds) for `len` tokens; `elems` checks their sizes. */
+static void gen_feeds(const struct args *a, rvk_gen_feeds *f, const void **ins, long len,
+                      rvvkit_io_elems_fn elems, const char *plan) {
+    const int *r = a->gen.roles;
+    if (elems(r[0]) != len || (r[5] >= 0 && elems(r[5]) != len) ||
+        (r[1] >= 0 && elems(r[1]) != 1) || (r[2] >= 0 && elems(r[2]) != 1) ||
+        (r[4] >= 0 && elems(r[4]) != a->gen.max_seq))
+        die(EXIT_USAGE, "--roles %s: the %sids and positions must be %ld int64 each, the "
+            "lengths one int32 each and the mask --max-seq int64", a->roles, plan, len);
+    f->ins = ins, f->len = len;
+    ins[r[0]] = f->ids = (int64_t *)xalloc64((size_t)len * sizeof(int64_t), "the token ids");
+    if (r[1] >= 0) ins[r[1]] = f->seqlens = (int32_t *)xalloc64(sizeof(int32_t), "the length");
+    if (r[2] >= 0) ins[r[2]] = f->total = (int32_t *)xalloc64(sizeof(int32_t), "the length");
+    if (r[4] >= 0)
+        ins[r[4]] = f->mask = (int64_t *)xalloc64((size_t)a->gen.max_seq * sizeof(int64_t),
+                                                  "the mask");
+    if (r[5] >= 0)
+        ins[r[5]] = f->positions = (int64_t *)xalloc64((size_t)len * sizeof(int64_t),
+                                                       "the positions");
+}
+
 /* --generate: the roles' buffers made here, every output allocated, then the loop. */
 static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn in_elems,
                     rvvkit_io_elems_fn out_elems, rvvkit_io_dtype_fn in_dtype,
                     rvvkit_io_dtype_fn out_dtype, rvvkit_run_timed_fn run,
-                    rvvkit_step_fn step, const float *w, long arena_words) {
+                    rvvkit_step_fn step, const prefill_plan *pre, const float *w,
+                    long arena_words) {
     /* ids, seqlens, total, logits, mask, positions (-1: absent) */
     const int *r = a->gen.roles;
     const int in_roles[5] = {r[0], r[1], r[2], r[4], r[5]};
@@ -297,35 +353,27 @@ static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn 
     if (!fits || given != nin)
         die(EXIT_USAGE, "--roles %s does not fit a decoder with %d inputs and %d outputs",
             a->roles, nin, nout);
-    if (in_dtype(r[0]) != 7 || in_elems(r[0]) != 1 ||
-        (r[1] >= 0 && (in_dtype(r[1]) != 6 || in_elems(r[1]) != 1)) ||
-        (r[2] >= 0 && (in_dtype(r[2]) != 6 || in_elems(r[2]) != 1)) ||
-        (r[4] >= 0 && (in_dtype(r[4]) != 7 || in_elems(r[4]) != a->gen.max_seq)) ||
-        (r[5] >= 0 && (in_dtype(r[5]) != 7 || in_elems(r[5]) != 1)) ||
-        out_dtype(r[3]) != 1)
-        die(EXIT_USAGE, "--roles %s: ids and positions must be one int64 each, the lengths one "
-            "int32 each, the mask --max-seq int64 and the logits float32 (a one-token "
-            "decoding step)", a->roles);
-    const void *ins[MAX_IO + 1] = {NULL};
+    if (in_dtype(r[0]) != 7 || (r[1] >= 0 && in_dtype(r[1]) != 6) ||
+        (r[2] >= 0 && in_dtype(r[2]) != 6) || (r[4] >= 0 && in_dtype(r[4]) != 7) ||
+        (r[5] >= 0 && in_dtype(r[5]) != 7) || out_dtype(r[3]) != 1)
+        die(EXIT_USAGE, "--roles %s: ids, positions and the mask must be int64, the lengths "
+            "int32 and the logits float32", a->roles);
+    static const void *ins[MAX_IO + 1], *pre_ins[MAX_IO + 1];
     void *outs[MAX_IO + 1] = {NULL};
     rvk_gen_state s;
     memset(&s, 0, sizeof s);
-    s.ids = (int64_t *)xalloc64(sizeof(int64_t), "the token id");
-    ins[r[0]] = s.ids;
-    if (r[1] >= 0) ins[r[1]] = s.seqlens = (int32_t *)xalloc64(sizeof(int32_t), "the length");
-    if (r[2] >= 0) ins[r[2]] = s.total = (int32_t *)xalloc64(sizeof(int32_t), "the length");
-    if (r[4] >= 0) {
-        s.mask = (int64_t *)xalloc64((size_t)a->gen.max_seq * sizeof(int64_t), "the mask");
-        s.mask_len = a->gen.max_seq;
-        ins[r[4]] = s.mask;
+    gen_feeds(a, &s.one, ins, 1, in_elems, "");
+    if (pre->tokens > 0) {
+        gen_feeds(a, &s.chunk, pre_ins, pre->tokens, pre->in_elems, "prefill plan's ");
+        s.prefill = pre->run;
     }
-    if (r[5] >= 0) ins[r[5]] = s.positions = (int64_t *)xalloc64(sizeof(int64_t), "the position");
+    s.mask_len = r[4] >= 0 ? a->gen.max_seq : 0;
     for (int i = 0; i < nout; ++i) {
         const rvk_npy_type *type = rvk_npy_type_of(out_dtype(i));
         if (!type) die(EXIT_KERNELS, "the kernels declare output %d of unknown type", i);
         outs[i] = xalloc64((size_t)out_elems(i) * type->size, "outputs");
     }
-    s.run = run, s.step = step, s.w = w, s.ins = ins, s.outs = outs;
+    s.run = run, s.step = step, s.w = w, s.outs = outs;
     s.arena = (float *)xalloc64((size_t)arena_words * sizeof(float), "the arena");
     rvk_generate(&a->gen, &s, a->outdir, out_elems(r[3]));
     return 0;
@@ -376,11 +424,12 @@ int main(int argc, char **argv) {
                   in_elems, out_elems, in_dtype, out_dtype);
     const float *weights = weights_of(art, &facts);
 
+    const prefill_plan pre = check_prefill(lib, a.kernels, &facts);
     if (a.gen.new_tokens > 0) {
         rvvkit_step_fn step;
         SYM(lib, a.kernels, "rvvkit_step", step);
         return generate(&a, nin, nout, in_elems, out_elems, in_dtype, out_dtype, run_timed, step,
-                        weights, arena_floats());
+                        &pre, weights, arena_floats());
     }
     if (a.ninputs != nin)
         die(EXIT_INPUTS, "the model takes %d input(s) but %d .npy file(s) were given "

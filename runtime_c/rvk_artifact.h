@@ -32,6 +32,11 @@ typedef struct {
     long long arena_floats, steps, abi; /* abi -1: not recorded */
     int nin, nout;
     rvk_io_fact in[RVK_MAX_IO], out[RVK_MAX_IO];
+    /* a decoder's prefill plan ("prefill" in the meta; tokens 0: none): tokens per call, its
+     * steps and its inputs (the plan's, sized for the chunk) */
+    long long prefill_tokens, prefill_steps;
+    int npre;
+    rvk_io_fact pre[RVK_MAX_IO];
 } rvk_facts;
 
 static const struct { const char *name; int code; } rvk_dtype_names[] = {
@@ -45,9 +50,9 @@ static int rvk_hex_matches(const rvk_json *j, long t, uint64_t h) {
     return rvk_json_str_is(j, t, want);
 }
 
-static int rvk_io_facts(const rvk_json *m, const char *key, rvk_io_fact *io, int *count,
-                        char *err, size_t cap) {
-    const long arr = rvk_json_get(m, 0, key);
+static int rvk_io_facts(const rvk_json *m, long parent, const char *key, rvk_io_fact *io,
+                        int *count, char *err, size_t cap) {
+    const long arr = rvk_json_get(m, parent, key);
     if (!rvk_json_is(m, arr, RVK_J_ARR) || m->tok[arr].size > RVK_MAX_IO) {
         snprintf(err, cap, "section .rvvkit.meta is invalid: '%s' is not a list of at most %d "
                  "tensors", key, RVK_MAX_IO);
@@ -181,6 +186,27 @@ static int rvk_section_json(const unsigned char *data, uint64_t size, const char
     return 0;
 }
 
+/* meta["prefill"]: absent or null, or {tokens >= 2, plan: [...], inputs: [the plan's inputs
+ * in order and type]} (rvvkit/artifact_meta.py checks the same). */
+static int rvk_prefill_facts(const rvk_json *m, rvk_facts *f, char *err, size_t cap) {
+    const long pre = rvk_json_get(m, 0, "prefill");
+    if (pre < 0 || rvk_json_is(m, pre, RVK_J_LIT)) return 0;
+    const long plan = rvk_json_get(m, pre, "plan");
+    int ok = rvk_json_is(m, pre, RVK_J_OBJ) && rvk_json_is(m, plan, RVK_J_ARR) &&
+             rvk_json_int(m, rvk_json_get(m, pre, "tokens"), 2, RVK_MAX_ELEMS,
+                          &f->prefill_tokens) == 0;
+    if (ok && rvk_io_facts(m, pre, "inputs", f->pre, &f->npre, err, cap)) return -1;
+    ok = ok && f->npre == f->nin;
+    for (int i = 0; ok && i < f->npre; ++i) ok = f->pre[i].dtype == f->in[i].dtype;
+    if (!ok) {
+        snprintf(err, cap, "section .rvvkit.meta is invalid: 'prefill' is not {tokens >= 2, "
+                 "plan, inputs: the plan's inputs in order and type}");
+        return -1;
+    }
+    f->prefill_steps = m->tok[plan].size;
+    return 0;
+}
+
 /* Reads and checks the artifact image data[0..size) named `src`; 0 and `f` filled, or -1. */
 static int rvk_artifact_read(const unsigned char *data, uint64_t size, const char *src,
                              int verify, rvk_facts *f, char *err, size_t cap) {
@@ -203,8 +229,9 @@ static int rvk_artifact_read(const unsigned char *data, uint64_t size, const cha
                          rvk_json_get(&check, 0, "meta_rvk64"), verify, err, cap))
         goto out_check;
     if (rvk_check_sections(data, size, src, &meta, verify, err, cap) ||
-        rvk_io_facts(&meta, "inputs", f->in, &f->nin, err, cap) ||
-        rvk_io_facts(&meta, "outputs", f->out, &f->nout, err, cap))
+        rvk_io_facts(&meta, 0, "inputs", f->in, &f->nin, err, cap) ||
+        rvk_io_facts(&meta, 0, "outputs", f->out, &f->nout, err, cap) ||
+        rvk_prefill_facts(&meta, f, err, cap))
         goto out_meta;
     {
         const long plan = rvk_json_get(&meta, 0, "plan");

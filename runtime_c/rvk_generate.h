@@ -14,6 +14,13 @@
  * seconds and why generation stopped ("max_new_tokens", "eos" or "bound": the cache is
  * full); --logits-out writes every generated step's logits row as one float32 .npy.
  *
+ * A decoder artifact with a prefill plan (rvvkit_prefill_tokens() = C > 0) runs the prompt's
+ * tokens before the last through it, C per call (the same roles, ids and positions C long);
+ * a short last chunk is padded after its real tokens when the padding fits in the cache
+ * (causal attention keeps it out of theirs, and what it writes lies past the live length
+ * until a later token overwrites it), and one token left over goes through the plan alone.
+ * rvvkit/generate.py splits a prompt the same way.
+ *
  * Valid as C11 and as C++11; included by runner.c after its helpers (die, now, xalloc64). */
 #ifndef RVK_GENERATE_H
 #define RVK_GENERATE_H
@@ -126,39 +133,81 @@ static long rvk_gen_sample(const float *row, long n, const rvk_gen_args *g, long
     return order[keep - 1];
 }
 
+/* One plan's inputs by role: token ids and positions `len` long, the lengths and the mask. */
+typedef struct {
+    const void **ins;
+    int64_t *ids, *mask, *positions;
+    int32_t *seqlens, *total;
+    long len;
+} rvk_gen_feeds;
+
 typedef struct {
     rvvkit_run_timed_fn run;
     rvvkit_step_fn step;
+    rvvkit_run_timed_fn prefill;   /* NULL: no prefill plan */
     const float *w;
     float *arena;
-    const void **ins;
     void **outs;
-    int64_t *ids, *mask, *positions;
-    int32_t *seqlens, *total;
+    rvk_gen_feeds one, chunk;      /* the plan's inputs, the prefill plan's */
     long mask_len;
     long steps;
 } rvk_gen_state;
 
+/* `n` tokens (padded to f->len with token 0) at positions pos, pos + 1, ...: the cache then
+ * holds pos + f->len live positions. */
+static void rvk_gen_fill(const rvk_gen_state *s, const rvk_gen_feeds *f, long pos,
+                         const long *tokens, long n) {
+    for (long i = 0; i < f->len; ++i) {
+        f->ids[i] = i < n ? (int64_t)tokens[i] : 0;
+        if (f->positions) f->positions[i] = (int64_t)(pos + i);
+    }
+    const long live = pos + f->len;
+    if (f->seqlens) f->seqlens[0] = (int32_t)(live - 1);
+    if (f->total) f->total[0] = (int32_t)live;
+    for (long i = 0; f->mask && i < s->mask_len; ++i) f->mask[i] = i < live;
+}
+
+static void rvk_gen_check(const rvk_gen_state *s, int rc, const char *plan) {
+    if (rc > 0)
+        die(EXIT_DATA, "%sstep %d: an index in its run-time data is out of range (run %ld); "
+            "nothing outside the tensor was read", plan, rc - 1, s->steps);
+    if (rc != 0) die(EXIT_RUNTIME, "the %splan reported error %d (run %ld)", plan, rc, s->steps);
+}
+
+/* The prompt chunk tokens[0 .. n) (n <= the chunk) at position `pos` through the prefill plan. */
+static void rvk_gen_chunk(rvk_gen_state *s, long pos, const long *tokens, long n) {
+    rvk_gen_fill(s, &s->chunk, pos, tokens, n);
+    rvk_gen_check(s, s->prefill(s->w, s->arena, s->chunk.ins, NULL, NULL), "prefill ");
+    ++s->steps;
+}
+
 /* One token through the plan: every step, or the first `steps` (> 0: a prompt token whose
  * logits nobody reads needs only the steps up to the last cache write). */
 static void rvk_gen_step(rvk_gen_state *s, long pos, long token, long steps) {
-    s->ids[0] = (int64_t)token;
-    if (s->seqlens) s->seqlens[0] = (int32_t)pos;
-    if (s->total) s->total[0] = (int32_t)(pos + 1);
-    if (s->positions) s->positions[0] = (int64_t)pos;
-    for (long i = 0; i < s->mask_len; ++i) s->mask[i] = i <= pos;
+    rvk_gen_fill(s, &s->one, pos, &token, 1);
     int rc = 0;
     if (steps > 0) {
         for (long i = 0; i < steps && rc == 0; ++i)
-            if (s->step((int)i, s->w, s->arena, s->ins, s->outs) != 0) rc = (int)i + 1;
+            if (s->step((int)i, s->w, s->arena, s->one.ins, s->outs) != 0) rc = (int)i + 1;
     } else {
-        rc = s->run(s->w, s->arena, s->ins, s->outs, NULL);
+        rc = s->run(s->w, s->arena, s->one.ins, s->outs, NULL);
     }
-    if (rc > 0)
-        die(EXIT_DATA, "step %d: an index in its run-time data is out of range (run %ld); "
-            "nothing outside the tensor was read", rc - 1, s->steps);
-    if (rc != 0) die(EXIT_RUNTIME, "the plan reported error %d (run %ld)", rc, s->steps);
+    rvk_gen_check(s, rc, "");
     ++s->steps;
+}
+
+/* The prompt: its tokens before the last in chunks where a prefill plan allows (see the top
+ * of this file), the rest a token at a time; the last one leaves its logits in the outputs. */
+static void rvk_gen_prompt(rvk_gen_state *s, const rvk_gen_args *g, const long *prompt,
+                           long np) {
+    long pos = 0;
+    const long c = s->prefill ? s->chunk.len : 0;
+    while (c >= 2 && (np - 1) - pos >= 2 && pos + c <= g->max_seq) {
+        const long n = (np - 1) - pos < c ? (np - 1) - pos : c;
+        rvk_gen_chunk(s, pos, prompt + pos, n);
+        pos += n;
+    }
+    for (; pos < np; ++pos) rvk_gen_step(s, pos, prompt[pos], pos + 1 < np ? g->cache_steps : 0);
 }
 
 static void rvk_gen_json(const char *dir, const long *tokens, long n, double prefill,
@@ -207,7 +256,7 @@ static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *ou
         if (!order || !prob) die(EXIT_RUNTIME, "out of memory for sampling");
     }
     const double t0 = now();
-    for (long i = 0; i < np; ++i) rvk_gen_step(s, i, prompt[i], i + 1 < np ? g->cache_steps : 0);
+    rvk_gen_prompt(s, g, prompt, np);
     const double t1 = now();
     long pos = np, n = 0;
     const char *stopped = "max_new_tokens";

@@ -95,17 +95,20 @@ def _arg(arg: Any, where: str, limits: Mapping[str, int], counts: Mapping[str, i
     if kind not in ARG_KINDS:
         raise _fail(f"{where}.kind", f"is {_short(kind)}, not one of {', '.join(ARG_KINDS)}")
     if kind in ("input", "output"):
+        if not counts[kind]:
+            raise _fail(f"{where}.kind", f"is {kind!r}, but the plan has no {kind}s")
         _int(arg.get("index", 0), f"{where}.index", 0, max(counts[kind] - 1, 0))
     # an offset in 4-byte words from the start of its buffer: it must lie inside it
     _int(arg.get("offset", 0), f"{where}.offset", 0, max(limits.get(kind, MAX_FLOATS), 0))
 
 
-def _plan(meta: dict, limits: Mapping[str, int], counts: Mapping[str, int]) -> None:
-    plan = _list(meta.get("plan"), "plan")
+def _plan(meta: dict, limits: Mapping[str, int], counts: Mapping[str, int],
+          key: str = "plan", plan=None) -> None:
+    plan = _list(meta.get("plan") if plan is None else plan, key)
     kernels = {k.get("name") for k in _list(meta.get("kernels", []), "kernels")
                if isinstance(k, dict) and isinstance(k.get("name"), str)}
     for i, step in enumerate(plan):
-        where = f"plan[{i}]"
+        where = f"{key}[{i}]"
         step = _dict(step, where)
         for key in ("op", "node", "kernel"):
             _str(step.get(key), f"{where}.{key}")
@@ -116,6 +119,27 @@ def _plan(meta: dict, limits: Mapping[str, int], counts: Mapping[str, int]) -> N
             _arg(arg, f"{where}.args[{j}]", limits, counts)
         if step.get("workspace") is not None:
             _arg(step["workspace"], f"{where}.workspace", limits, counts)
+
+
+def _prefill(meta: dict, limits: Mapping[str, int]) -> None:
+    """meta["prefill"] (rvvkit/prefill.py), absent or null without one: the prompt tokens per
+    call, its inputs (the plan's names, types and order; other sizes) and its steps, which have
+    no outputs to write."""
+    pre = meta.get("prefill")
+    if pre is None:
+        return
+    pre = _dict(pre, "prefill")
+    _int(pre.get("tokens"), "prefill.tokens", 2, MAX_ELEMS)
+    _int(pre.get("arena_floats"), "prefill.arena_floats", 0, limits["arena"])
+    ins = _list(pre.get("inputs"), "prefill.inputs", MAX_IO)
+    for i, t in enumerate(ins):
+        _tensor(t, f"prefill.inputs[{i}]")
+    want = [(t["name"], t.get("dtype", "float32")) for t in meta["inputs"]]
+    if [(t["name"], t.get("dtype", "float32")) for t in ins] != want:
+        raise _fail("prefill.inputs", f"are not the plan's inputs {[n for n, _ in want]} "
+                    "in order and type")
+    _plan(meta, limits, {"input": len(ins), "output": 0}, "prefill.plan",
+          _list(pre.get("plan"), "prefill.plan"))
 
 
 def _codegen_keys(meta: dict) -> None:
@@ -170,6 +194,7 @@ def validate_meta(meta: Dict[str, Any], weights_bytes: int) -> None:
     limits = {"arena": arena, "weights": weights_bytes // 4, "input": MAX_ELEMS,
               "output": MAX_ELEMS}
     _plan(meta, limits, {"input": len(ins), "output": len(outs)})
+    _prefill(meta, limits)
     _codegen_keys(meta)
     _precompiled(meta)
 
@@ -179,22 +204,34 @@ def declared(lib) -> Dict[str, Any]:
     n_in, n_out = lib.rvvkit_num_inputs(), lib.rvvkit_num_outputs()
     if not (0 <= n_in <= MAX_IO and 0 <= n_out <= MAX_IO):
         raise ArtifactError(f"the compiled kernels report {n_in} inputs and {n_out} outputs")
+    tokens = lib.rvvkit_prefill_tokens()
+    pre_in = lib.rvvkit_prefill_num_inputs() if tokens > 0 else 0
+    if not 0 <= pre_in <= MAX_IO:
+        raise ArtifactError(f"the compiled kernels report {pre_in} prefill inputs")
     return {"steps": lib.rvvkit_num_steps(), "arena_floats": lib.rvvkit_arena_floats(),
             "weights_floats": lib.rvvkit_weights_floats(),
             "inputs": [(lib.rvvkit_input_elems(i), lib.rvvkit_input_dtype(i))
                        for i in range(n_in)],
             "outputs": [(lib.rvvkit_output_elems(i), lib.rvvkit_output_dtype(i))
-                        for i in range(n_out)]}
+                        for i in range(n_out)],
+            "prefill_tokens": tokens,
+            "prefill_steps": lib.rvvkit_prefill_num_steps() if tokens > 0 else 0,
+            "prefill_inputs": [(lib.rvvkit_prefill_input_elems(i),
+                                lib.rvvkit_prefill_input_dtype(i)) for i in range(pre_in)],
+            "prefill_outputs": lib.rvvkit_prefill_num_outputs() if tokens > 0 else 0}
 
 
 def expected(meta: Mapping[str, Any], weights_bytes: int) -> Dict[str, Any]:
     """The same facts from a validated meta."""
-    def io(key):
+    def io(items):
         return [(math.prod(t["shape"]), BY_NAME[t.get("dtype", "float32")].onnx)
-                for t in meta[key]]
+                for t in items]
+    pre = meta.get("prefill") or {}
     return {"steps": len(meta["plan"]), "arena_floats": meta["memory"]["arena_floats"],
-            "weights_floats": weights_bytes // 4, "inputs": io("inputs"),
-            "outputs": io("outputs")}
+            "weights_floats": weights_bytes // 4, "inputs": io(meta["inputs"]),
+            "outputs": io(meta["outputs"]), "prefill_tokens": pre.get("tokens", 0),
+            "prefill_steps": len(pre.get("plan", [])),
+            "prefill_inputs": io(pre.get("inputs", [])), "prefill_outputs": 0}
 
 
 def check_library(meta: Mapping[str, Any], weights_bytes: int, lib, what: str) -> None:
@@ -202,9 +239,10 @@ def check_library(meta: Mapping[str, Any], weights_bytes: int, lib, what: str) -
     disagree: the object would otherwise read or write past buffers sized from the meta."""
     want, got = expected(meta, weights_bytes), declared(lib)
     diffs = [f"{key}: meta {want[key]} vs kernels {got[key]}"
-             for key in ("steps", "arena_floats", "weights_floats")
+             for key in ("steps", "arena_floats", "weights_floats", "prefill_tokens",
+                         "prefill_steps", "prefill_outputs")
              if want[key] != got[key]]
-    for key in ("inputs", "outputs"):
+    for key in ("inputs", "outputs", "prefill_inputs"):
         if len(want[key]) != len(got[key]):
             diffs.append(f"{key}: meta has {len(want[key])}, kernels {len(got[key])}")
             continue

@@ -9,6 +9,12 @@ from typing import Dict, List, Optional
 from .errors import ArtifactError
 
 
+# Prompt tokens per call of a decoder's prefill plan (rvvkit/prefill.py) by default: enough
+# that a weight row loaded into a vector register serves many tokens, few enough that the
+# chunk's activations stay in a board's L2.
+PREFILL_TOKENS = 16
+
+
 def _find(items, want) -> Optional[str]:
     hits = [name for name, shape, dtype in items if want(name, tuple(shape), dtype)]
     return hits[0] if len(hits) == 1 else None

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence
 
+from .codegen.lower_llm import GBQ, gather_layout
 from .codegen.plan import Plan, build_plan
-from .decoder import CACHE_WRITERS
+from .decoder import CACHE_WRITERS, PREFILL_TOKENS  # noqa: F401 (re-exported)
 from .frontend.decoder_dims import decoder_shapes, grows_by_concat
 from .frontend.onnx import from_onnx
 from .passes import optimize
 from .passes.dce import remove_dead
 from .passes.kv_cache import caches_to_state
-
-# Prompt tokens per prefill call by default: enough that a weight row loaded into a vector
-# register serves many tokens, few enough that the chunk's activations stay in a board's L2.
-PREFILL_TOKENS = 16
 
 
 def chunk_for(proto, max_seq: int, tokens: int) -> int:
@@ -60,10 +57,13 @@ def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
     shapes = {**{k: v for k, v in dict(input_shapes or {}).items() if k not in shapes},
               **shapes}
     g = from_onnx(proto, input_shapes=shapes, name=name)
-    g.outputs.remove(dec["logits"])   # prompt tokens need no logits
     optimize(g, opt_level)
+    for n in g.nodes:   # a table tied to the LM head stays in the head's layout (one copy)
+        if n.op == GBQ:
+            n.attrs["layout"] = gather_layout(n, g)
+    g.outputs.remove(dec["logits"])   # prompt tokens need no logits
+    remove_dead(g)   # the LM head, the final norm, the last layer's MLP
     made = caches_to_state(g, bounded=True)
-    remove_dead(g)   # what only fed the logits (the last layer's attention output, say)
     ins = [n for n, _, _ in base.inputs]
     odd = _unaware_readers(g)
     why = (f"the caches are read by {odd}, which would take the chunk for the last positions "

@@ -55,7 +55,7 @@ def _causal_mask(b: _Builder) -> str:
 
     def length(of: str, axis: int) -> str:
         dims = b.node("Shape", [of], [f"mask/{of}_shape"])[0]
-        return b.node("Gather", [dims, scalar(f"mask/axis{axis}", axis)],
+        return b.node("Gather", [dims, scalar(f"mask/{of}_axis", axis)],
                       [f"mask/{of}_len"], axis=0)[0]
 
     total, seq = length("attention_mask", 1), length("input_ids", 1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from ..decoder import PREFILL_TOKENS
 from ..report import human_bytes
 from .common import count, input_shape, progress, shapes, vlen
 from .sign import signer
@@ -15,7 +16,7 @@ def cmd_build(args) -> int:
     sign = signer(args.sign)
     art = build_model(args.model, input_shapes=shapes(args.input_shape),
                       opt_level=args.opt_level, vlen=args.vlen, max_seq=args.max_seq,
-                      progress=say)
+                      prefill=args.prefill, progress=say)
     if args.precompile:
         from ..precompile import pack, parse_targets
         art = pack(art, parse_targets(args.precompile), progress=say)
@@ -37,6 +38,10 @@ def add_parser(sub) -> None:
     b.add_argument("--max-seq", type=count(1), metavar="N",
                    help="a decoder's key/value cache bound in positions (prompt + generated "
                         "tokens); its symbolic batch and new-token dimensions become 1")
+    b.add_argument("--prefill", type=count(0), default=PREFILL_TOKENS, metavar="N",
+                   help="with --max-seq: also plan a prefill step that takes N prompt tokens "
+                        f"per call, sharing weights and caches (default {PREFILL_TOKENS}; 0 "
+                        "or 1: prompts run a token at a time)")
     b.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2],
                    help="0: no folding/fusion, 1: fold BatchNorm/affine, 2: + fusion (default)")
     b.add_argument("--vlen", type=vlen, default=None, metavar="BITS",

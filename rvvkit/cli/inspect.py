@@ -45,6 +45,12 @@ def _print_decoder(meta) -> None:
         print(f"generation: ids {printable(dec['ids'])}, {live}, logits "
               f"{printable(dec['logits'])}; bound {dec['max_seq']} positions, vocabulary "
               f"{dec['vocab']} (rvvkit generate)")
+    pre = meta.get("prefill")
+    if isinstance(pre, dict):
+        print(f"prefill plan: {pre.get('tokens', '?')} prompt tokens per call, "
+              f"{len(pre.get('plan', []))} steps, same weights and caches (no logits)")
+    elif dec:
+        print("prefill plan: none (prompts run a token at a time)")
 
 
 def _print_summary(path: str, art, sig) -> None:

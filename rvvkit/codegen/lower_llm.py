@@ -87,9 +87,16 @@ def _shares_a_head(n: Node, g: Graph) -> bool:
     return False
 
 
+def gather_layout(n: Node, g: Graph) -> str:
+    """How a GatherBlockQuantized's table is stored: as the tied LM head reads it, or by
+    rows. A graph that lost its head (a decoder's prefill plan) keeps what the full graph
+    chose, pinned in attrs["layout"], so that both plans share one table."""
+    return n.attrs.get("layout") or ("columns" if _shares_a_head(n, g) else "rows")
+
+
 @lowering(GBQ)
 def _gather_bq(n: Node, g: Graph) -> Lowered:
     a, idx = n.attrs, g.t(n.inputs[1])
-    layout = "columns" if _shares_a_head(n, g) else "rows"
+    layout = gather_layout(n, g)
     return gather_bq(idx.size, a["rows"], a["K"], a["bits"], a["block_size"], idx.dtype.name,
                      layout, _scales(n, g))

@@ -63,6 +63,7 @@ class CudaSession(Session):
         """nvcc: the nvcc to use (else $RVVKIT_NVCC, PATH, /usr/local/cuda); compiler: the
         host C++ compiler for emulate=True (else the host compiler's usual choice)."""
         self._buffers: List = []  # device allocations, freed by close()
+        self._pre_in = None   # the prefill plan's input buffers, allocated on first use
         self.lib = None
         self._pid = os.getpid()   # CUDA state does not survive fork(): see _live()
         super().__init__(artifact)
@@ -152,17 +153,18 @@ class CudaSession(Session):
 
     # -- transfers and errors ---------------------------------------------------------------
 
-    def _check(self, rc: int, what: str) -> None:
+    def _check(self, rc: int, what: str, prefill: bool = False) -> None:
         step = abi.failed_step(rc, cuda=True)
         if step is not None:
-            raise self.step_error(step)
+            raise self.step_error(step, prefill)
         if rc != 0:
             text = self.ffi.string(self.lib.rvvkit_cuda_error_string(rc)).decode("utf-8",
                                                                                   "replace")
             fault = self.lib.rvvkit_cuda_fault_step() if self.emulate else -1
             if fault >= 0:   # the emulator caught host code touching device memory
-                raise ExecutionError(f"{self.where(fault)}: {text}; the artifact's CUDA "
-                                     "source is wrong (an rvvkit bug: please report it)")
+                raise ExecutionError(f"{self.where(fault, prefill)}: {text}; the "
+                                     "artifact's CUDA source is wrong (an rvvkit bug: "
+                                     "please report it)")
             raise ExecutionError(f"{what} failed on {self.device_name}: CUDA error {rc} "
                                  f"({text})")
 
@@ -214,6 +216,22 @@ class CudaSession(Session):
             self._check(self.lib.rvvkit_run(self._w, self._a, self._in_ptrs, self._out_ptrs),
                         "rvvkit_run")
         return self._download_outputs()
+
+    def run_prefill(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Run the prefill plan on a chunk of prompt tokens (rvvkit/prefill.py): it writes
+        their keys and values into the caches in the device arena and has no outputs. Its
+        input buffers are allocated on first use."""
+        self._live()
+        if self._pre_in is None:
+            self._pre_in = [self._alloc(int(np.prod(s)), f"prefill input {n!r}",
+                                        self.dtypes[n].itemsize, "const void *")
+                            for n, s in self.prefill_inputs]
+            self._pre_ptrs = self.ffi.new("const void *[]", self._pre_in or [self.ffi.NULL])
+        arrays = self.validate(feeds, self.prefill_inputs)
+        for (name, _), dev, arr in zip(self.prefill_inputs, self._pre_in, arrays):
+            self._upload(dev, arr, f"upload of prefill input {name!r}")
+        self._check(self.lib.rvvkit_prefill_run(self._w, self._a, self._pre_ptrs,
+                                                self._out_ptrs), "rvvkit_prefill_run", True)
 
     def prepare(self, feeds: Mapping[str, np.ndarray]):
         """Upload `feeds` once; run_prepared then runs on the device buffers (benchmarks)."""
