@@ -28,6 +28,18 @@ def chunk_for(proto, max_seq: int, tokens: int) -> int:
     return max(0, min(tokens, max_seq - grows_by_concat(proto)))
 
 
+def _share_layouts(g, chunk: int) -> None:
+    """Weights laid out as the decoding plan lays them out, so that the blob holds one copy:
+    a float MatMul's constant B packed as for one row of A (the decoding step's), a table tied
+    to the LM head kept in the head's layout (decided while the head is still in the graph)."""
+    for n in g.nodes:
+        if n.op == GBQ:
+            n.attrs["layout"] = gather_layout(n, g)
+        elif n.op == "MatMul" and g.is_const(n.inputs[1]) and \
+                len(g.t(n.inputs[0]).shape) >= 2 and g.t(n.inputs[0]).shape[-2] == chunk:
+            n.attrs["pack_rows"] = 1
+
+
 def _unaware_readers(g) -> List[str]:
     """Nodes that read a session cache without knowing where the live prefix ends: only the
     cache writes and the attentions that take the live length place a chunk right."""
@@ -58,9 +70,7 @@ def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
               **shapes}
     g = from_onnx(proto, input_shapes=shapes, name=name)
     optimize(g, opt_level)
-    for n in g.nodes:   # a table tied to the LM head stays in the head's layout (one copy)
-        if n.op == GBQ:
-            n.attrs["layout"] = gather_layout(n, g)
+    _share_layouts(g, chunk)
     g.outputs.remove(dec["logits"])   # prompt tokens need no logits
     remove_dead(g)   # the LM head, the final norm, the last layer's MLP
     made = caches_to_state(g, bounded=True)

@@ -160,17 +160,9 @@ PLAN_ENTRY = """
 RVK_API int rvvkit{p}_num_steps(void) {{ return {nsteps}; }}
 RVK_API int rvvkit{p}_num_inputs(void) {{ return {ninputs}; }}
 RVK_API int rvvkit{p}_num_outputs(void) {{ return {noutputs}; }}
-static const long rvk{p}_input_elems[] = {{ {in_sizes} }};
-static const long rvk{p}_output_elems[] = {{ {out_sizes} }};
-static const int rvk{p}_input_dtypes[] = {{ {in_dtypes} }};
-static const int rvk{p}_output_dtypes[] = {{ {out_dtypes} }};
 /* Element counts and ONNX dtype codes of input/output i (-1 when out of range): lets a runner
  * size and check its files. */
-RVK_API long rvvkit{p}_input_elems(int i) {{ return i >= 0 && i < {ninputs} ? rvk{p}_input_elems[i] : -1L; }}
-RVK_API long rvvkit{p}_output_elems(int i) {{ return i >= 0 && i < {noutputs} ? rvk{p}_output_elems[i] : -1L; }}
-RVK_API int rvvkit{p}_input_dtype(int i) {{ return i >= 0 && i < {ninputs} ? rvk{p}_input_dtypes[i] : -1; }}
-RVK_API int rvvkit{p}_output_dtype(int i) {{ return i >= 0 && i < {noutputs} ? rvk{p}_output_dtypes[i] : -1; }}
-
+{io_tables}
 /* Runs step `i` of the plan; returns 0, 1 when its kernel found run-time data out of range
  * (an index), or -1 when i is out of range. */
 RVK_API int rvvkit{p}_step(int i, const float *__restrict w, float *__restrict a,
@@ -282,6 +274,23 @@ _ROLES = (("", "plan: every step, in order."),
                        "logits."))
 
 
+def _io_table(p: str, kind: str, items) -> str:
+    """rvvkit{p}_{kind}_elems and _dtype with their tables; a plan without such tensors (the
+    prefill plan's outputs) has no tables, whose index check would compare i < 0."""
+    if not items:
+        return (f"RVK_API long rvvkit{p}_{kind}_elems(int i) {{ (void)i; return -1L; }}\n"
+                f"RVK_API int rvvkit{p}_{kind}_dtype(int i) {{ (void)i; return -1; }}")
+    n = len(items)
+    sizes = ", ".join(f"{math.prod(shape)}L" for _, shape, _ in items)
+    codes = ", ".join(str(dtypes.TABLE[dt].onnx) for _, _, dt in items)
+    return (f"static const long rvk{p}_{kind}_elems[] = {{ {sizes} }};\n"
+            f"static const int rvk{p}_{kind}_dtypes[] = {{ {codes} }};\n"
+            f"RVK_API long rvvkit{p}_{kind}_elems(int i) {{ return i >= 0 && i < {n} ? "
+            f"rvk{p}_{kind}_elems[i] : -1L; }}\n"
+            f"RVK_API int rvvkit{p}_{kind}_dtype(int i) {{ return i >= 0 && i < {n} ? "
+            f"rvk{p}_{kind}_dtypes[i] : -1; }}")
+
+
 def _plan_facts(plan: Plan, dialect: Dialect, role: Tuple[str, str]) -> Dict:
     p, what = role
     cases = []
@@ -291,10 +300,10 @@ def _plan_facts(plan: Plan, dialect: Dialect, role: Tuple[str, str]) -> Dict:
         if s.status:
             call = f"if ({call} != 0) return 1"
         cases.append(f"    /* {_safe(s.describe())} */\n    case {i}: {call}; break;")
+    tables = "\n".join(_io_table(p, kind, items) for kind, items in
+                       (("input", plan.inputs), ("output", plan.outputs)))
     return dict(p=p, what=what, nsteps=len(plan.steps), ninputs=len(plan.inputs),
-                noutputs=len(plan.outputs), cases="\n".join(cases),
-                in_sizes=_sizes(plan.inputs), out_sizes=_sizes(plan.outputs),
-                in_dtypes=_codes(plan.inputs), out_dtypes=_codes(plan.outputs),
+                noutputs=len(plan.outputs), cases="\n".join(cases), io_tables=tables,
                 checks=", ".join([str(int(s.status)) for s in plan.steps] + ["0"]),
                 **dialect.loops(len(plan.steps), p))
 
@@ -313,16 +322,6 @@ def _weight_table(plans: List[Plan]) -> str:
         what = f"{size} words" + (f", packed for {node}" if node else "")
         rows.append(f"static const size_t {used[key]} = {off};  /* {_safe(name)}: {_safe(what)} */")
     return "\n".join(rows) + "\n" if used else ""
-
-
-def _sizes(items) -> str:
-    # A zero-length array is not valid C++; a model always has at least one output, and the
-    # trailing 0 keeps an input-less model's array legal.
-    return ", ".join([f"{math.prod(shape)}L" for _, shape, _ in items] + ["0L"])
-
-
-def _codes(items) -> str:
-    return ", ".join([str(dtypes.TABLE[dt].onnx) for _, _, dt in items] + ["0"])
 
 
 def _safe(text: str) -> str:

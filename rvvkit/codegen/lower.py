@@ -65,8 +65,9 @@ def _gemm(n: Node, g: Graph) -> Lowered:
 def _matmul(n: Node, g: Graph) -> Lowered:
     if n.act is not None:  # the op table says MatMul takes no epilogue: fuse.py never does this
         raise ModelError("internal: activation fused into MatMul")
+    # pack_rows: set by rvvkit/prefill.py so that both plans of a decoder read one copy
     return gemmk.matmul(_shape(g, n.inputs[0]), _shape(g, n.inputs[1]), _shape(g, n.outputs[0]),
-                        b_const=g.is_const(n.inputs[1]))
+                        b_const=g.is_const(n.inputs[1]), pack_rows=n.attrs.get("pack_rows"))
 
 
 @lowering(*BINARY, "Sum")   # C forms: kernels/elementwise.py OPERATORS

@@ -55,6 +55,12 @@ class Declared:
     def rvvkit_input_dtype(self, i): return self.f["inputs"][i][1]
     def rvvkit_output_elems(self, i): return self.f["outputs"][i][0]
     def rvvkit_output_dtype(self, i): return self.f["outputs"][i][1]
+    def rvvkit_prefill_tokens(self): return self.f["prefill_tokens"]
+    def rvvkit_prefill_num_steps(self): return self.f["prefill_steps"]
+    def rvvkit_prefill_num_inputs(self): return len(self.f["prefill_inputs"])
+    def rvvkit_prefill_num_outputs(self): return self.f["prefill_outputs"]
+    def rvvkit_prefill_input_elems(self, i): return self.f["prefill_inputs"][i][0]
+    def rvvkit_prefill_input_dtype(self, i): return self.f["prefill_inputs"][i][1]
 
 
 with rvvkit.load(ART, on="host") as _sess:

@@ -49,10 +49,20 @@ from .gemm_tiling import choose_tile, pack_panels, tile_cost
 _C_INDEX = {"scalar": "0", "row": "{m}", "col": "{n}"}
 
 
-def _plan(m: int, n: int, k: int, b_const: bool):
+def _plan(m: int, n: int, k: int, b_const: bool, pack_rows: Optional[int] = None):
     """Pick orientation and tile for Y[m,n] = A[m,k] B[k,n]; returns (trans, mr, nr, a, b)
     where a/b are the Sides of the core's row/column operands and trans means the core's row
-    side is B^T (used when n is too small to fill vector columns but m is not)."""
+    side is B^T (used when n is too small to fill vector columns but m is not). With
+    `pack_rows`, a constant B keeps the panels it would have for that many rows of A (a
+    decoder's prefill plan reads the decoding plan's copy of each weight: one copy)."""
+    if pack_rows is not None and b_const and pack_rows != m:
+        trans, mr, nr = _plan(pack_rows, n, k, True)[:3]
+        if trans:
+            mr1, nr1 = choose_tile(n, m, k, trans=True, mrs=[mr])
+            return True, mr1, nr1, Side("packed"), Side("strided", si=k, sk=1)
+        mr0, nr0 = choose_tile(m, n, k, nrs=[nr])
+        aside = Side("row", si=k) if mr0 == 1 else Side("strided", si=k, sk=1)
+        return False, mr0, nr0, aside, Side("packed")
     mr0, nr0 = choose_tile(m, n, k)
     mr1, nr1 = choose_tile(n, m, k, trans=True)
     if tile_cost(n, m, k, mr1, nr1, True) < tile_cost(m, n, k, mr0, nr0, False):
@@ -138,11 +148,13 @@ def _batch_loops(call, abat, bbat, ybat, asize: int, bsize: int, ysize: int) -> 
     return text
 
 
-def matmul(a_shape, b_shape, y_shape, *, b_const: bool) -> Lowered:
-    """numpy.matmul with batch broadcasting (1-D operands per numpy rules); params a, b, y."""
+def matmul(a_shape, b_shape, y_shape, *, b_const: bool, pack_rows: Optional[int] = None
+           ) -> Lowered:
+    """numpy.matmul with batch broadcasting (1-D operands per numpy rules); params a, b, y.
+    `pack_rows`: a constant B packed as for that many rows of A (see _plan)."""
     M, K, N, abat, bbat, ybat = matmul_dims(a_shape, b_shape)
     assert int(np.prod(ybat, dtype=np.int64)) * M * N == int(np.prod(y_shape, dtype=np.int64))
-    trans, mr, nr, rs, cs = _plan(M, N, K, b_const)
+    trans, mr, nr, rs, cs = _plan(M, N, K, b_const, pack_rows)
     ep = Epilogue(ldy=N, trans=trans)
     c = core("matmul", N if trans else M, M if trans else N, K, rs, cs, ep, mr, nr)
     bsz = cdiv(N, mr if trans else nr) * (mr if trans else nr) * K if b_const else K * N

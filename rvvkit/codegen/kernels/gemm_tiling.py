@@ -54,16 +54,19 @@ def tile_cost(p: int, q: int, k: int, mr: int, nr: int, trans: bool) -> float:
     return tiles * mr * nr * (k / tile_eff(mr, nr) + nkb * (8 if trans else 3))
 
 
-def choose_tile(p: int, q: int, k: int, trans: bool = False, mrs=None) -> Tuple[int, int]:
-    """Cheapest (MR, NR) by tile_cost; `mrs` restricts the row counts tried."""
+def choose_tile(p: int, q: int, k: int, trans: bool = False, mrs=None,
+                nrs=None) -> Tuple[int, int]:
+    """Cheapest (MR, NR) by tile_cost; `mrs` and `nrs` restrict the sizes tried."""
     best = None
-    for nr in NRS:
+    for nr in nrs or NRS:
         for mr in sorted(mrs or range(1, 15), reverse=True):   # ties: taller (fewer B passes)
             if mr * nr // VEC + nr // VEC + 1 > VREGS:
                 continue
             c = tile_cost(p, q, k, mr, nr, trans)
             if best is None or c < best[0] - 1e-9:
                 best = (c, mr, nr)
+    if best is None:   # no tile of the sizes asked for fits the registers: any size
+        return choose_tile(p, q, k, trans)
     return best[1], best[2]
 
 
