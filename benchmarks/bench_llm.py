@@ -12,7 +12,8 @@ counts: the decoder of `--config` at int4 (block 32) and int8 (block 32), both w
 activations (accuracy_level 4, what onnxruntime-genai writes for CPUs and what llama.cpp's
 Q4_0/Q8_0 kernels do), one thread, under QEMU at each VLEN: LMUL-weighted instructions (scalar
 instructions + vector instructions x LMUL) per generated token and per prompt token, from the
-difference of two runner --generate processes (so start-up and loading cancel). With --llama,
+difference of two runner --generate processes (so start-up and loading cancel; the prompts
+differ by one whole prefill chunk, `--prefill N`, 16 by default). With --llama,
 llama.cpp (benchmarks/peer_llama.py: its public source built for riscv64 + RVV) runs the same
 configuration as GGUF at Q4_0 / Q8_0 under the same counter, and the table gains the ratio.
 Forms int4_f16 / int8_f16: the same decoder written in float16 (weights, scales, caches and
@@ -145,16 +146,25 @@ def llama_from_json(paths, form: str, vlen: int) -> dict:
     return {"status": f"no {qtype} VLEN {vlen} in --llama-json"}
 
 
-def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6),
-           llama_json=()) -> list:
+def prompt_lengths(art) -> tuple:
+    """The two prompt lengths whose difference gives the per prompt token count: one whole
+    prefill chunk apart (each prompt's last token runs alone, the rest in full chunks), or
+    4 and 8 tokens for an artifact that runs prompts a token at a time."""
+    pre = art.meta.get("prefill")
+    return (pre["tokens"] + 1, 2 * pre["tokens"] + 1) if pre else (4, 8)
+
+
+def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=(),
+           prefill: int = 16) -> list:
     base = zoo_llm.SMALL[config]
     rows, doc = [], []
     k1 = cycle_model.board_model("k1")
     for form in forms:
         cfg = zoo_llm.replace(base, **COUNT_FORMS[form])
         t0 = time.perf_counter()
-        art = rvvkit.build(count_model(cfg), max_seq=min(cfg.max_seq, 256))
+        art = rvvkit.build(count_model(cfg), max_seq=min(cfg.max_seq, 256), prefill=prefill)
         built = time.perf_counter() - t0
+        prompt = prompt_lengths(art)
         size = int(art.meta["memory"]["weights_bytes"])
         for vlen in vlens:
             with rvvkit.load(art, on="qemu", vlen=vlen, threads=1) as sess:
@@ -177,11 +187,13 @@ def counts(config: str, vlens, forms, use_llama: bool, prompt=(4, 8), gen=(2, 6)
                          else "-",
                          f"{min(mem_tps, cyc_tps):.1f}" if vlen == k1.vlen else "-"])
             doc.append({"form": form, "vlen": vlen, "rvvkit": ours, "llama": peer,
+                        "prompts": prompt, "prefill_tokens": prefill,
                         "build_s": built, "weights_bytes": size,
                         "k1_memory_tps": mem_tps, "k1_cycle_tps": cyc_tps})
     sizes = ", ".join(f"{d['form']} {d['weights_bytes']:,} bytes" for d in doc[::len(vlens)])
     print(f"{config}: weighted instructions per token (millions), one thread, QEMU; "
-          f"weights {sizes}")
+          f"weights {sizes}; rvvkit's prompts {prompt[0]} and {prompt[1]} tokens"
+          + (f" (prefill chunks of {prefill})" if prefill > 1 else " (a token at a time)"))
     print(table(["form", "VLEN", "rvvkit / gen token", "llama.cpp", "ratio",
                  "rvvkit / prompt token", "llama.cpp", "ratio", "K1 tokens/s (model)"], rows,
                 align="lrrrrrrrr"))
@@ -201,13 +213,17 @@ def main(argv=None) -> int:
     c.add_argument("--llama-json", nargs="+", default=(), metavar="FILE",
                    help="llama.cpp's counts from peer_llama.py --json files instead of "
                         "running it (a 0.5B run takes 7 minutes per quantization)")
+    c.add_argument("--prefill", type=int, default=16, metavar="N",
+                   help="prompt tokens per prefill call (rvvkit build --prefill; 0: a token "
+                        "at a time)")
     c.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.what == "numerics":
         rows = numerics(args.steps)
         return 0 if all(r[3] == "yes" for r in rows) else 1
     doc = counts(args.config, [int(v) for v in args.vlens.split(",")],
-                 args.forms.split(","), args.llama, llama_json=args.llama_json)
+                 args.forms.split(","), args.llama, llama_json=args.llama_json,
+                 prefill=args.prefill)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0
