@@ -90,6 +90,7 @@ RVK_API long rvvkit_output_elems(int i) { return i == 0 ? ${n}L : -1L; }
 RVK_API int rvvkit_input_dtype(int i) { return i == 0 ? 1 : -1; }
 RVK_API int rvvkit_output_dtype(int i) { return i == 0 ? 1 : -1; }
 RVK_API int rvvkit_set_num_threads(int n) { (void)n; return 1; }
+RVK_API int rvvkit_prefill_tokens(void) { return 0; }   /* no prefill plan */
 RVK_API int rvvkit_step(int i, const float *w, float *a, const void *const *in,
                         void *const *out) {
     (void)w; (void)a;
