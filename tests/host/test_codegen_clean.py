@@ -358,6 +358,16 @@ def _decoder_model(accuracy: int = 0):
     return quantize_model(zoo_llm.decoder(cfg), 4, 16, embeddings=True)[0]
 
 
+def _bf16_decoder_model():
+    """4-bit weights with bfloat16 scales and int8 activations, untied (what `rvvkit quantize
+    --accuracy 4` writes): under RVV every scale is widened in vector code, so the scalar
+    bfloat16 helper stays unused and must not warn."""
+    from rvvkit import zoo_llm
+    return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
+                                                 intermediate=72, bits=4, block=16, accuracy=4,
+                                                 bf16_scales=True))
+
+
 def _half_decoder_model():
     """A float16 decoder (onnxruntime-genai's fp16 precision): Casts at its I/O, 4-bit weights
     with float16 scales (stored in 16 bits), float32 state for its float16 caches."""
@@ -383,6 +393,7 @@ def sources(tmp_path_factory):
                         ("extra", _extra_model()), ("grid", _grid_model()),
                         ("quant", _quant_model()), ("decoder", _decoder_model()),
                         ("decoder_acc4", _decoder_model(accuracy=4)),
+                        ("decoder_bf16", _bf16_decoder_model()),
                         ("decoder_half", _half_decoder_model()),
                         ("decoder_grown", _grown_decoder_model())):
         path = d / f"{name}.c"
@@ -394,7 +405,8 @@ def sources(tmp_path_factory):
 
 @pytest.mark.parametrize("model", ["mixed", "shufflenet", "sequence", "math", "reduce",
                                    "movement", "extra", "grid", "quant", "decoder",
-                                   "decoder_acc4", "decoder_half", "decoder_grown"])
+                                   "decoder_acc4", "decoder_bf16", "decoder_half",
+                                   "decoder_grown"])
 @pytest.mark.parametrize("compiler", sorted(COMPILERS))
 def test_generated_source_is_warning_clean(sources, compiler, model, tmp_path):
     argv, exe = COMPILERS[compiler]

@@ -141,11 +141,15 @@ def test_rvvkit_from_a_wheel_runs_on_the_board(debian_board, wheel, tmp_path):  
 
 
 def test_generation_runs_on_the_board(board):
-    # the loop runs in the runner on the board: one SSH command for the whole generation
+    # the loop runs in the runner on the board: one SSH command for the whole generation; the
+    # prompt's first 19 tokens go through the prefill plan (a chunk of 16, one of 3 padded)
     from ort_decoder import ort_greedy
     from rvvkit import zoo_llm
     model = zoo_llm.decoder(zoo_llm.DecoderConfig(bits=4, layers=1))
-    want, _ = ort_greedy(model, [3, 1, 4], 24, 40)
-    with rvvkit.load(rvvkit.build(model, max_seq=40), on=f"ssh://{ALIAS}") as sess:
-        got = sess.generate([3, 1, 4], 24)
+    prompt = [(5 * i + 3) % 256 for i in range(20)]
+    want, _ = ort_greedy(model, prompt, 16, 40)
+    art = rvvkit.build(model, max_seq=40)
+    assert art.meta["prefill"]["tokens"] == 16
+    with rvvkit.load(art, on=f"ssh://{ALIAS}") as sess:
+        got = sess.generate(prompt, 16)
     assert got.tokens == want and got.stopped == "max_new_tokens"

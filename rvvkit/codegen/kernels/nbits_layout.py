@@ -65,7 +65,7 @@ def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
 # codegen/half.py's conversion.
 SCALE_HELPERS = {
     "bfloat16": {"hd_rvk_bf16": """\
-static RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
+static RVK_UNUSED RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
     uint16_t h;
     memcpy(&h, p + 2 * i, sizeof h);
     const uint32_t bits = (uint32_t)h << 16;
