@@ -108,6 +108,7 @@ static void sym(void *lib, const char *path, const char *name, void *fn_out, siz
 #define SYM(lib, path, name, var) sym(lib, path, name, &(var), sizeof(var))
 
 #include "rvk_generate.h"
+#include "rvk_prefill.h"
 
 struct args {
     const char *artifact, *kernels, *outdir, *timings;
@@ -280,65 +281,11 @@ static void check_run(int rc, long run) {
     if (rc != 0) die(EXIT_RUNTIME, "the plan reported error %d (run %ld)", rc, run);
 }
 
-/* A decoder's prefill plan as the kernels declare it (tokens 0: none), checked against the
- * artifact's meta like the plan (check_kernels). */
-typedef struct {
-    long tokens;
-    rvvkit_io_elems_fn in_elems;
-    rvvkit_run_timed_fn run;
-} prefill_plan;
-
-static prefill_plan check_prefill(void *lib, const char *kpath, const rvk_facts *f) {
-    prefill_plan p;
-    memset(&p, 0, sizeof p);
-    rvvkit_count_fn tokens, steps, nin, nout;
-    rvvkit_io_dtype_fn dtype;
-    SYM(lib, kpath, "rvvkit_prefill_tokens", tokens);
-    p.tokens = tokens();
-    int ok = p.tokens == f->prefill_tokens;
-    if (ok && p.tokens > 0) {
-        SYM(lib, kpath, "rvvkit_prefill_num_steps", steps);
-        SYM(lib, kpath, "rvvkit_prefill_num_inputs", nin);
-        SYM(lib, kpath, "rvvkit_prefill_num_outputs", nout);
-        SYM(lib, kpath, "rvvkit_prefill_input_elems", p.in_elems);
-        SYM(lib, kpath, "rvvkit_prefill_input_dtype", dtype);
-        SYM(lib, kpath, "rvvkit_prefill_run_timed", p.run);
-        ok = steps() == f->prefill_steps && nin() == f->npre && nout() == 0;
-        for (int i = 0; ok && i < f->npre; ++i)
-            ok = p.in_elems(i) == f->pre[i].elems && dtype(i) == f->pre[i].dtype;
-    }
-    if (!ok)
-        die(EXIT_ARTIFACT, "the artifact's meta and the kernels %s disagree on the prefill plan: "
-            "they come from different builds, or the artifact was edited", kpath);
-    return p;
-}
-
-/* One plan's role buffers (rvk_gen_feeds) for `len` tokens; `elems` checks their sizes. */
-static void gen_feeds(const struct args *a, rvk_gen_feeds *f, const void **ins, long len,
-                      rvvkit_io_elems_fn elems, const char *plan) {
-    const int *r = a->gen.roles;
-    if (elems(r[0]) != len || (r[5] >= 0 && elems(r[5]) != len) ||
-        (r[1] >= 0 && elems(r[1]) != 1) || (r[2] >= 0 && elems(r[2]) != 1) ||
-        (r[4] >= 0 && elems(r[4]) != a->gen.max_seq))
-        die(EXIT_USAGE, "--roles %s: the %sids and positions must be %ld int64 each, the "
-            "lengths one int32 each and the mask --max-seq int64", a->roles, plan, len);
-    f->ins = ins, f->len = len;
-    ins[r[0]] = f->ids = (int64_t *)xalloc64((size_t)len * sizeof(int64_t), "the token ids");
-    if (r[1] >= 0) ins[r[1]] = f->seqlens = (int32_t *)xalloc64(sizeof(int32_t), "the length");
-    if (r[2] >= 0) ins[r[2]] = f->total = (int32_t *)xalloc64(sizeof(int32_t), "the length");
-    if (r[4] >= 0)
-        ins[r[4]] = f->mask = (int64_t *)xalloc64((size_t)a->gen.max_seq * sizeof(int64_t),
-                                                  "the mask");
-    if (r[5] >= 0)
-        ins[r[5]] = f->positions = (int64_t *)xalloc64((size_t)len * sizeof(int64_t),
-                                                       "the positions");
-}
-
 /* --generate: the roles' buffers made here, every output allocated, then the loop. */
 static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn in_elems,
                     rvvkit_io_elems_fn out_elems, rvvkit_io_dtype_fn in_dtype,
                     rvvkit_io_dtype_fn out_dtype, rvvkit_run_timed_fn run,
-                    rvvkit_step_fn step, const prefill_plan *pre, const float *w,
+                    rvvkit_step_fn step, const rvk_prefill_plan *pre, const float *w,
                     long arena_words) {
     /* ids, seqlens, total, logits, mask, positions (-1: absent) */
     const int *r = a->gen.roles;
@@ -362,9 +309,10 @@ static int generate(const struct args *a, int nin, int nout, rvvkit_io_elems_fn 
     void *outs[MAX_IO + 1] = {NULL};
     rvk_gen_state s;
     memset(&s, 0, sizeof s);
-    gen_feeds(a, &s.one, ins, 1, in_elems, "");
+    rvk_gen_feeds_make(&a->gen, a->roles, &s.one, ins, 1, in_elems, "");
     if (pre->tokens > 0) {
-        gen_feeds(a, &s.chunk, pre_ins, pre->tokens, pre->in_elems, "prefill plan's ");
+        rvk_gen_feeds_make(&a->gen, a->roles, &s.chunk, pre_ins, pre->tokens, pre->in_elems,
+                           "prefill plan's ");
         s.prefill = pre->run;
     }
     s.mask_len = r[4] >= 0 ? a->gen.max_seq : 0;
@@ -424,7 +372,7 @@ int main(int argc, char **argv) {
                   in_elems, out_elems, in_dtype, out_dtype);
     const float *weights = weights_of(art, &facts);
 
-    const prefill_plan pre = check_prefill(lib, a.kernels, &facts);
+    const rvk_prefill_plan pre = rvk_prefill_check(lib, a.kernels, &facts);
     if (a.gen.new_tokens > 0) {
         rvvkit_step_fn step;
         SYM(lib, a.kernels, "rvvkit_step", step);

@@ -176,6 +176,7 @@ def test_runner_failure_and_crash_are_execution_errors(art_path, tmp_path):
                  + ", ".join(map(str, outs)) + "}; return n[i]; }\n"
                  "int rvvkit_input_dtype(int i) { (void)i; return 1; }\n"
                  "int rvvkit_output_dtype(int i) { (void)i; return 1; }\n"
+                 "int rvvkit_prefill_tokens(void) { return 0; }\n"
                  "int rvvkit_set_num_threads(int n) { return n; }\n"
                  "int rvvkit_run_timed(const float *w, float *a, const void *const *in,\n"
                  "                     void *const *out, double *s) {\n"
