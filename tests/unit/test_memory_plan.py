@@ -118,3 +118,19 @@ def test_artifact_with_workspace_and_branches():
     assert mem["arena_bytes"] >= mem["lower_bound_bytes"] > 0
     assert mem["arena_bytes"] % (4 * ALIGN) == 0
     assert_matches(m, {"x": rand(1, 3, 9, 9)}, artifact=art)
+
+
+def test_fixed_intervals_keep_their_offsets_and_others_avoid_them():
+    """A second plan of one artifact finds the session's caches where the first put them
+    (codegen/plan.py's base): those intervals are fixed, the rest placed around them."""
+    cache = Interval("cache", 40, 0, 9)
+    ivs = [cache, Interval("big", 100, 2, 3), Interval("small", 8, 0, 9)]
+    offsets, total = plan(ivs, fixed={"cache": 3 * ALIGN})
+    assert offsets["cache"] == 3 * ALIGN
+    spans = {iv.key: (offsets[iv.key], offsets[iv.key] + align(iv.size)) for iv in ivs}
+    for a in ivs:
+        for b in ivs:
+            if a.key < b.key:
+                (a0, a1), (b0, b1) = spans[a.key], spans[b.key]
+                assert a1 <= b0 or b1 <= a0, (a.key, b.key)
+    assert total >= max(end for _, end in spans.values())
