@@ -103,12 +103,12 @@ def _arg(arg: Any, where: str, limits: Mapping[str, int], counts: Mapping[str, i
 
 
 def _plan(meta: dict, limits: Mapping[str, int], counts: Mapping[str, int],
-          key: str = "plan", plan=None) -> None:
-    plan = _list(meta.get("plan") if plan is None else plan, key)
+          field: str = "plan", plan=None) -> None:
+    plan = _list(meta.get("plan") if plan is None else plan, field)
     kernels = {k.get("name") for k in _list(meta.get("kernels", []), "kernels")
                if isinstance(k, dict) and isinstance(k.get("name"), str)}
     for i, step in enumerate(plan):
-        where = f"{key}[{i}]"
+        where = f"{field}[{i}]"
         step = _dict(step, where)
         for key in ("op", "node", "kernel"):
             _str(step.get(key), f"{where}.{key}")

@@ -56,10 +56,10 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
         say(f"{len(cached)} key/value caches kept in the session (updated in place)")
     plan = build_plan(g, vlen=vlen)
     say(f"planned {len(plan.steps)} steps, {len(plan.kernels)} distinct kernels")
-    first = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen)
+    dec = decoder_meta(plan)
     second = None
-    if cached and first["decoder"] and max_seq is not None:
-        second = prefill_plan(model, plan, first["decoder"], prefill, input_shapes,
+    if cached and dec and max_seq is not None:
+        second = prefill_plan(model, plan, dec, prefill, input_shapes,
                               opt_level=opt_level, name=name, vlen=vlen, say=say)
     source = render(plan, prefill=second)
     meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen, prefill=second)

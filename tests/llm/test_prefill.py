@@ -109,6 +109,7 @@ def _edited(art, edit) -> Artifact:
     (lambda m: m["prefill"].update(tokens=1), "prefill.tokens"),
     (lambda m: m["prefill"]["plan"][0]["args"][0].update(kind="output"), "no outputs"),
     (lambda m: m["prefill"]["plan"][0]["args"][-1].update(offset=2 ** 45), "offset"),
+    (lambda m: m["prefill"]["plan"][3].update(op=5), r"prefill\.plan\[3\]\.op is int"),
 ])
 def test_an_edited_prefill_meta_is_refused(edit, match):
     bad = _edited(built("qwen2_int4")[0], edit)
