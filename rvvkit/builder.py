@@ -10,13 +10,13 @@ from .errors import ModelError, RvvkitError
 from .codegen.c import ABI_VERSION, render
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
-from .prefill import PREFILL_TOKENS, prefill_plan
+from .prefill import prefill_plan
 from .frontend.decoder_dims import decoder_shapes
 from .frontend.onnx import from_onnx, load_model
 from .ops import REGISTRY
 from .passes import optimize
 from .passes.kv_cache import caches_to_state
-from .decoder import decoder_meta
+from .decoder import PREFILL_TOKENS, decoder_meta
 
 
 def _need_onnx() -> None:
@@ -58,7 +58,7 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     say(f"planned {len(plan.steps)} steps, {len(plan.kernels)} distinct kernels")
     dec = decoder_meta(plan)
     second = None
-    if cached and dec and max_seq is not None:
+    if dec and max_seq is not None:   # a decoder: its caches became state
         second = prefill_plan(model, plan, dec, prefill, input_shapes,
                               opt_level=opt_level, name=name, vlen=vlen, say=say)
     source = render(plan, prefill=second)

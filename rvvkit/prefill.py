@@ -4,8 +4,9 @@ per chunk instead of a matrix-vector product per token).
 
 It shares the artifact's weights and the session's key/value caches with the decoding plan
 (codegen/plan.py's `base`), writes the chunk's keys and values into the caches in place, and
-computes no logits: the graph's logits output is dropped before optimisation, so the final
-norm and the LM head, a large share of a small model's work, are not run for prompt tokens.
+computes no logits: the graph's logits output is dropped once the graph is optimised (and
+the weights' layouts pinned while the LM head is still there), so the final norm and the LM
+head, a large share of a small model's work, are not run for prompt tokens.
 The prompt's last token goes through the decoding plan, which makes the logits the first
 generated token is picked from."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from .codegen.lower_llm import GBQ, gather_layout
 from .codegen.plan import Plan, build_plan
-from .decoder import CACHE_WRITERS, PREFILL_TOKENS  # noqa: F401 (re-exported)
+from .decoder import CACHE_WRITERS
 from .frontend.decoder_dims import decoder_shapes, grows_by_concat
 from .frontend.onnx import from_onnx
 from .passes import optimize
@@ -55,6 +56,22 @@ def _unaware_readers(g) -> List[str]:
     return odd
 
 
+def _unshareable(g, base: Plan, made) -> str:
+    """Why the chunk's graph `g` (whose caches `made` became state) cannot run beside the
+    decoding plan `base` on its caches, or ''."""
+    odd = _unaware_readers(g)
+    if odd:
+        return f"the caches are read by {odd}, which would take the chunk for the last " \
+               "positions of the bound"
+    if len(made) != len(base.state):
+        return f"it keeps {len(made)} key/value caches in the session, the decoding plan " \
+               f"{len(base.state)}"
+    ins = [n for n, _, _ in base.inputs]
+    if g.inputs != ins or g.outputs:
+        return f"it takes {g.inputs} and gives {g.outputs}, the decoding plan takes {ins}"
+    return ""
+
+
 def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
                  input_shapes: Optional[Dict[str, Sequence[int]]], *, opt_level: int,
                  name: Optional[str], vlen: Optional[int],
@@ -74,14 +91,7 @@ def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
     g.outputs.remove(dec["logits"])   # prompt tokens need no logits
     remove_dead(g)   # the LM head, the final norm, the last layer's MLP
     made = caches_to_state(g, bounded=True)
-    ins = [n for n, _, _ in base.inputs]
-    odd = _unaware_readers(g)
-    why = (f"the caches are read by {odd}, which would take the chunk for the last positions "
-           "of the bound" if odd else
-           f"it keeps {len(made)} key/value caches in the session, the decoding plan "
-           f"{len(base.state)}" if len(made) != len(base.state) else
-           f"it takes {g.inputs} and gives {g.outputs}, the decoding plan takes {ins}"
-           if g.inputs != ins or g.outputs else "")
+    why = _unshareable(g, base, made)
     if why:
         # e.g. an ONNX Attention with is_causal over a past cache, whose causal mask ONNX
         # aligns to the first key: decoding still works, prompts go a token at a time
