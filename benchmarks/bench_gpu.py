@@ -33,7 +33,7 @@ from typing import Dict, List
 from host_env import say  # noqa: I100 - finds rvvkit first
 from gpu_models import TORCH_MODELS, key_of
 
-from rvvkit.report import table
+from rvvkit.measure.report import table
 from rvvkit.zoo import LIGHT_MODELS
 
 HERE = Path(__file__).resolve().parent

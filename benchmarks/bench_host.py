@@ -49,7 +49,7 @@ from host_report import (geomean, markdown_report, node_shapes, plot, print_prof
                          profile_rows, text_report)
 
 import rvvkit
-from rvvkit.reference import ort_session
+from rvvkit.measure.reference import ort_session
 from rvvkit.zoo import LIGHT_MODELS, light_model, sample_inputs
 
 WARM_PROBE = r"""

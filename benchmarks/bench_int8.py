@@ -5,7 +5,7 @@
     python3 benchmarks/bench_int8.py --qemu-only --vlens 256 --json int8.json --markdown
     python3 benchmarks/bench_int8.py --qemu-only --models resnet50 --vlens 128 512 --check
 
-Models are quantized the way users quantize them (rvvkit/zoo_quant.py: onnxruntime's
+Models are quantized the way users quantize them (rvvkit/zoo/quant.py: onnxruntime's
 quantize_static in QDQ and QOperator form, per-channel int8 weights, and quantize_dynamic).
 
 Host (one run, one machine; not a test): for each quantized model, the median latency of
@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import rvvkit  # noqa: E402
-from rvvkit.report import table  # noqa: E402
-from rvvkit.zoo_quant import float_model, quantized  # noqa: E402
+from rvvkit.measure.report import table  # noqa: E402
+from rvvkit.zoo.quant import float_model, quantized  # noqa: E402
 
 DEFAULT_MODELS = ["squeezenet", "resnet50", "mobilenet_v2", "bert"]
 

@@ -4,7 +4,7 @@
     python3 benchmarks/bench_llm.py counts [--config qwen2.5-0.5b] [--vlens 128,256,512,1024]
                                            [--forms int4,int8] [--llama | --llama-json F..]
 
-numerics: the small decoders of rvvkit.zoo_llm (fp32, int4, int8; accuracy levels 0 and 4)
+numerics: the small decoders of rvvkit.zoo.llm (fp32, int4, int8; accuracy levels 0 and 4)
 generate `--steps` greedy tokens on the host and under QEMU (VLEN 128); each row says whether
 the tokens equal onnxruntime's and the largest logit difference over all steps.
 
@@ -33,9 +33,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import rvvkit  # noqa: E402
-from rvvkit import cycle_model, zoo_llm  # noqa: E402
+from rvvkit.measure import cycle_model  # noqa: E402
+from rvvkit.zoo import llm as zoo_llm
 from rvvkit.runtime import icount  # noqa: E402
-from rvvkit.report import table  # noqa: E402
+from rvvkit.measure.report import table  # noqa: E402
 
 K1_BYTES_PER_S = 10.66e9
 NUMERIC_FORMS = {
@@ -107,7 +108,7 @@ def _bytes_per_token(art, cfg, live: int) -> int:
 
 def count_model(cfg):
     """The decoder of `cfg` with its token table quantized like its weights."""
-    from rvvkit.quantize_weights import quantize_model
+    from rvvkit.llm.quantize import quantize_model
     return quantize_model(zoo_llm.decoder(cfg), cfg.bits, cfg.block, embeddings=True)[0]
 
 

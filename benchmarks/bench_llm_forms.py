@@ -7,7 +7,8 @@ as the difference of two counted runs (8 and 16 new tokens).
 
     python3 benchmarks/bench_llm_forms.py"""
 import rvvkit
-from rvvkit import cycle_model, zoo_llm, zoo_llm_onnx
+from rvvkit.measure import cycle_model
+from rvvkit.zoo import llm as zoo_llm, llm_onnx as zoo_llm_onnx
 
 
 def per_token(model, bound: int):

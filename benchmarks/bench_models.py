@@ -31,8 +31,8 @@ from host_report import geomean
 import numpy as np
 
 import rvvkit
-from rvvkit.reference import ort_session
-from rvvkit.report import table
+from rvvkit.measure.reference import ort_session
+from rvvkit.measure.report import table
 
 SUITE = Path(__file__).resolve().parents[1] / "tests" / "models"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rvvkit  # noqa: E402
-from rvvkit.report import table  # noqa: E402
+from rvvkit.measure.report import table  # noqa: E402
 from rvvkit.runtime.qemu import QemuSession  # noqa: E402
 from rvvkit.zoo import light_model, sample_inputs  # noqa: E402
 

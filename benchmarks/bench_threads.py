@@ -12,7 +12,7 @@
   the same intra-op thread count, alternating in blocks of 5 calls (the first of each block
   untimed), medians; rvvkit's speed-up over its own 1-thread latency, and rvvkit/onnxruntime.
 
-Models: rvvkit.zoo_quant.float_model (the light architectures with seeded random weights, and
+Models: rvvkit.zoo.quant.float_model (the light architectures with seeded random weights, and
 tests/models' tiny ones such as bert), and "encoder": benchmarks/encoder.py's BERT-style
 encoder (2 layers, 512 wide, 8 heads, 128 tokens). Progress on stderr, tables on stdout.
 """
@@ -29,9 +29,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import rvvkit  # noqa: E402
-from rvvkit.cycle_model import weighted_instructions  # noqa: E402
-from rvvkit.reference import ort_session  # noqa: E402
-from rvvkit.zoo_quant import float_model  # noqa: E402
+from rvvkit.measure.cycle_model import weighted_instructions  # noqa: E402
+from rvvkit.measure.reference import ort_session  # noqa: E402
+from rvvkit.zoo.quant import float_model  # noqa: E402
 
 from encoder import bert_encoder  # noqa: E402
 

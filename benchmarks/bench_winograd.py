@@ -10,7 +10,7 @@ RVVKIT_WINOGRAD=off and =on; each model (rvvkit.zoo light models) with =off and 
 ("weighted" = instructions - vector instructions + LMUL-weighted vector operations, one thread,
 exact), and the largest difference from onnxruntime relative to its largest output. On the
 host: median latency over interleaved calls, one thread. Ratios are direct / Winograd (> 1:
-Winograd cheaper). The cost model in rvvkit/codegen/kernels/conv_winograd.py is fitted to the
+Winograd cheaper). The cost model in rvvkit/codegen/kernels/conv/winograd.py is fitted to the
 VLEN 256 column, its host exceptions (`prefers_direct_off_riscv`) to the host column; "Winograd
 steps (auto)" says what it picks, and how many of those run directly on targets other than
 RISC-V.
@@ -30,9 +30,9 @@ from onnx import TensorProto, helper, numpy_helper
 from host_env import say  # noqa: I100 - finds rvvkit first
 
 import rvvkit
-from rvvkit.cycle_model import weighted_instructions
-from rvvkit.reference import ort_session
-from rvvkit.report import table
+from rvvkit.measure.cycle_model import weighted_instructions
+from rvvkit.measure.reference import ort_session
+from rvvkit.measure.report import table
 
 # (C, H=W, M): resnet50's stride-1 3x3 layers, squeezenet 1.1's expand layers, a 3-channel stem,
 # densenet121's narrow ones and inception_v1's last

@@ -1,6 +1,6 @@
 """ONNX node conformance pass rates: rvvkit (host executor) beside onnxruntime, on every case of
 onnx.backend.test's node suite that is not out of scope by category
-(rvvkit/onnx_conformance.py EXCLUDED). Each case runs in a forked child, so a crash counts as
+(rvvkit/conformance/suite.py EXCLUDED). Each case runs in a forked child, so a crash counts as
 a failure and the run goes on.
 
     python3 benchmarks/conformance.py                  # the table
@@ -25,7 +25,7 @@ from typing import Dict, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rvvkit import onnx_conformance as oc  # noqa: E402
+from rvvkit.conformance import suite as oc  # noqa: E402
 
 SAMPLE_SIZE = 160          # passing cases in QEMU_SAMPLE
 SAMPLE_MAX_ELEMENTS = 4096  # keep QEMU time small: no large tensors in the sample

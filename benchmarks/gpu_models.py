@@ -100,7 +100,7 @@ def materialise(spec: str, out: Path) -> Tuple[Path, Dict[str, np.ndarray]]:
 def build(spec: str, out: Path, emulate: bool) -> Dict:
     path, feeds = materialise(spec, out)
     np.savez(out / f"{key_of(spec)}.in.npz", **feeds)
-    from rvvkit.reference import ort_session
+    from rvvkit.measure.reference import ort_session
     ref = ort_session(str(path)).run(None, feeds)
     np.savez(out / f"{key_of(spec)}.ref.npz", *ref)
     t0 = time.perf_counter()

@@ -48,12 +48,12 @@ def environment() -> Dict:
     comp = resolve_compiler(target="host")
     # Import the kernel modules now, so the hashes below describe the code that is measured
     # even while someone edits those files during a long run.
-    import rvvkit.codegen.kernels.conv  # noqa: F401
-    import rvvkit.codegen.kernels.gemm  # noqa: F401
+    import rvvkit.codegen.kernels.conv.conv2d  # noqa: F401
+    import rvvkit.codegen.kernels.gemm.packed  # noqa: F401
     kernel_files = {}
-    for rel in ("rvvkit/codegen/kernels/conv.py", "rvvkit/codegen/kernels/conv_input.py",
-                "rvvkit/codegen/kernels/gemm.py", "rvvkit/codegen/kernels/gemm_rvv.py",
-                "rvvkit/codegen/kernels/gemm_rvv_lmul.py"):
+    for rel in ("rvvkit/codegen/kernels/conv/conv2d.py", "rvvkit/codegen/kernels/conv/im2col.py",
+                "rvvkit/codegen/kernels/gemm/packed.py", "rvvkit/codegen/kernels/gemm/rvv.py",
+                "rvvkit/codegen/kernels/gemm/rvv_lmul.py"):
         p = PKG_ROOT / rel
         if p.exists():
             kernel_files[rel] = {

@@ -8,7 +8,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from rvvkit.report import table
+from rvvkit.measure.report import table
 
 
 def node_shapes(model) -> Dict[str, str]:

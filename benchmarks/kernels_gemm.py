@@ -142,7 +142,7 @@ SOURCE = [""]     # generated C of the latest layer, for --asm
 def time_layer(name, model, feeds, reps):
     """The layer built by rvvkit and run by its host session (the production compiler, flags
     and runtime, one thread) against an onnxruntime session with one intra-op thread."""
-    from rvvkit.reference import ort_session
+    from rvvkit.measure.reference import ort_session
     from rvvkit.runtime.host import HostSession
     art = rvvkit.build(model)
     SOURCE[0] = art.c_source

@@ -8,7 +8,7 @@
 For each model and VLEN (models: the onnx wheel's light architectures with seeded random
 weights; "mobilenet_v2_224", benchmarks/mobilenet.py's MobileNetV2 at its published size
 (300 M MACs); tests/models' float models such as mobilenet_v2 (its width-0.25 64x64 test model,
-2.9 M MACs), via rvvkit.zoo_quant.float_model; "encoder", benchmarks/encoder.py's BERT-style
+2.9 M MACs), via rvvkit.zoo.quant.float_model; "encoder", benchmarks/encoder.py's BERT-style
 encoder, 2 layers x 512 wide x 128 tokens, its attention mask made a constant so both engines
 take one input), one inference of ncnn and of rvvkit, each on one thread, is counted by
 rvvkit's QEMU TCG plugin with the same qemu-riscv64, sysroot and -cpu string: a run doing one
@@ -32,7 +32,7 @@ pnnx's, so the stand-in's cost can be judged. pnnx writes an opset-9 Softmax ove
 
 --int8: ncnn's int8 model from its own tools (ncnn2table with KL calibration on the same four
 seeded inputs rvvkit's onnxruntime quantization uses, then ncnn2int8), built for the host from
-the same ncnn source, against rvvkit's int8 QOperator model (rvvkit.zoo_quant, as in
+the same ncnn source, against rvvkit's int8 QOperator model (rvvkit.zoo.quant, as in
 bench_int8.py), both ending at the logits; each int8 output's agreement with onnxruntime's
 fp32 model is reported. The PyPI sdist has no tools/ directory, so --int8 needs a Tencent/ncnn
 git checkout (or bare git directory) with the matching tag (--ncnn-tools); the script checks
@@ -61,7 +61,7 @@ import peer_ncnn_forms as F  # noqa: E402
 import peer_ncnn_models as M  # noqa: E402
 from peer_ncnn_build import PeerError, log  # noqa: E402
 
-from rvvkit.cycle_model import weighted_instructions  # noqa: E402
+from rvvkit.measure.cycle_model import weighted_instructions  # noqa: E402
 
 ENGINES = ("ncnn", "rvvkit")
 # Where a conversion is checked: VLEN 128, which every ncnn RVV kernel has code for (its
@@ -142,7 +142,8 @@ def rvvkit_counts(art, feeds: dict, vlen: int) -> dict:
 def prepare(name: str, prec: str, work: Path, tools, runner, vlen0: int, tol: float) -> dict:
     """The ncnn model, checked; rvvkit's artifact; the feeds and the check results."""
     import rvvkit
-    from rvvkit import zoo, zoo_quant
+    from rvvkit import zoo
+    from rvvkit.zoo import quant as zoo_quant
     label = f"{name} {prec}"
     top1 = True
     if prec == "fp32":
@@ -274,7 +275,7 @@ def _m(x) -> str:
 
 
 def print_tables(rows, checks, markdown: bool) -> None:
-    from rvvkit.report import table
+    from rvvkit.measure.report import table
     heads = ["model", "VLEN", "ncnn raw", "rvvkit raw", "ncnn weighted", "rvvkit weighted",
              "weighted ncnn / rvvkit", "ncnn vec LMUL-weighted", "rvvkit vec LMUL-weighted",
              "ncnn MACs/insn", "rvvkit MACs/insn", "ncnn output ok"]

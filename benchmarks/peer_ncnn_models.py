@@ -77,7 +77,7 @@ def fp32_model(name: str) -> tuple:
     ncnn against, [logits, final output] for the onnx light models (their random weights
     saturate the softmax) or [final output]; whether top-1 agreement applies.
 
-    Names: the onnx light models; tests/models' float models (rvvkit.zoo_quant.float_model,
+    Names: the onnx light models; tests/models' float models (rvvkit.zoo.quant.float_model,
     e.g. mobilenet_v2, the width-0.25 64x64 test model bench_threads.py counts);
     "mobilenet_v2_224", benchmarks/mobilenet.py's full-size MobileNetV2; "encoder",
     benchmarks/encoder.py's BERT-style encoder with its attention mask a constant (the runner
@@ -96,7 +96,7 @@ def fp32_model(name: str) -> tuple:
         from mobilenet import mobilenet_v2
         model, feeds = mobilenet_v2()
         return model, feeds, list(ort_outputs(model, feeds).values()), True
-    from rvvkit.zoo_quant import float_model
+    from rvvkit.zoo.quant import float_model
     try:
         model, feeds = float_model(name)
     except OSError:

@@ -7,7 +7,7 @@ Models: those of benchmarks/peer_ncnn.py (peer_ncnn_models.fp32_model: the onnx 
 tests/models' float models, mobilenet_v2_224, encoder), or a path to an .onnx file (its inputs
 from rvvkit.zoo.sample_inputs). Rows are kernel families (function names without shapes,
 hashes and LMUL variants) unless --functions; "weighted" = instructions - vector instructions
-+ LMUL-weighted vector operations (rvvkit.cycle_model.weighted_instructions), as everywhere.
++ LMUL-weighted vector operations (rvvkit.measure.cycle_model.weighted_instructions), as everywhere.
 """
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     os.environ["RVVKIT_NUM_THREADS"] = "1"      # exact: no worker wake-ups in the counts
     import rvvkit
-    from rvvkit.cycle_model import weighted_instructions
+    from rvvkit.measure.cycle_model import weighted_instructions
     from rvvkit.errors import RvvkitError
-    from rvvkit.report import table
+    from rvvkit.measure.report import table
     from rvvkit.runtime.iprofile import family
     from rvvkit.runtime.qemu import QemuSession
     from peer_ncnn_build import PeerError

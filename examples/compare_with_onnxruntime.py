@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from rvvkit.reference import ort_session
+from rvvkit.measure.reference import ort_session
 
 
 def main(model: str, inputs: str, outputs: str) -> int:

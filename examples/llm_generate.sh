@@ -12,7 +12,7 @@ set -euo pipefail
 OUT="${1:-${OUTDIR:-$(mktemp -d -t rvvkit-llm.XXXXXX)}}"
 mkdir -p "$OUT"
 cd "$OUT"
-python3 -m rvvkit.zoo_llm qwen2-tiny decoder.onnx                 # float weights, random
+python3 -m rvvkit.zoo.llm qwen2-tiny decoder.onnx                 # float weights, random
 # 4-bit blocks of 32 with int8 activations (accuracy_level 4), as onnxruntime-genai's CPU models
 rvvkit quantize decoder.onnx --weights int4 --block 32 --accuracy 4 -o decoder_int4.onnx
 # the cache holds 96 positions: prompt + generated tokens; it lives in the session, in place;

@@ -1,4 +1,4 @@
-/* The runner's artifact reader: checks the container the way rvvkit/artifact.py does (the
+/* The runner's artifact reader: checks the container the way rvvkit/artifact/container.py does (the
  * check -> meta -> section checksum chain, with rvk64 instead of sha256) and reads the facts of
  * the meta the runner must compare with the compiled kernels before it sizes a buffer: graph
  * inputs and outputs (element counts, types), arena size, step count, the weights section.
@@ -19,7 +19,7 @@
 #include "rvk_json.h"
 
 #define RVK_MAX_IO 256
-#define RVK_MAX_ELEMS 2147483647ll /* the frontend's limit: rvvkit/artifact_meta.py */
+#define RVK_MAX_ELEMS 2147483647ll /* the frontend's limit: rvvkit/artifact/meta.py */
 #define RVK_MAX_SECTIONS 64
 
 typedef struct {
@@ -119,7 +119,7 @@ static int rvk_check_sections(const unsigned char *data, uint64_t size, const ch
             return -1;
         }
     }
-    /* and every section of the file is accounted for (as rvvkit/artifact.py requires) */
+    /* and every section of the file is accounted for (as rvvkit/artifact/container.py requires) */
     const int count = rvk_elf_count(data);
     if (count > RVK_MAX_SECTIONS) {
         snprintf(err, cap, "%s: %d sections, more than an artifact has (%d)", src, count,
@@ -187,7 +187,7 @@ static int rvk_section_json(const unsigned char *data, uint64_t size, const char
 }
 
 /* meta["prefill"]: absent or null, or {tokens >= 2, plan: [...], inputs: [the plan's inputs
- * in order and type]} (rvvkit/artifact_meta.py checks the same). */
+ * in order and type]} (rvvkit/artifact/meta.py checks the same). */
 static int rvk_prefill_facts(const rvk_json *m, rvk_facts *f, char *err, size_t cap) {
     const long pre = rvk_json_get(m, 0, "prefill");
     if (pre < 0 || rvk_json_is(m, pre, RVK_J_LIT)) return 0;

@@ -1,6 +1,6 @@
 /* Minimal ELF64 section lookup for the rvvkit runner: just enough to find a named section in
  * an artifact mapped in memory. The artifact is a plain ELF64 little-endian container
- * (rvvkit/artifact.py): section headers + .shstrtab, no program headers, nothing executable.
+ * (rvvkit/artifact/container.py): section headers + .shstrtab, no program headers, nothing executable.
  *
  * Fields are decoded byte by byte (little-endian) rather than through <elf.h> structs, so the
  * reader needs no system ELF header and never makes unaligned or host-endian loads. Every

@@ -19,7 +19,7 @@
  * a short last chunk is padded after its real tokens when the padding fits in the cache
  * (causal attention keeps it out of theirs, and what it writes lies past the live length
  * until a later token overwrites it), and one token left over goes through the plan alone.
- * rvvkit/generate.py splits a prompt the same way.
+ * rvvkit/llm/generate.py splits a prompt the same way.
  *
  * Valid as C11 and as C++11; included by runner.c after its helpers (die, now, xalloc64). */
 #ifndef RVK_GENERATE_H

@@ -1,4 +1,4 @@
-/* rvk64: the runner's section checksum; rvvkit/checksum.py defines it and is its twin.
+/* rvk64: the runner's section checksum; rvvkit/artifact/checksum.py defines it and is its twin.
  *
  * About one instruction per byte (sha256 costs ~15): the runner can check every section of a
  * large model at start-up, even under QEMU. It detects corruption, not tampering (signatures

@@ -16,12 +16,12 @@ def build(model, **kwargs):
 def load(artifact, on: str = "host", *, require_signature=None, **kwargs):
     """Open a session on an artifact (path or `Artifact`) for the executor named by `on`:
     `"host"`, `"qemu"` or a board `"ssh://[user@]host[:port][?options]"`. require_signature: a
-    public key (file, `ssh-ed25519 ...` line or 64 hex digits; see rvvkit.signing): the
+    public key (file, `ssh-ed25519 ...` line or 64 hex digits; see rvvkit.artifact.signing): the
     artifact must be signed by it, checked before anything is compiled (SignatureError)."""
     from .runtime import open_session
     if require_signature is not None:
-        from .artifact import Artifact
-        from .signing import verify_artifact
+        from .artifact.container import Artifact
+        from .artifact.signing import verify_artifact
         source = "artifact" if isinstance(artifact, Artifact) else str(artifact)
         if not isinstance(artifact, Artifact):  # the object checked is the object run
             artifact = Artifact.load(artifact)

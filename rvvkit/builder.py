@@ -5,18 +5,19 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 from . import __version__
-from .artifact import FORMAT_VERSION, Artifact
+from .artifact.container import FORMAT_VERSION, Artifact
 from .errors import ModelError, RvvkitError
 from .codegen.c import ABI_VERSION, render
+from .codegen.lower.core import unlowerable
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
-from .prefill import prefill_plan
+from .llm.prefill import prefill_plan
 from .frontend.decoder_dims import decoder_shapes
 from .frontend.onnx import from_onnx, load_model
 from .ops import REGISTRY
 from .passes import optimize
 from .passes.kv_cache import caches_to_state
-from .decoder import PREFILL_TOKENS, decoder_meta
+from .llm.decoder import PREFILL_TOKENS, decoder_meta
 
 
 def _need_onnx() -> None:
@@ -46,7 +47,7 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     if max_seq is not None:
         model = load_model(model)
         input_shapes = {**decoder_shapes(model, max_seq), **dict(input_shapes or {})}
-    g = from_onnx(model, input_shapes=input_shapes, name=name)
+    g = from_onnx(model, input_shapes=input_shapes, name=name, unsupported=unlowerable)
     say(f"parsed {len(g.nodes)} nodes ({time.perf_counter() - t0:.1f}s)")
     before = g.summary()
     optimize(g, opt_level)

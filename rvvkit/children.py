@@ -77,7 +77,7 @@ def check() -> None:
 
 
 def track(pgid: int) -> None:
-    """Kill process group `pgid` at end() until untrack() (rvvkit.forked's children)."""
+    """Kill process group `pgid` at end() until untrack() (rvvkit.conformance.forked's children)."""
     _groups.add(pgid)
 
 

@@ -69,7 +69,7 @@ class ArtifactError(RvvkitError):
 
 
 class SignatureError(RvvkitError):
-    """Artifact signing (rvvkit.signing): a key that cannot be used (not ed25519, encrypted
+    """Artifact signing (rvvkit.artifact.signing): a key that cannot be used (not ed25519, encrypted
     without a passphrase, unreadable), or an artifact refused because it is unsigned, signed by
     another key than the required one, or its signature does not verify."""
 

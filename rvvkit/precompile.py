@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from .artifact import Artifact
+from .artifact.container import Artifact
 from .errors import RvvkitError
 from .jit import cache_key, compile_flags, compile_source, resolve_compiler
-from .precompiled import KERNELS_PREFIX, RUNNER_PREFIX, arch_of
+from .artifact.precompiled import KERNELS_PREFIX, RUNNER_PREFIX, arch_of
 from .runtime.runner import LINK_FLAGS, RUNNER_NAME, build_runner, runner_source
 
 

@@ -76,7 +76,7 @@ def compile_counter(monkeypatch):
 # Running
 
 def run_ort(model, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    from rvvkit.reference import ort_session
+    from rvvkit.measure.reference import ort_session
     sess = ort_session(model)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, dict(feeds))))

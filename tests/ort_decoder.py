@@ -1,5 +1,5 @@
 """onnxruntime as the generation reference for decoders, greedy, one token per call: those of
-rvvkit.zoo_llm (onnxruntime-genai's form) with the shared past/present cache of `max_seq`
+rvvkit.zoo.llm (onnxruntime-genai's form) with the shared past/present cache of `max_seq`
 positions fed back each step, and transformers' exports (tests/models/llm), whose caches grow
 by one position a step (`growing`)."""
 from __future__ import annotations

@@ -6,9 +6,9 @@ import json
 import sys
 from typing import Dict, List
 
-from ..cycle_model import DEFAULT_BOARD
+from ..measure.cycle_model import DEFAULT_BOARD
 from ..errors import RvvkitError
-from ..report import table
+from ..measure.report import table
 from .common import (add_threads_option, UsageError, count, executor_list, load_inputs, open_session, progress,
                      vlen_list)
 from .sign import add_require_option, verified
@@ -28,7 +28,7 @@ def _targets(args):
 
 
 def _bench_one(args, on: str, vlen) -> Dict:
-    from ..bench import bench
+    from ..measure.bench import bench
     with open_session(args.verified or args.artifact, on, compiler=args.compiler,
                       no_cache=args.no_cache, vlen=vlen, threads=args.threads) as sess:
         feeds = load_inputs(args, sess)

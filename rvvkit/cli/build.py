@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from ..decoder import PREFILL_TOKENS
-from ..report import human_bytes
+from ..llm.decoder import PREFILL_TOKENS
+from ..measure.report import human_bytes
 from .common import count, input_shape, progress, shapes, vlen
 from .sign import signer
 

@@ -1,4 +1,4 @@
-"""`rvvkit compare`: argument parsing and printing only; the work is rvvkit.compare.compare."""
+"""`rvvkit compare`: argument parsing and printing only; the work is rvvkit.measure.compare.compare."""
 from __future__ import annotations
 
 import argparse
@@ -31,10 +31,10 @@ def _options(args) -> Dict[str, Dict]:
 
 
 def _report(args, result) -> None:
-    from ..report import compare_table
+    from ..measure.report import compare_table
     doc = result.to_json()
     if args.plot:
-        from ..compare_plot import plot_comparison
+        from ..measure.plot import plot_comparison
         plot_comparison(doc, args.plot)
         progress(f"wrote {args.plot}")
     if args.json:
@@ -52,7 +52,7 @@ def _report(args, result) -> None:
 
 
 def cmd_compare(args) -> int:
-    from ..compare import compare
+    from ..measure.compare import compare
     from ..runtime import takes_vlen
     if args.vlen and not any(takes_vlen(on) for on in args.on):
         raise UsageError("--vlen applies to qemu, which --on does not name")
@@ -69,7 +69,7 @@ def cmd_compare(args) -> int:
 
 def _compare_paths(value: str) -> List[str]:
     """argparse type of compare's --on: an unknown name is a usage error (exit 2)."""
-    from ..compare import split_paths
+    from ..measure.compare import split_paths
     try:
         return split_paths(value)
     except InputError as exc:

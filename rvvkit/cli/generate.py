@@ -7,7 +7,7 @@ import sys
 from typing import List
 
 from ..errors import InputError, RvvkitError
-from ..generate import Sampling
+from ..llm.generate import Sampling
 from .common import UsageError, add_threads_option, count, executor, open_session, progress, \
     vlen
 from .sign import add_require_option, verified

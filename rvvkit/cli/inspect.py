@@ -9,7 +9,7 @@ from typing import Dict
 import numpy as np
 
 from ..errors import RvvkitError
-from ..report import human_bytes, table
+from ..measure.report import human_bytes, table
 from .npz import printable
 
 
@@ -88,8 +88,8 @@ def _print_summary(path: str, art, sig) -> None:
 
 
 def cmd_inspect(args) -> int:
-    from ..artifact import Artifact
-    from ..signing import describe
+    from ..artifact.container import Artifact
+    from ..artifact.signing import describe
     art = Artifact.load(args.artifact).check_model()
     sig = describe(art, args.artifact)
     if args.source:

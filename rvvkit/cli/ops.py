@@ -16,7 +16,7 @@ with run-time inputs it is refused. Element types are those its kernel takes on 
 
 def cmd_ops(args) -> int:
     from ..ops.catalog import catalog, markdown
-    from ..report import table
+    from ..measure.report import table
     rows = catalog()
     if args.filter:
         rows = [r for r in rows if args.filter.lower() in r["op"].lower()]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 
-from ..report import human_bytes
+from ..measure.report import human_bytes
 from .common import progress
 
 
 def cmd_pack(args) -> int:
-    from ..artifact import Artifact
+    from ..artifact.container import Artifact
     from ..precompile import pack, parse_targets
     targets = parse_targets(args.precompile)
     art = Artifact.load(args.artifact).check_model()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..report import human_bytes
+from ..measure.report import human_bytes
 from .common import count, progress
 
 
@@ -23,7 +23,7 @@ def _block(text: str) -> int:
 
 def cmd_quantize(args) -> int:
     from ..frontend.onnx import load_model
-    from ..quantize_weights import quantize_model
+    from ..llm.quantize import quantize_model
     model, rep = quantize_model(load_model(args.model), args.weights, args.block,
                                 args.zero_points, args.exclude or (), args.accuracy,
                                 args.embeddings, args.scales == "bf16")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..report import table
+from ..measure.report import table
 from .common import (add_threads_option, count, executor, load_inputs, load_npz, open_session, printable, progress,
                      save_npz, vlen)
 from .sign import add_require_option, verified

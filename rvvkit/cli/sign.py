@@ -1,10 +1,10 @@
 """`rvvkit sign`: sign an existing artifact with an ed25519 key; and the --require-signature
-option that run, bench and compare share (rvvkit.signing does the work)."""
+option that run, bench and compare share (rvvkit.artifact.signing does the work)."""
 from __future__ import annotations
 
 from typing import Optional
 
-from ..signing import PASSPHRASE_ENV, REQUIRE_ENV, required_key
+from ..artifact.signing import PASSPHRASE_ENV, REQUIRE_ENV, required_key
 from .common import UsageError, progress
 
 REQUIRE_HELP = (f"refuse the artifact unless it is signed by this ed25519 public key (a .pub "
@@ -38,8 +38,8 @@ def verified(args, path: str, *, models_too: bool = False):
             raise UsageError("--require-signature applies to an artifact (.rvv), not to an "
                              "ONNX model, which is built here")
         return None
-    from ..artifact import Artifact
-    from ..signing import verify_artifact
+    from ..artifact.container import Artifact
+    from ..artifact.signing import verify_artifact
     art = Artifact.load(path)
     kid = verify_artifact(art, key, path)
     progress(f"{path}: signature by key {kid} verified")
@@ -47,8 +47,8 @@ def verified(args, path: str, *, models_too: bool = False):
 
 
 def cmd_sign(args) -> int:
-    from ..artifact import Artifact
-    from ..signing import load_private_key, sign_artifact
+    from ..artifact.container import Artifact
+    from ..artifact.signing import load_private_key, sign_artifact
     key = load_private_key(args.key)  # key problems first, before reading a large artifact
     art = Artifact.load(args.artifact)
     kid = sign_artifact(art, key)
@@ -78,7 +78,7 @@ def signer(key_path: Optional[str]):
     after minutes of building); returns a function that signs the built artifact."""
     if key_path is None:
         return lambda _art: None
-    from ..signing import load_private_key, sign_artifact
+    from ..artifact.signing import load_private_key, sign_artifact
     key = load_private_key(key_path)
     return lambda art: sign_artifact(art, key)
 

@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .. import __version__, abi, dtypes
+from .. import __version__, dtypes
+from ..artifact import abi
 from ..resources import runtime_c_file
 from .cfmt import indent
 from .kernel import Kernel
@@ -106,7 +107,7 @@ static RVK_UNUSED inline float rvk_sigmoidf(float x) {
 }
 
 /* GELU, x Phi(x) = max(x, 0) - |x|/2 erfc(|x|/sqrt2), erfc by Abramowitz-Stegun 7.1.26 (the
- * same formula as the RVV form, codegen/kernels/vgelu.py): erf to within 1.5e-7 absolute, so
+ * same formula as the RVV form, codegen/kernels/math/vgelu.py): erf to within 1.5e-7 absolute, so
  * GELU to within 1e-7 |x| plus a few ulp; libm's erff is a call per element. */
 static RVK_UNUSED inline float rvk_geluf(float x) {
     const float ax = x < 0.0f ? -x : x;

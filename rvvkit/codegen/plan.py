@@ -16,8 +16,8 @@ from ..ops.registry import REGISTRY
 from .memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
 from .cfmt import unique_idents
 from .kernel import Kernel
-from .kernels.gemm_rvv_lmul import fixed_vlen
-from .lower import check_lowerable, is_alias, kernel_inputs, lower
+from .kernels.gemm.rvv_lmul import fixed_vlen
+from .lower.core import check_lowerable, is_alias, kernel_inputs, lower
 
 
 @dataclass

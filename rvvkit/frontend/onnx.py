@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import os
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -25,6 +25,8 @@ from .stored_floats import widen_stored_floats
 from .types import MIN_OPSET, elem_dtype, notice, tensor_type_problem, upgrade
 
 ModelLike = Union[str, os.PathLike, bytes, "onnx.ModelProto"]  # noqa: F821
+# graph -> (op, node name, why) of every node that cannot run (see from_onnx)
+Unsupported = Callable[[Graph], List[Tuple[str, str, str]]]
 
 
 def load_model(model: ModelLike):
@@ -157,11 +159,10 @@ class Findings:
         self.items.append((op, where, str(exc), err))
         self.lost.update(n for n in lose if n)
 
-    def raise_any(self, g: Graph) -> None:
+    def raise_any(self, g: Graph, unsupported: Optional[Unsupported] = None) -> None:
         if not self.items:
             return
-        from ..codegen.lower import unlowerable  # what the nodes that did infer would hit next
-        for op, name, why in unlowerable(g):
+        for op, name, why in (unsupported(g) if unsupported else ()):
             self.items.append((op, name, f"{op} node {name!r}: {why}", None))
         if len(self.items) == 1 and self.items[0][3] is not None:
             raise self.items[0][3]  # one problem: its own error, with its own class
@@ -169,7 +170,11 @@ class Findings:
 
 
 def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
-              name: Optional[str] = None) -> Graph:
+              name: Optional[str] = None, unsupported: Optional[Unsupported] = None) -> Graph:
+    """The Graph IR of an ONNX model, or one error naming every problem found. `unsupported`
+    (the builder passes rvvkit.codegen.lower's `unlowerable`) adds, when there are problems,
+    what the nodes that did infer would hit next, so one message lists them all; it is passed
+    in because the frontend sits below the code generator and never imports it."""
     from onnx import numpy_helper
     proto = load_model(model)
     opset = _opset(proto)
@@ -204,7 +209,7 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
             found.add("", vi.name, ModelError(f"graph output {vi.name!r} is not produced by "
                                               "any node"))
         g.outputs.append(vi.name)
-    found.raise_any(g)
+    found.raise_any(g, unsupported)
     return g
 
 

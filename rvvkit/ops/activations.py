@@ -3,7 +3,7 @@
 A row names the ONNX op(s) that are this activation and how its float parameters come from a
 node, and gives its forms: numpy (constant folding, test references), C (portable kernels and
 fused epilogues), RVV intrinsics (None when there is no vector form: the loops stay scalar;
-forms calling vector helpers such as the exp of sigmoid and tanh, codegen/kernels/vmath.py,
+forms calling vector helpers such as the exp of sigmoid and tanh, codegen/kernels/math/vmath.py,
 list them in `rvv_support`, which every kernel applying the form merges) and CUDA (None: the C
 form). Adding a row is all a new activation needs: it is registered as an operator here,
 lowered as a unary kernel on every target, fused into the epilogue of its producer
@@ -128,9 +128,9 @@ def has_vector_form(act: Optional[Act]) -> bool:
 # -- the table -------------------------------------------------------------------------------
 
 def _vmath():
-    """rvvkit.codegen.kernels.vmath, imported when a kernel asks (ops never imports codegen
+    """rvvkit.codegen.kernels.math.vmath, imported when a kernel asks (ops never imports codegen
     while modules load)."""
-    from ..codegen.kernels import vmath
+    from ..codegen.kernels.math import vmath
     return vmath
 
 

@@ -149,6 +149,6 @@ ROWS = (
 
 for _row in ROWS:
     define(_row)
-# integers too (codegen/lower_logic.py typed_unary): exported text models negate index tensors
+# integers too (codegen/lower/logic.py typed_unary): exported text models negate index tensors
 for _op in ("Abs", "Neg", "Sign"):
     REGISTRY[_op].dtypes = ("float32", "int64", "int32", "int8", "uint8")

@@ -4,8 +4,8 @@ makes of x * Sigmoid(x)) and Swish. Each is folded, lowered as a unary kernel on
 and fused into its producer's epilogue like any activation.
 
 Vector forms: HardSigmoid/HardSwish are a few min/max/mul/add intrinsics; SiLU, Swish and the
-tanh GELU are x / (1 + e^a) on the vector exp of codegen/kernels/vmath.py (the tanh GELU is
-x sigmoid(2u) exactly); the erf GELU calls the helper of codegen/kernels/vgelu.py."""
+tanh GELU are x / (1 + e^a) on the vector exp of codegen/kernels/math/vmath.py (the tanh GELU is
+x sigmoid(2u) exactly); the erf GELU calls the helper of codegen/kernels/math/vgelu.py."""
 from __future__ import annotations
 
 import math
@@ -74,8 +74,8 @@ def _swish_act(alpha: float) -> "Act":
 
 
 def _vgelu():
-    """rvvkit.codegen.kernels.vgelu, imported when a kernel asks (as activations._vmath)."""
-    from ..codegen.kernels import vgelu
+    """rvvkit.codegen.kernels.math.vgelu, imported when a kernel asks (as activations._vmath)."""
+    from ..codegen.kernels.math import vgelu
     return vgelu
 
 

@@ -31,7 +31,7 @@ def _binary_eval(node, xs):
     return [np.asarray(out).astype(np.result_type(a, b))]
 
 
-# the integer forms are the typed element-wise kernel (codegen/lower_logic.py)
+# the integer forms are the typed element-wise kernel (codegen/lower/logic.py)
 NUMERIC = ("float32", "int64", "int32", "int8", "uint8")
 
 for _op in BINARY:

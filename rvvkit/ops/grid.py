@@ -10,7 +10,7 @@ borders by the padding mode when it lies outside them; then each axis reads 1 (n
 again (zeros: a neighbour outside reads 0; border: clamped; reflection: reflected). The output
 is the sum over every neighbour combination of the product of the axes' weights times the
 element. `axis_taps` is that per-axis step in numpy, used for folding; the C kernel
-(codegen/kernels/grid.py) computes the same per output location."""
+(codegen/kernels/movement/grid.py) computes the same per output location."""
 from __future__ import annotations
 
 import itertools

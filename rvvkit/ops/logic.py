@@ -1,6 +1,6 @@
 """Comparison and logic operators (bool results), Where, and the type conversions Cast and
-CastLike. Their kernels are the typed element-wise kernel (codegen/kernels/logic.py, lowered in
-codegen/lower_logic.py); every one also folds on constants through its numpy form."""
+CastLike. Their kernels are the typed element-wise kernel (codegen/kernels/math/logic.py, lowered in
+codegen/lower/logic.py); every one also folds on constants through its numpy form."""
 from __future__ import annotations
 
 import numpy as np

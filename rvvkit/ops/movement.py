@@ -10,7 +10,7 @@ from .registry import ANY, FOLD_ONLY, bad, broadcast_shapes, const_input, in_sha
     norm_axis, opt_input, register
 
 # op -> indices of the node inputs bound to kernel parameters (the others are build-time
-# attributes in disguise); codegen/lower.py kernel_inputs reads it
+# attributes in disguise); codegen/lower/core.py kernel_inputs reads it
 BOUND_INPUTS = {"Slice": (0,), "Split": (0,), "Expand": (0,), "Tile": (0,), "Pad": (0,),
                 "Trilu": (0,), "OneHot": (0, 2), "Resize": (0,), "Upsample": (0,)}
 

@@ -2,7 +2,7 @@
 
 The output shape, the scales and every axis's taps are fixed at build time, so `axis_taps`
 computes per axis the input indices each output coordinate reads and their weights (in
-float32, as onnxruntime does); the kernels (codegen/kernels/resize.py, its CUDA form) store
+float32, as onnxruntime does); the kernels (codegen/kernels/movement/resize.py, its CUDA form) store
 these tables and are then a gather and a weighted sum. Folding applies the same tables."""
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Graph, Node
-from ..ops.cache_write import CACHE_WRITE
+from ..ops.llm.cache_write import CACHE_WRITE
 from ..ops.elementwise import CHANNEL_AFFINE
 from ..ops.registry import REGISTRY
 from .dce import remove_dead

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Graph, Node, Tensor
-from ..ops.cache_write import CACHE_WRITE
+from ..ops.llm.cache_write import CACHE_WRITE
 from ..ops.registry import REGISTRY
 from . import half_state
 from .cached_attention import fuse_cached_attention

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..ops import REGISTRY
-from ..ops.quant_island import QDQ_ADD
+from ..ops.quant.island import QDQ_ADD
 
 DQ, Q = "DequantizeLinear", "QuantizeLinear"
 UNARY = {"Sigmoid": "com.microsoft.QLinearSigmoid",

@@ -1,5 +1,5 @@
 """Quantized convolutions and matrix products to rvvkit's two integer kernels
-(ops/quant_internal.py): QLinearConv and ConvInteger become rvvkit.QConv; QLinearMatMul,
+(ops/quant/internal.py): QLinearConv and ConvInteger become rvvkit.QConv; QLinearMatMul,
 MatMulInteger and com.microsoft.QGemm become rvvkit.QMatMul. The zero-point terms that depend
 only on constants are folded into the int32 bias here, once, at build time.
 
@@ -12,8 +12,8 @@ from typing import Optional
 import numpy as np
 
 from ..ir import Graph, Node
-from ..ops.quant import combined_scale, qrange
-from ..ops.quant_internal import QCONV, QMATMUL
+from ..ops.quant.products import combined_scale, qrange
+from ..ops.quant.internal import QCONV, QMATMUL
 from .qdq import fold_qdq
 
 

@@ -9,10 +9,10 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from ..artifact import Artifact
-from ..artifact_meta import check_library
-from .. import abi
-from ..abi import check_version
+from ..artifact.container import Artifact
+from ..artifact.meta import check_library
+from ..artifact import abi
+from ..artifact.abi import check_version
 from ..errors import ArtifactError, CompilerNotFound, ExecutionError, ExecutorUnavailable
 from ..jit import (compile_cu, compile_cu_emulated, evict, nvcc_flags, nvcc_version,
                    resolve_host_cxx, resolve_nvcc)
@@ -218,7 +218,7 @@ class CudaSession(Session):
         return self._download_outputs()
 
     def run_prefill(self, feeds: Mapping[str, np.ndarray]) -> None:
-        """Run the prefill plan on a chunk of prompt tokens (rvvkit/prefill.py): it writes
+        """Run the prefill plan on a chunk of prompt tokens (rvvkit/llm/prefill.py): it writes
         their keys and values into the caches in the device arena and has no outputs. Its
         input buffers are allocated on first use."""
         self._live()

@@ -7,9 +7,9 @@ from typing import Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
-from .. import abi, precompiled
-from ..artifact import Artifact
-from ..artifact_meta import check_library
+from ..artifact import abi, precompiled
+from ..artifact.container import Artifact
+from ..artifact.meta import check_library
 from ..errors import ExecutionError
 from ..jit import compile_flags, compile_source, evict, resolve_compiler
 from .session import Session, aligned_empty
@@ -102,7 +102,7 @@ class HostSession(Session):
                 raise self.step_error(i)
 
     def run_prefill(self, feeds: Mapping[str, np.ndarray]) -> None:
-        """Run the prefill plan on a chunk of prompt tokens (rvvkit/prefill.py): it writes
+        """Run the prefill plan on a chunk of prompt tokens (rvvkit/llm/prefill.py): it writes
         their keys and values into the session's caches and has no outputs."""
         ins, outs, in_ptrs, out_ptrs = self._pointers(feeds, prefill=True)
         self._threads()

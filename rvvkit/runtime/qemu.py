@@ -19,8 +19,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .. import precompiled
-from ..artifact import Artifact
+from ..artifact import precompiled
+from ..artifact.container import Artifact
 from ..errors import ExecutorUnavailable, RvvkitError
 from ..jit import resolve_compiler, targets
 from .runner import build_kernels, build_runner

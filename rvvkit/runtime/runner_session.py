@@ -19,9 +19,9 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..decoder import require
+from ..llm.decoder import require
 from ..errors import ExecutionError
-from ..generate import Generation, Sampling, check_prompt
+from ..llm.generate import Generation, Sampling, check_prompt
 from .runner import DATA_EXIT, describe_exit
 from .session import Session
 from .transport import Command, RawRun

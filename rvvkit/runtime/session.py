@@ -17,8 +17,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .. import generate as generation
-from ..artifact import Artifact
+from ..llm import generate as generation
+from ..artifact.container import Artifact
 from ..errors import ExecutionError, InputError
 
 
@@ -55,7 +55,7 @@ def latency_summary(seconds: Sequence[float]) -> Dict:
 
 class Session:
     executor = "abstract"
-    # "jit", or the label of the precompiled kernels the session runs (rvvkit/precompiled.py)
+    # "jit", or the label of the precompiled kernels the session runs (rvvkit/artifact/precompiled.py)
     kernels_from = "jit"
     # Whether measure()'s latency is QEMU's emulation speed rather than a machine's.
     emulated = False
@@ -72,7 +72,7 @@ class Session:
         self.dtypes = {t["name"]: np.dtype(t.get("dtype", "float32"))
                        for t in meta["inputs"] + meta["outputs"]}
         self.steps: List[Dict] = meta["plan"]
-        # a decoder's prefill plan (rvvkit/prefill.py): its inputs' shapes and its steps
+        # a decoder's prefill plan (rvvkit/llm/prefill.py): its inputs' shapes and its steps
         pre = meta.get("prefill") or {}
         self.prefill_inputs = [(i["name"], tuple(i["shape"])) for i in pre.get("inputs", [])]
         self.prefill_steps: List[Dict] = pre.get("plan", [])
@@ -112,8 +112,8 @@ class Session:
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int = 32, **options):
         """Generate up to `max_new_tokens` after `prompt` (token ids) with a decoder
-        artifact; options as rvvkit.generate.generate (sampling, eos, keep_logits, on_token).
-        Returns a rvvkit.generate.Generation."""
+        artifact; options as rvvkit.llm.generate.generate (sampling, eos, keep_logits, on_token).
+        Returns a rvvkit.llm.generate.Generation."""
         return generation.generate(self, prompt, max_new_tokens, **options)
 
     def generate_iter(self, prompt: Sequence[int], max_new_tokens: int = 32, **options):

@@ -17,8 +17,8 @@ import os
 import shlex
 from typing import Dict, List, Optional, Sequence, Union
 
-from ..artifact import Artifact
-from .. import precompiled
+from ..artifact.container import Artifact
+from ..artifact import precompiled
 from ..errors import CompilerNotFound, ExecutionError
 from .boards import board_config
 from .remote import Board

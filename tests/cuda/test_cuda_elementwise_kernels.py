@@ -17,7 +17,7 @@ import pytest
 
 from rvvkit.codegen.cuda import elementwise as cew
 from rvvkit.codegen.cuda import pool as cpool
-from rvvkit.codegen.kernels import elementwise as ew
+from rvvkit.codegen.kernels.math import elementwise as ew
 from kernel_cases import elementwise as kew
 from kernel_cases import pool as kpool
 from kernel_cases.case import RELU, table

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from rvvkit.ops.activations import Act
-from rvvkit.codegen.kernels import conv, gemm
+from rvvkit.codegen.kernels.conv import conv2d as conv
+from rvvkit.codegen.kernels.gemm import packed as gemm
 from kernel_cases.conv import CONV_EMU, CONV_WINOGRAD_RISCV
 from kernel_cases.gemm import GEMM_EMU, MATMUL_EMU
 from kernel_harness import ORDERS, EmuLib, lower, nvcc_compiles

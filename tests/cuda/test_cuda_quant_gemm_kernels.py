@@ -1,5 +1,5 @@
 """CUDA generators of the integer convolution and matrix product (codegen/cuda/quant_gemm.py),
-checked bit for bit against the C kernels (codegen/kernels/qconv.py, qmatmul.py) they replace.
+checked bit for bit against the C kernels (codegen/kernels/quant/qconv.py, qmatmul.py) they replace.
 
 Every case is lowered by the C lowering; the C kernels go into one shared object (host gcc),
 their CUDA launchers into another built for the CPU emulator (g++ and rvk_cuda_emu.h), and nvcc
@@ -18,8 +18,8 @@ import zlib
 import numpy as np
 import pytest
 
-from rvvkit.codegen.kernels.qconv import qconv
-from rvvkit.codegen.kernels.qmatmul import qmatmul
+from rvvkit.codegen.kernels.quant.qconv import qconv
+from rvvkit.codegen.kernels.quant.qmatmul import qmatmul
 from kernel_harness import C_HDR, ORDERS, EmuLib, KernelLib, lower, nvcc_compiles, \
     translation_unit
 

@@ -10,7 +10,7 @@ import rvvkit
 from conftest import run_ort
 from cuda_support import (GPU_OK, assert_close, convnet, feeds_for, hand_source, needs_gpu,
                           needs_nvcc, relu_model, two_input_model, with_cu)
-from rvvkit.bench import bench
+from rvvkit.measure.bench import bench
 from rvvkit.errors import ArtifactError, ExecutionError, ExecutorUnavailable, InputError
 from rvvkit.runtime import EXECUTORS, open_session
 from rvvkit.runtime.cuda import CudaSession, cuda_available

@@ -11,7 +11,7 @@ from onnx import helper
 
 import rvvkit
 from conftest import make_model, rand
-from rvvkit import abi
+from rvvkit.artifact import abi
 from rvvkit.artifact import Artifact
 from rvvkit.codegen import c as cgen
 from rvvkit.errors import ExecutionError

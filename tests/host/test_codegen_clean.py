@@ -347,8 +347,8 @@ def _decoder_model(accuracy: int = 0):
     """A decoder with 4-bit weights, packed zero points, a K tail and float scales (zoo_llm);
     accuracy 4: the int8-activation kernels, bfloat16 scales, and the LM head tied to a 4-bit
     embedding (the gather from the head's layout)."""
-    from rvvkit import zoo_llm
-    from rvvkit.quantize_weights import quantize_model
+    from rvvkit.zoo import llm as zoo_llm
+    from rvvkit.llm.quantize import quantize_model
     if not accuracy:
         return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
                                                      intermediate=72, bits=4, block=64,
@@ -362,7 +362,7 @@ def _bf16_decoder_model():
     """4-bit weights with bfloat16 scales and int8 activations, untied (what `rvvkit quantize
     --accuracy 4` writes): under RVV every scale is widened in vector code, so the scalar
     bfloat16 helper stays unused and must not warn."""
-    from rvvkit import zoo_llm
+    from rvvkit.zoo import llm as zoo_llm
     return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
                                                  intermediate=72, bits=4, block=16, accuracy=4,
                                                  bf16_scales=True))
@@ -371,14 +371,14 @@ def _bf16_decoder_model():
 def _half_decoder_model():
     """A float16 decoder (onnxruntime-genai's fp16 precision): Casts at its I/O, 4-bit weights
     with float16 scales (stored in 16 bits), float32 state for its float16 caches."""
-    from rvvkit import zoo_llm
+    from rvvkit.zoo import llm as zoo_llm
     return zoo_llm.decoder(zoo_llm.DecoderConfig(hidden=80, heads=5, kv_heads=1, layers=1,
                                                  intermediate=72, bits=4, block=16, half=True))
 
 
 def _grown_decoder_model():
-    """ONNX Attention with past/present (rvvkit.zoo_llm_onnx): the in-place cache writes."""
-    from rvvkit import zoo_llm, zoo_llm_onnx
+    """ONNX Attention with past/present (rvvkit.zoo.llm_onnx): the in-place cache writes."""
+    from rvvkit.zoo import llm as zoo_llm, llm_onnx as zoo_llm_onnx
     return zoo_llm_onnx.decoder(zoo_llm.DecoderConfig(hidden=48, heads=3, kv_heads=1, layers=1,
                                                       intermediate=40))
 

@@ -14,7 +14,7 @@ from onnx import helper
 
 import rvvkit
 from conftest import make_model, rand
-from rvvkit.compare import compare, parse_paths
+from rvvkit.measure.compare import compare, parse_paths
 from rvvkit.errors import CompileError, ExecutionError, InputError
 from rvvkit.runtime.cuda import cuda_available
 
@@ -227,7 +227,7 @@ def test_cli_plot_writes_png(files, tmp_path):
 
 
 def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, tmp_path):
-    from rvvkit.compare_plot import plot_comparison
+    from rvvkit.measure.plot import plot_comparison
     for mod in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, mod, None)
     with pytest.raises(rvvkit.RvvkitError, match="pip install matplotlib"):

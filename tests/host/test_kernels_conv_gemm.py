@@ -15,10 +15,10 @@ import subprocess
 import numpy as np
 import pytest
 
-import rvvkit.codegen.kernels.conv as convmod
-from rvvkit.codegen.kernels.conv import conv2d
-from rvvkit.codegen.kernels.gemm import gemm, matmul
-from rvvkit.codegen.kernels.gemm_tiling import choose_tile
+import rvvkit.codegen.kernels.conv.conv2d as convmod
+from rvvkit.codegen.kernels.conv.conv2d import conv2d
+from rvvkit.codegen.kernels.gemm.packed import gemm, matmul
+from rvvkit.codegen.kernels.gemm.tiling import choose_tile
 from kernel_cases.case import CLIP, RELU
 from kernel_cases.conv import (CONV, CONV_FORCED, CONV_OTHER_COMPILERS, CONV_WINOGRAD,
                                CONV_WINOGRAD_FORCED, CONV_WINOGRAD_RISCV, winograd_forced)

@@ -1,8 +1,8 @@
 """ONNX's whole node conformance suite (onnx.backend.test, ~1900 cases) run through
-rvvkit.onnx_backend on the host, one pytest case per ONNX case (xdist-friendly: `-n auto`).
+rvvkit.conformance.backend on the host, one pytest case per ONNX case (xdist-friendly: `-n auto`).
 
-Three lists decide what each case must do (rvvkit/onnx_conformance.py holds the logic):
-- EXCLUDED (rvvkit/onnx_conformance.py): out of scope by category, each with its reason
+Three lists decide what each case must do (rvvkit/conformance/suite.py holds the logic):
+- EXCLUDED (rvvkit/conformance/suite.py): out of scope by category, each with its reason
   (other domains, non-tensor graph I/O, dtypes outside rvvkit's table, training, random,
   data-dependent output shapes, control flow). Not collected; test_exclusion_categories_in_use
   checks every category still matches a case.
@@ -14,7 +14,7 @@ The Cast and CastLike cases excluded for their dtypes are still built, once: eac
 refused with a ModelError naming the type (test_casts_to_and_from_types_outside_rvvkit_...).
 
 Node tests feed build-time operands (Reshape's shape, Slice's starts, weights, ...) as graph
-inputs; the runner binds them as initializers (PARAM_OPERANDS in rvvkit/onnx_conformance.py).
+inputs; the runner binds them as initializers (PARAM_OPERANDS in rvvkit/conformance/suite.py).
 Each case runs in a forked child, so a crash in generated code fails that case only.
 
 Time: ~1380 cases, 17 min run one at a time on 2 busy cores (CI: `-n auto`); the QEMU/CUDA-
@@ -32,9 +32,9 @@ import numpy as np
 import pytest
 
 from executors import ci_share
-from rvvkit import onnx_conformance as oc
+from rvvkit.conformance import suite as oc
 from rvvkit.errors import ModelError
-from rvvkit.onnx_backend import RvvkitBackend
+from rvvkit.conformance.backend import RvvkitBackend
 
 REGENERATE = "python3 benchmarks/conformance.py --write-lists tests/host/conformance_lists.py"
 

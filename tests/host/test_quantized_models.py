@@ -1,4 +1,4 @@
-"""Quantized real models, as onnxruntime.quantization writes them (rvvkit/zoo_quant.py),
+"""Quantized real models, as onnxruntime.quantization writes them (rvvkit/zoo/quant.py),
 run by rvvkit on the host and under QEMU (VLEN 128 with tail lanes all ones, and 512), one of
 them also through the CUDA source (the CPU emulator; a GPU where there is one), and
 compared with onnxruntime running the same quantized model: the same top-1 class, and every
@@ -18,7 +18,7 @@ import pytest
 import rvvkit
 from conftest import run_ort
 from executors import ALL, HOST, full_matrix
-from rvvkit.zoo_quant import quantized
+from rvvkit.zoo.quant import quantized
 
 QEMU = [e for e in ALL if e.id in ("qemu-vlen128-tail-ones", "qemu-vlen512")]
 # the CUDA source (nvcc -Werror first, where nvcc is) on the CPU emulator, and a GPU where

@@ -8,9 +8,9 @@ import subprocess
 import pytest
 
 import rvvkit
-from rvvkit.codegen.kernels.gemm_emit import ukernel
-from rvvkit.codegen.kernels.gemm_tiling import NRS
-from rvvkit.codegen.kernels.gemm_rvv_lmul import (LMULS, VLENS, row_groups, rows_per_group,
+from rvvkit.codegen.kernels.gemm.emit import ukernel
+from rvvkit.codegen.kernels.gemm.tiling import NRS
+from rvvkit.codegen.kernels.gemm.rvv_lmul import (LMULS, VLENS, row_groups, rows_per_group,
                                                   uk_cost, uk_plan, unroll)
 from rvvkit.zoo import light_model
 

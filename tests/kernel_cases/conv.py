@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from conftest import conv_ref
-from rvvkit.codegen.kernels.conv import conv2d
+from rvvkit.codegen.kernels.conv.conv2d import conv2d
 from kernel_cases.case import (CLIP, LEAKY, LEAKY2, RELU, SIGMOID, TANH, Case, act_name,
                                act_ref, dims, table)
 

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from rvvkit.codegen.kernels import elementwise as ew
-from rvvkit.codegen.kernels import layout
+from rvvkit.codegen.kernels.math import elementwise as ew
+from rvvkit.codegen.kernels.movement import layout
 from rvvkit.ops.activations import Act
 from kernel_cases.case import (CLIP, LEAKY, LEAKY2, RELU, RELU_INF, SIGMOID, TANH, Case,
                                act_name, act_ref, dims, table)
@@ -103,7 +103,7 @@ UNARY = table(300, [unary(act, shape) for act, shape in [
     (RELU, (3, 77)), (CLIP, (1000,)), (LEAKY, (5, 7)), (LEAKY2, (65,)), (TANH, (33,)),
     (SIGMOID, (9, 9)), (RELU_INF, (100,))]] + [
     unary(act, (3, 7, 5)) for act in (RELU, CLIP, LEAKY, SIGMOID, TANH)] + [
-    # vector exp helpers (codegen/kernels/vmath.py) at awkward lengths, large magnitudes
+    # vector exp helpers (codegen/kernels/math/vmath.py) at awkward lengths, large magnitudes
     unary(act, shape) for act, shape in [
         (Act("exp"), (71,)), (Act("elu", (0.7,)), (3, 41)), (Act("mish"), (130,)),
         (Act("selu", (1.5, 2.0)), (17,)), (Act("softsign"), (19,)), (Act("softplus"), (45,))]])

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from rvvkit.codegen.kernels.gemm import gemm as lower_gemm
-from rvvkit.codegen.kernels.gemm import matmul as lower_matmul
+from rvvkit.codegen.kernels.gemm.packed import gemm as lower_gemm
+from rvvkit.codegen.kernels.gemm.packed import matmul as lower_matmul
 from kernel_cases.case import CLIP, LEAKY, RELU, SIGMOID, Case, act_name, act_ref, dims, table
 
 C_SHAPES = {None: None, "scalar": lambda m, n: (1,), "row": lambda m, n: (m, 1),

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from rvvkit.codegen.kernels import pool as kpool
+from rvvkit.codegen.kernels.reduce import pool as kpool
 from kernel_cases.case import Case, dims, table
 
 

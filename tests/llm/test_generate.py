@@ -1,8 +1,8 @@
-"""Decoders generate what onnxruntime generates: the small decoders of rvvkit.zoo_llm (Qwen2- and
+"""Decoders generate what onnxruntime generates: the small decoders of rvvkit.zoo.llm (Qwen2- and
 Llama-shaped, float and MatMulNBits 4/8-bit weights; onnxruntime-genai's form) and transformers'
 own exports (tests/models/llm: decomposed attention, caches that grow by Concat; float and
 quantized by rvvkit quantize) and standard ONNX (opset-23 Attention with past/present, from
-rvvkit.zoo_llm_onnx) give the same 64 greedy tokens, with
+rvvkit.zoo.llm_onnx) give the same 64 greedy tokens, with
 logits within tolerance at every step, on the host, under QEMU (the loop in the runner, C on
 the target) at VLEN 128 and 512, and on the CUDA emulator; the key/value caches stay in the
 session (no past/present I/O, no copy of a cache in the plan); bad prompts and bounds get one
@@ -15,10 +15,10 @@ import pytest
 
 import rvvkit
 from ort_decoder import ort_greedy
-from rvvkit import zoo_llm, zoo_llm_onnx
+from rvvkit.zoo import llm as zoo_llm, llm_onnx as zoo_llm_onnx
 from rvvkit.frontend import stored_floats
 from rvvkit.errors import ArtifactError, ExecutionError, InputError, ModelError
-from rvvkit.quantize_weights import quantize_model
+from rvvkit.llm.quantize import quantize_model
 
 BOUND = 80
 PROMPT = [7, 1, 42, 3]
@@ -222,7 +222,7 @@ def test_a_model_without_caches_cannot_generate(tmp_path):
 
 
 def test_sampling_is_seeded_and_differs_from_greedy():
-    from rvvkit.generate import Sampling
+    from rvvkit.llm.generate import Sampling
     _, art, (greedy, _) = built("qwen2_f32")
     with rvvkit.load(art) as sess:
         runs = [sess.generate(PROMPT, 24, sampling=Sampling(1.0, 50, 0.95, seed)).tokens

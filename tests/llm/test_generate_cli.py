@@ -8,7 +8,7 @@ import pytest
 
 import rvvkit
 from ort_decoder import ort_greedy
-from rvvkit import zoo_llm
+from rvvkit.zoo import llm as zoo_llm
 
 BOUND = 40
 

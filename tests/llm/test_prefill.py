@@ -1,4 +1,4 @@
-"""A decoder artifact's prefill plan (rvvkit/prefill.py): prompts go through it in chunks of
+"""A decoder artifact's prefill plan (rvvkit/llm/prefill.py): prompts go through it in chunks of
 16 tokens, on every executor (host and CUDA sessions in Python, the runner's --generate loop
 in C under QEMU), and give onnxruntime's greedy tokens, as the token-at-a-time plan does, in
 all three decoder forms; it shares the weights and the caches, computes no logits, and its
@@ -12,11 +12,11 @@ import pytest
 
 import rvvkit
 from ort_decoder import ort_greedy
-from rvvkit import zoo_llm, zoo_llm_onnx
+from rvvkit.zoo import llm as zoo_llm, llm_onnx as zoo_llm_onnx
 from rvvkit.artifact import Artifact
 from rvvkit.errors import ArtifactError, ExecutionError
 from rvvkit.frontend import stored_floats
-from rvvkit.generate import chunks
+from rvvkit.llm.generate import chunks
 
 BOUND = 48
 # 2 full chunks, a third of 5 tokens padded to 16, then the last token alone

@@ -10,9 +10,9 @@ import pytest
 
 import rvvkit
 from ort_decoder import ort_greedy
-from rvvkit import zoo_llm
+from rvvkit.zoo import llm as zoo_llm
 from rvvkit.errors import ModelError
-from rvvkit.quantize_weights import quantize_model
+from rvvkit.llm.quantize import quantize_model
 
 BOUND, PROMPT = 48, [5, 9, 2]
 

@@ -164,7 +164,7 @@ def test_compare_reference_computes_half_models_in_float32():
     """`rvvkit compare`'s onnxruntime reference runs a float16 model as rvvkit computes it
     (onnxruntime's float16 arithmetic overflows to NaN on the float16 ShuffleNet), says so,
     and rvvkit's host outputs then match it within half's rounding of the outputs."""
-    from rvvkit.reference import run_reference
+    from rvvkit.measure.reference import run_reference
     m = _half_mlp()
     x = np.random.default_rng(4).standard_normal((2, 5, 16)).astype(np.float16)
     ref = run_reference(m, {"x": x}, ["logits", "p", "z"], repeat=1, warmup=0)
@@ -180,9 +180,9 @@ def test_compare_reference_computes_half_models_in_float32():
 def test_half_light_model_matches_its_float32_computation(op_executor):
     """SqueezeNet with float16 weights, input and output: within half's rounding of
     onnxruntime running the same graph in float32 (its classes agree)."""
-    from rvvkit.reference import run_reference
+    from rvvkit.measure.reference import run_reference
     from rvvkit.zoo import light_model
-    from rvvkit.zoo_llm import to_half
+    from rvvkit.zoo.llm import to_half
     m = to_half(light_model("squeezenet"))
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float16)
     (name, want), = run_reference(m, {"data_0": x}, [m.graph.output[0].name],

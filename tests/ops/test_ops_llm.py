@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 import rvvkit
 from conftest import assert_matches, rand, run_ort
-from rvvkit import nbits
+from rvvkit.ops.llm import nbits
 from rvvkit.errors import ExecutionError
 
 MS = "com.microsoft"

@@ -1,6 +1,6 @@
 """Operator cases: comparisons and logic (bool outputs), IsNaN/IsInf, Where, Cast/CastLike and
 the integer index arithmetic of exported text models. One typed element-wise kernel computes
-them all (rvvkit/codegen/kernels/logic.py); cases cover each element type, broadcasting on
+them all (rvvkit/codegen/kernels/math/logic.py); cases cover each element type, broadcasting on
 either side, scalars and bools in and out. Ints and bools must match onnxruntime exactly."""
 import numpy as np
 import pytest

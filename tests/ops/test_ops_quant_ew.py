@@ -3,7 +3,7 @@ DynamicQuantizeLinear, onnxruntime's com.microsoft QLinearAdd/Mul/Sigmoid/LeakyR
 GlobalAveragePool/AveragePool/Concat/Softmax, and max pooling of int8/uint8 tensors. One row
 per op and variant (per tensor / per axis, int8 / uint8, broadcasting, odd sizes, exact ties),
 each a one-node model run on every sampled executor and compared with onnxruntime's outputs of
-the same model: integer outputs must be equal (rvvkit/ops/quant_math.py reproduces
+the same model: integer outputs must be equal (rvvkit/ops/quant/numerics.py reproduces
 onnxruntime's order of float operations, fused multiply-adds included)."""
 import numpy as np
 import pytest

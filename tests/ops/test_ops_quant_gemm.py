@@ -241,7 +241,7 @@ def test_integer_gemm_ops_equal_onnxruntime(case, op_executor):
 def test_full_range_operands_sum_exactly(op_executor):
     """uint8 x int8 with full-range operands (where onnxruntime's x86 kernels saturate pairs of
     products): rvvkit equals exact integer arithmetic."""
-    from rvvkit.ops.quant import matmul_sum
+    from rvvkit.ops.quant.products import matmul_sum
     a = q((6, 40), U8, 20)
     b = q((40, 9), I8, 21, -127, 127)
     inits = {"az": np.array(3, U8), "bz": np.array(0, I8), "b": b}

@@ -1,4 +1,4 @@
-"""rvvkit.QDQAdd (rvvkit/ops/quant_island.py): DQ(a), DQ(b) -> Add/Sum [-> Relu] -> Q, the float
+"""rvvkit.QDQAdd (rvvkit/ops/quant/island.py): DQ(a), DQ(b) -> Add/Sum [-> Relu] -> Q, the float
 joins onnxruntime keeps unfused (resnet50's residual Sum and Relu in QOperator models), run as
 one integer kernel on every sampled executor and equal to onnxruntime's integers: every product
 and the sum rounded on its own, as onnxruntime's separate float nodes round them."""

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from qemu_support import RV_COMPILER, needs_qemu, small_model
-from rvvkit.compare import compare
+from rvvkit.measure.compare import compare
 
 pytestmark = [pytest.mark.qemu, needs_qemu]
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 import executors
-from rvvkit import onnx_conformance as oc
+from rvvkit.conformance import suite as oc
 
 
 def _lists():
@@ -31,7 +31,7 @@ TARGETS = executors.params([e for e in executors.sample() if e.on != "host"])
 def test_conformance_sample(name, target):
     case = oc.load_cases()[name]
     # a partial, not a lambda: a worker that has initialised CUDA (a GPU test ran in it)
-    # starts the case from a fork server, which pickles it (rvvkit.forked)
+    # starts the case from a fork server, which pickles it (rvvkit.conformance.forked)
     passed, why = oc.isolated(functools.partial(oc.run_rvvkit, case, on=target.on,
                                                 **target.options))
     assert passed, why

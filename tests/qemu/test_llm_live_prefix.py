@@ -10,7 +10,7 @@ import pytest
 
 import rvvkit
 from qemu_support import needs_qemu
-from rvvkit import zoo_llm, zoo_llm_onnx
+from rvvkit.zoo import llm as zoo_llm, llm_onnx as zoo_llm_onnx
 
 CFG = zoo_llm.DecoderConfig(vocab=64, hidden=128, heads=4, kv_heads=2, layers=1,
                             intermediate=32, qkv_bias=False)

@@ -1,4 +1,4 @@
-"""Precompiled kernels in the artifact (rvvkit/precompiled.py): `build --precompile` and
+"""Precompiled kernels in the artifact (rvvkit/artifact/precompiled.py): `build --precompile` and
 `pack` add them; a host or QEMU without a compiler runs them and says so; a working compiler
 still JIT-compiles unless they are preferred; they never enter the shared compile cache."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from qemu_support import QEMU, RV_COMPILER, small_feeds, small_model
 from rvvkit.artifact import Artifact
 from rvvkit.errors import CompilerNotFound
 from rvvkit.precompile import pack
-from rvvkit.precompiled import KERNELS_PREFIX, RUNNER_PREFIX, available
+from rvvkit.artifact.precompiled import KERNELS_PREFIX, RUNNER_PREFIX, available
 
 needs_rvv = pytest.mark.skipif(not (QEMU and RV_COMPILER), reason="qemu-riscv64 or a riscv64 "
                                "cross compiler missing: run scripts/setup.sh")

@@ -15,7 +15,7 @@ from onnx import helper
 import rvvkit
 from conftest import make_model, rand
 from qemu_support import QEMU, RV, RV_COMPILER, needs_qemu, small_feeds, small_model
-from rvvkit.abi import ABI_VERSION
+from rvvkit.artifact.abi import ABI_VERSION
 from rvvkit.artifact import Artifact
 from rvvkit.jit import compile_flags, compile_source, resolve_compiler
 from rvvkit.runtime.runner import build_kernels, build_runner, runner_source

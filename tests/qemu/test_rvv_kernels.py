@@ -31,8 +31,8 @@ from kernel_cases.gemm import GEMM, MATMUL
 from kernel_cases.pool import GLOBAL_POOL, LRN, POOL, SOFTMAX
 from kernel_harness import C_HDR, call_arrays, output_index, translation_unit
 
-from rvvkit.codegen.kernels.gemm_rvv import vname
-from rvvkit.codegen.kernels.gemm_rvv_lmul import pair_plan, uk_plan
+from rvvkit.codegen.kernels.gemm.rvv import vname
+from rvvkit.codegen.kernels.gemm.rvv_lmul import pair_plan, uk_plan
 from rvvkit.jit.targets import riscv
 
 RISCV = riscv()
@@ -230,8 +230,8 @@ def _zig_model(name: str):
     and bfloat16 scales with a 4-bit embedding, or int8 activations with the LM head tied to
     the embedding (the gather from the head's layout), or float16 (its scales widened from
     16 bits as they are read)."""
-    from rvvkit import zoo_llm
-    from rvvkit.quantize_weights import quantize_model
+    from rvvkit.zoo import llm as zoo_llm
+    from rvvkit.llm.quantize import quantize_model
     from rvvkit.zoo import light_model
     if name == "shufflenet":
         return light_model(name), None

@@ -144,7 +144,7 @@ def test_generation_runs_on_the_board(board):
     # the loop runs in the runner on the board: one SSH command for the whole generation; the
     # prompt's first 19 tokens go through the prefill plan (a chunk of 16, one of 3 padded)
     from ort_decoder import ort_greedy
-    from rvvkit import zoo_llm
+    from rvvkit.zoo import llm as zoo_llm
     model = zoo_llm.decoder(zoo_llm.DecoderConfig(bits=4, layers=1))
     prompt = [(5 * i + 3) % 256 for i in range(20)]
     want, _ = ort_greedy(model, prompt, 16, 40)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from rvvkit import artifact as A
-from rvvkit.artifact import Artifact, ArtifactError, read_section
+from rvvkit.artifact import container as A
+from rvvkit.artifact.container import Artifact, ArtifactError, read_section
 
 C_SRC = "/* odd length so that the weights need padding */\nvoid k(float *x) { x[0] = 1; }\n"
 CU_SRC = "__global__ void k(float *x) { x[0] = 1; }\n"

@@ -15,7 +15,7 @@ from onnx import helper
 import rvvkit
 from conftest import make_model, rand
 from rvvkit.artifact import Artifact
-from rvvkit.artifact_meta import check_library, declared
+from rvvkit.artifact.meta import check_library, declared
 from rvvkit.errors import ArtifactError
 
 SCALE = int(os.environ.get("RVVKIT_FUZZ_SCALE", "1"))  # the nightly script raises it

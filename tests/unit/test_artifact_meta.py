@@ -1,5 +1,5 @@
 """The artifact meta is validated before anything sizes buffers from it, and compared with what
-the compiled kernels declare (rvvkit/artifact_meta.py): edited metas with recomputed
+the compiled kernels declare (rvvkit/artifact/meta.py): edited metas with recomputed
 checksums are refused with one ArtifactError, by the API, the host executor and the CLI."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from onnx import helper
 import rvvkit
 from conftest import make_model, rand
 from rvvkit.artifact import Artifact
-from rvvkit.artifact_meta import validate_meta
+from rvvkit.artifact.meta import validate_meta
 from rvvkit.errors import ArtifactError
 
 

@@ -1,8 +1,8 @@
-"""The board cycle model of `rvvkit bench` (rvvkit/cycle_model.py): its arithmetic on
+"""The board cycle model of `rvvkit bench` (rvvkit/measure/cycle_model.py): its arithmetic on
 per-thread counts, and the [model] table it reads from toolchain/boards/. No QEMU."""
 import pytest
 
-from rvvkit import cycle_model as cm
+from rvvkit.measure import cycle_model as cm
 from rvvkit.errors import RvvkitError
 from rvvkit.jit import targets
 

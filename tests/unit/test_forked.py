@@ -1,4 +1,4 @@
-"""rvvkit.forked in a process that has initialised CUDA: its children start from a fork server
+"""rvvkit.conformance.forked in a process that has initialised CUDA: its children start from a fork server
 (a clean process), never by forking it, and report pass, failure, crash and timeout as forked
 children do; a callable the fork server cannot take is one clear error."""
 import functools
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rvvkit import forked
+from rvvkit.conformance import forked
 from rvvkit.errors import ExecutionError
 from rvvkit.runtime import cuda_state
 

@@ -3,8 +3,8 @@ choices are the kernel tables' job (tests/kernel_cases: GEMM, MATMUL and CONV ho
 GEMMs split either way, run on every executor at 1-3 threads); this pins the choice itself."""
 from __future__ import annotations
 
-from rvvkit.codegen.kernels.gemm_core import _split_side
-from rvvkit.codegen.kernels.gemm_types import Side
+from rvvkit.codegen.kernels.gemm.core import _split_side
+from rvvkit.codegen.kernels.gemm.spec import Side
 
 PACKED, STRIDED = Side("packed"), Side("strided", si=1, sk=169)
 

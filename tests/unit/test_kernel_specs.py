@@ -64,7 +64,11 @@ def test_make_spec_insists_on_the_declared_keys():
 
 
 def test_lowerings_build_declared_specs():
-    from rvvkit.codegen.kernels import conv, elementwise, gemm, layout, pool
+    from rvvkit.codegen.kernels.conv import conv2d as conv
+    from rvvkit.codegen.kernels.math import elementwise
+    from rvvkit.codegen.kernels.gemm import packed as gemm
+    from rvvkit.codegen.kernels.movement import layout
+    from rvvkit.codegen.kernels.reduce import pool
     from rvvkit.ops.activations import Act
     lowered = [
         conv.conv2d((1, 3, 8, 8), (4, 3, 3, 3), (1, 4, 8, 8), group=1, strides=(1, 1),

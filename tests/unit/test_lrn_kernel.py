@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rvvkit.codegen.kernels.norm import lrn
+from rvvkit.codegen.kernels.reduce.norm import lrn
 
 
 def test_usual_betas_need_no_powf_and_split_by_plane():

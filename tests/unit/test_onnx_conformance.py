@@ -1,4 +1,4 @@
-"""The conformance harness itself (rvvkit/onnx_conformance.py), on small hand-made models:
+"""The conformance harness itself (rvvkit/conformance/suite.py), on small hand-made models:
 exclusion by category, parameter binding, and forked runs that survive crashes and hangs."""
 import os
 import signal
@@ -8,7 +8,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from conftest import make_model
-from rvvkit import onnx_conformance as oc
+from rvvkit.conformance import suite as oc
 
 node = helper.make_node
 

@@ -1,10 +1,10 @@
-"""The error metrics of `rvvkit compare` (rvvkit.scoring): definitions, edge cases, and that
+"""The error metrics of `rvvkit compare` (rvvkit.measure.scoring): definitions, edge cases, and that
 everything they return is JSON-safe."""
 import json
 
 import numpy as np
 
-from rvvkit.scoring import score, score_output
+from rvvkit.measure.scoring import score, score_output
 
 TOL = {"rtol": 1e-3, "atol": 1e-4}
 

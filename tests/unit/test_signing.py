@@ -1,4 +1,4 @@
-"""Artifact signatures (rvvkit.signing): keys from ssh-keygen and openssl, what is signed, and
+"""Artifact signatures (rvvkit.artifact.signing): keys from ssh-keygen and openssl, what is signed, and
 every way a signature is refused. Artifacts are built in memory: no compiler needed."""
 import hashlib
 import json
@@ -8,9 +8,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from rvvkit.artifact import CHECK, SIG, Artifact
+from rvvkit.artifact.container import CHECK, SIG, Artifact
 from rvvkit.errors import ArtifactError, SignatureError
-from rvvkit.signing import (DOMAIN, describe, key_id, load_private_key, load_public_key,
+from rvvkit.artifact.signing import (DOMAIN, describe, key_id, load_private_key, load_public_key,
                             sign_artifact, verify_artifact)
 
 pytest.importorskip("cryptography")

@@ -1,12 +1,12 @@
-"""Winograd F(4x4, 3x3) as data (rvvkit/codegen/kernels/winograd.py): the hand-factored
+"""Winograd F(4x4, 3x3) as data (rvvkit/codegen/kernels/conv/winograd_transforms.py): the hand-factored
 transform programs compute exactly the matrices, and the matrices compute a 3x3 convolution."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rvvkit.codegen.kernels import winograd as wg
-from rvvkit.codegen.kernels.conv_winograd import cost, eligible, prefers_direct_off_riscv
+from rvvkit.codegen.kernels.conv import winograd_transforms as wg
+from rvvkit.codegen.kernels.conv.winograd import cost, eligible, prefers_direct_off_riscv
 
 
 @pytest.mark.parametrize("prog, mat", [(wg.IN_PROG, wg.BT), (wg.OUT_PROG, wg.AT)],

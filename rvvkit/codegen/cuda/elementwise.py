@@ -13,7 +13,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from ...ops.activations import cuda_act_expr as act_expr
 from ..kernel import Kernel
-from ..kernels.elementwise import OPERATORS
+from ..kernels.math.elementwise import OPERATORS
 from ..loops import broadcast_strides, collapse, strides_of
 from .registry import CudaKernel, generator
 

@@ -16,7 +16,7 @@ import numpy as np
 from ...ops.activations import cuda_act_expr as act_expr
 from ..cfmt import flt
 from ..kernel import Kernel
-from ..kernels.gemm import matmul_dims
+from ..kernels.gemm.packed import matmul_dims
 from ...errors import ModelError
 from .registry import CudaKernel, generator
 from .tiles import (NT, SKINNY_P, UNROLL_NAME, UNROLL_TEXT, Operand, Problem, cdiv,

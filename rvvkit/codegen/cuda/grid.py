@@ -1,4 +1,4 @@
-"""CUDA generator of the GridSample kernel (codegen/kernels/grid.py): one thread per output
+"""CUDA generator of the GridSample kernel (codegen/kernels/movement/grid.py): one thread per output
 element (n, c, p), which computes its location's neighbours itself (the C kernel shares them
 across channels) and then sums them with the C kernel's statements."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..kernel import Kernel
-from ..kernels.grid import axis_stmts, helpers, sample_stmts
+from ..kernels.movement.grid import axis_stmts, helpers, sample_stmts
 from .elementwise import per_element
 from .registry import CudaKernel, generator
 

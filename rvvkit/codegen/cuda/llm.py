@@ -1,4 +1,4 @@
-"""CUDA forms of the decoder kernels (codegen/kernels/llm.py): RMS normalisation and
+"""CUDA forms of the decoder kernels (codegen/kernels/llm/blocks.py): RMS normalisation and
 MatMulNBits run one GPU thread per part of the C kernel (rows; groups of output columns);
 GroupQueryAttention, the cache writes and the quantized gathers, which check their run-time
 lengths and indices, run serially for now."""

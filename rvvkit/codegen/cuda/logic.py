@@ -1,4 +1,4 @@
-"""CUDA generator of the typed element-wise kernel (kind "ewise", codegen/kernels/logic.py):
+"""CUDA generator of the typed element-wise kernel (kind "ewise", codegen/kernels/math/logic.py):
 one thread per output element, the C kernel's expression over operands loaded at their
 broadcast indices, its "hd_" helpers (RVK_HD: host and device) defined in the unit."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 from ... import dtypes
 from ..kernel import Kernel
-from ..kernels.logic import operand_layout
+from ..kernels.math.logic import operand_layout
 from .elementwise import gather, per_element
 from .registry import CudaKernel, generator
 

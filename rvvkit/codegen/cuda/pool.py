@@ -8,7 +8,7 @@ import math
 
 from ..cfmt import flt
 from ..kernel import Kernel
-from ..kernels.pool import MAX_INIT, max_step, pool_terms
+from ..kernels.reduce.pool import MAX_INIT, max_step, pool_terms
 from .registry import CudaKernel, generator
 from .elementwise import NAME, gparams, index_type, launch, named, per_element, unused
 

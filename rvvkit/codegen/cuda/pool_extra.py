@@ -8,7 +8,9 @@ import math
 
 from ..cfmt import indent
 from ..kernel import Kernel
-from ..kernels import det, lppool, rope  # noqa: F401  (their declare_spec calls)
+from ..kernels.math import det  # noqa: F401  (their declare_spec calls)
+from ..kernels.reduce import lppool
+from ..kernels.llm import rope
 from .elementwise import per_element
 from .registry import CudaKernel, generator
 from .serial import serial_generator

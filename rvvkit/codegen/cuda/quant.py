@@ -1,4 +1,4 @@
-"""CUDA generators of the quantized element-wise and pooling kernels (codegen/kernels/quant_ew.py
+"""CUDA generators of the quantized element-wise and pooling kernels (codegen/kernels/quant/elementwise.py
 and quant_pool.py): one thread per output element (per row for softmax, per plane block for
 the global average), using the C kernels' own statement builders so both dialects round the
 same float values the same way. Tables become `__device__ const` arrays named by a hash of
@@ -10,9 +10,9 @@ import math
 
 from ..cfmt import flt
 from ..kernel import Kernel
-from ..kernels import quant_ew as qk
-from ..kernels import quant_island as qi
-from ..kernels import quant_pool as qp
+from ..kernels.quant import elementwise as qk
+from ..kernels.quant import island as qi
+from ..kernels.quant import pool as qp
 from ..loops import broadcast_strides, collapse, strides_of
 from .elementwise import NAME, gather, gparams, index_type, launch, named, per_element, unused
 from .registry import CudaKernel, generator
@@ -37,7 +37,7 @@ def _with(ck: CudaKernel, *tables) -> CudaKernel:
 
 @generator("quantize")
 def quantize(spec: dict, kernel: Kernel) -> CudaKernel:
-    from ...ops.quant_math import qrange
+    from ...ops.quant.numerics import qrange
     lo, hi = qrange(spec["out_dtype"])
     chans, inner = spec["chans"], spec["inner"]
     z = "(int)zp[c]" if spec["has_zp"] else "0"
@@ -107,7 +107,7 @@ def _indent(text: str, levels: int = 1) -> str:
 
 @generator("qlinear_binary")
 def qlinear_binary(spec: dict, kernel: Kernel) -> CudaKernel:
-    from ...ops.quant_math import qrange
+    from ...ops.quant.numerics import qrange
     out_shape = spec["out_shape"]
     strides = [broadcast_strides(s, out_shape) for s in spec["in_shapes"]]
     dims, sts = collapse(out_shape, strides + [strides_of(out_shape)])

@@ -1,5 +1,5 @@
-"""CUDA forms of the integer convolution and matrix product (kernels/qconv.py, qmatmul.py; the
-semantics: ops/quant_internal.py). Both are one product
+"""CUDA forms of the integer convolution and matrix product (kernels/quant/qconv.py, qmatmul.py; the
+semantics: ops/quant/internal.py). Both are one product
 
     OUT[z][p][q] = sum_k A(z, p, k) * B(z, k, q)      (int8 x int8 -> exact int32)
 
@@ -26,8 +26,8 @@ from typing import Callable
 
 from ..kernel import Kernel
 from ..loops import loop
-from ..kernels import qconv as _qconv, qmatmul as _qmatmul  # noqa: F401  (declare the specs)
-from ..kernels.requant import EPILOGUE, EPILOGUE_KEY
+from ..kernels.quant import qconv as _qconv, qmatmul as _qmatmul  # noqa: F401  (declare the specs)
+from ..kernels.quant.requant import EPILOGUE, EPILOGUE_KEY
 from .elementwise import per_element
 from .registry import CudaKernel, generator
 from .tiles import UNROLL_NAME, UNROLL_TEXT, cdiv

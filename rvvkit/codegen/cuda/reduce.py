@@ -11,9 +11,9 @@ import math
 
 from ..cfmt import flt
 from ..kernel import Kernel
-from ..kernels import reduce as rk
-from ..kernels.normalize import MVN_EPS
-from ..kernels.reduce_lines import line_body
+from ..kernels.reduce import reductions as rk
+from ..kernels.reduce.normalize import MVN_EPS
+from ..kernels.reduce.lines import line_body
 from .elementwise import per_element
 from .pool import MAX, SUM, _block_threads, _rows, _tree
 from .registry import CudaKernel, generator

@@ -23,8 +23,12 @@ from ..cfmt import flt, indent
 from ..kernel import Kernel
 from ..loops import loop, strides_of
 # imported for their declare_spec calls (the kinds' spec keys)
-from ..kernels import attention, conv3d, conv_transpose, einsum, rnn  # noqa: F401
-from ..kernels import pool, rnn_gates, rnn_rows
+from ..kernels.llm import attention  # noqa: F401
+from ..kernels.conv import conv3d, transpose as conv_transpose
+from ..kernels.math import einsum
+from ..kernels.rnn import layers as rnn
+from ..kernels.reduce import pool
+from ..kernels.rnn import gates as rnn_gates, rows as rnn_rows
 from .elementwise import gparams, named, per_element
 from .registry import CudaKernel, generator
 from .serial import serial

@@ -1,4 +1,4 @@
-"""CUDA generator of the Winograd F(4x4, 3x3) conv (C lowering: kernels/conv_winograd.py): the
+"""CUDA generator of the Winograd F(4x4, 3x3) conv (C lowering: kernels/conv/winograd.py): the
 same three stages on the same buffers, reading the same packed U_e weights.
 
   1. input transform: a thread per (image, channel, tile) builds its 6x6 tile from x (zero
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ...ops.activations import cuda_act_expr as act_expr
 from ..kernel import Kernel
-from ..kernels import winograd as wg
-from ..kernels.conv_winograd import geometry
+from ..kernels.conv import winograd_transforms as wg
+from ..kernels.conv.winograd import geometry
 from .gemm import _nothing, _packed
 from .registry import CudaKernel, generator
 from .tiles import NT, UNROLL_NAME, UNROLL_TEXT, Operand, Problem, cdiv, choose_tile, named, tiled

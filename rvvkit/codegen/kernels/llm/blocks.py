@@ -1,0 +1,192 @@
+"""Kernels of decoder blocks (semantics: rvvkit/ops/llm/blocks.py): RMS normalisation with an
+optional skip/bias sum, and GroupQueryAttention over a key/value cache read only up to its
+live length, which comes from run-time data (seqlens_k) and is checked against the bound.
+MatMulNBits is in nbits_f32.py and nbits_int8.py,
+GatherBlockQuantized in gather_bq.py."""
+from __future__ import annotations
+
+from ... import rvv
+from ...cfmt import flt
+from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ...parallel import split_of
+
+declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
+declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
+                     "rot_half", "interleaved", "scale", "in_place", "cos_rows"))
+declare_spec("cache_write", ("batch", "heads", "max_seq", "head", "seq"))
+
+
+def rmsnorm(rows: int, cols: int, eps: float, skip: bool, bias: bool, sum_out: bool
+            ) -> Lowered:
+    """Params: x, [skip], gamma, [bias], y, [sum]: y = rms_norm(x + skip + bias) * gamma."""
+    spec = make_spec("rmsnorm", rows=rows, cols=cols, eps=eps, skip=skip, bias=bias,
+                     sum_out=sum_out)
+    terms = "x[o + c]" + (" + sk[o + c]" if skip else "") + (" + bias[c]" if bias else "")
+    keep = "        s[o + c] = v;\n" if sum_out else ""
+    src = "s" if sum_out else "x"
+    if skip and not sum_out:   # the sum is needed twice: recompute it rather than store it
+        again = terms
+    else:
+        again = f"{src}[o + c]"
+    body = f"""    for (long r = rvk_lo; r < rvk_hi; ++r) {{
+        const long o = r * {cols};
+        double ss = 0.0;
+        for (long c = 0; c < {cols}; ++c) {{
+            const float v = {terms};
+{keep}            ss += (double)v * v;
+        }}
+        const float inv = (float)(1.0 / sqrt(ss / {cols} + {eps!r}));
+        for (long c = 0; c < {cols}; ++c) y[o + c] = ({again}) * inv * gamma[c];
+    }}
+"""
+    params = [Param("x")] + ([Param("sk")] if skip else []) + [Param("gamma")] + \
+        ([Param("bias")] if bias else []) + [Param("y", False)] + \
+        ([Param("s", False)] if sum_out else [])
+    split = split_of(rows, rows * cols * 4)
+    if split is None:
+        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
+    return Lowered(Kernel("rmsnorm", tuple(params), body, spec=spec, split=split))
+
+
+def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> str:
+    i1, i2 = ("2 * j", "2 * j + 1") if interleaved else ("j", f"j + {rot_half}")
+    return f"""{{
+                const float *__restrict cr = cosc + pos * {rot_half};
+                const float *__restrict sr = sinc + pos * {rot_half};
+                for (long j = 0; j < {rot_half}; ++j) {{
+                    const float x1 = {src}[{i1}], x2 = {src}[{i2}];
+                    {dst}[{i1}] = cr[j] * x1 - sr[j] * x2;
+                    {dst}[{i2}] = sr[j] * x1 + cr[j] * x2;
+                }}
+                for (long d = {2 * rot_half}; d < {head}; ++d) {dst}[d] = {src}[d];
+            }}"""
+
+
+def _scores(head: int, scale: float) -> str:
+    """C: sc[t] = scale * q . k[t] for the live positions. RVV runs along positions (a strided
+    load of one key element per position), so no reduction is needed; the portable loop is
+    the plain dot product."""
+    rvv_code = f"""                for (long t0 = 0; t0 < live; ) {{
+                    const size_t vl = __riscv_vsetvl_e32m4((size_t)(live - t0));
+                    vfloat32m4_t acc = __riscv_vfmv_v_f_f32m4(0.0f, vl);
+                    for (long d = 0; d < {head}; ++d)
+                        acc = __riscv_vfmacc_vf_f32m4(acc, qr[d], __riscv_vlse32_v_f32m4(
+                            kh + t0 * {head} + d, {4 * head}, vl), vl);
+                    __riscv_vse32_v_f32m4(sc + t0, __riscv_vfmul_vf_f32m4(acc, {flt(scale)}, vl),
+                                          vl);
+                    t0 += (long)vl;
+                }}
+"""
+    portable = f"""                for (long t = 0; t < live; ++t) {{
+                    float dot = 0.0f;
+                    for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
+                    sc[t] = dot * {flt(scale)};
+                }}
+"""
+    return rvv.guarded(rvv_code, portable)
+
+
+def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int,
+        rotary: bool, rot_half: int, interleaved: bool, scale: float, in_place: bool,
+        cos_rows: int) -> Lowered:
+    """Params: q, k, v, kc, vc, seqlens (int32), total (int32), [cosc, sinc], out,
+    [present_k, present_v]. In place, kc/vc are the session's caches (read and written);
+    otherwise they are the past inputs, whose live prefix is copied into the presents first.
+    Workspace: max_seq scores + one rotated query."""
+    spec = make_spec("gqa", batch=batch, seq=seq, heads=heads, kv_heads=kv_heads, head=head,
+                     max_seq=max_seq, rotary=rotary, rot_half=rot_half,
+                     interleaved=interleaved, scale=scale, in_place=in_place,
+                     cos_rows=cos_rows)
+    group = heads // kv_heads
+    cache = f"{kv_heads} * {max_seq} * {head}"
+    if in_place:
+        setup = "        float *__restrict kd = kc + b * " + cache + \
+                ", *__restrict vd = vc + b * " + cache + ";\n"
+    else:
+        setup = f"""        float *__restrict kd = pk + b * {cache}, *__restrict vd = pv + b * {cache};
+        for (long h = 0; h < {kv_heads}; ++h)   /* the live prefix only */
+            for (long t = 0; t < past * {head}; ++t) {{
+                kd[h * {max_seq * head} + t] = kc[b * {cache} + h * {max_seq * head} + t];
+                vd[h * {max_seq * head} + t] = vc[b * {cache} + h * {max_seq * head} + t];
+            }}
+"""
+    pos_check = f" || past + {seq} > {cos_rows}" if rotary else ""
+    put_k = _rotate("kr", "ks", rot_half, head, interleaved) if rotary else \
+        f"for (long d = 0; d < {head}; ++d) kr[d] = ks[d];"
+    get_q = _rotate("qr", "qs", rot_half, head, interleaved) if rotary else \
+        f"for (long d = 0; d < {head}; ++d) qr[d] = qs[d];"
+    body = f"""    (void)total;
+    float *__restrict sc = ws, *__restrict qr = ws + {max_seq};
+    for (long b = 0; b < {batch}; ++b) {{
+        const long past = (long)seqlens[b] + 1 - {seq};
+        if (past < 0 || past + {seq} > {max_seq}{pos_check}) RVK_DATA_ERROR;
+{setup}        for (long s = 0; s < {seq}; ++s) {{
+            const long pos = past + s;
+            for (long h = 0; h < {kv_heads}; ++h) {{
+                const float *__restrict ks = k + (b * {seq} + s) * {kv_heads * head} + h * {head};
+                const float *__restrict vs = v + (b * {seq} + s) * {kv_heads * head} + h * {head};
+                float *__restrict kr = kd + (h * {max_seq} + pos) * {head};
+                float *__restrict vr = vd + (h * {max_seq} + pos) * {head};
+                {put_k}
+                for (long d = 0; d < {head}; ++d) vr[d] = vs[d];
+            }}
+        }}
+        for (long s = 0; s < {seq}; ++s) {{
+            const long pos = past + s, live = pos + 1;
+            for (long h = 0; h < {heads}; ++h) {{
+                const float *__restrict qs = q + (b * {seq} + s) * {heads * head} + h * {head};
+                const float *__restrict kh = kd + (h / {group}) * {max_seq * head};
+                const float *__restrict vh = vd + (h / {group}) * {max_seq * head};
+                float *__restrict o = out + (b * {seq} + s) * {heads * head} + h * {head};
+                {get_q}
+{_scores(head, scale)}                float mx = -3.402823466e38f, sum = 0.0f;
+                for (long t = 0; t < live; ++t) mx = sc[t] > mx ? sc[t] : mx;
+                for (long t = 0; t < live; ++t) {{ sc[t] = expf(sc[t] - mx); sum += sc[t]; }}
+                const float inv = 1.0f / sum;
+                for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
+                for (long t = 0; t < live; ++t) {{
+                    const float p = sc[t] * inv;
+                    for (long d = 0; d < {head}; ++d) o[d] += p * vh[t * {head} + d];
+                }}
+            }}
+        }}
+    }}
+    RVK_DATA_OK;
+"""
+    params = [Param("q"), Param("k"), Param("v"), Param("kc", not in_place),
+              Param("vc", not in_place), Param("seqlens", dtype="int32"),
+              Param("total", dtype="int32")]
+    if rotary:
+        params += [Param("cosc"), Param("sinc")]
+    params.append(Param("out", False))
+    if not in_place:
+        params += [Param("pk", False), Param("pv", False)]
+    macs = batch * seq * heads * max_seq * head * 2
+    return Lowered(Kernel("gqa", tuple(params), body, workspace=max_seq + head, spec=spec,
+                          status=True, macs=macs, support=rvv.header()))
+
+
+def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lowered:
+    """Params: cache (the session's, written in place), x [batch, heads, seq, head], live
+    (int64 [batch]: the live length, the new tokens included). Copies x to positions
+    pos .. pos + seq - 1 of each head, pos = live - seq; pos out of the bound is a data
+    error. At pos 0 (a new sequence) the row is cleared first: the session's
+    memory starts undefined."""
+    spec = make_spec("cache_write", batch=batch, heads=heads, max_seq=max_seq, head=head,
+                     seq=seq)
+    body = f"""    for (long b = 0; b < {batch}; ++b) {{
+        const long pos = (long)live[b] - {seq};
+        if (pos < 0 || pos + {seq} > {max_seq}) RVK_DATA_ERROR;
+        if (pos == 0)
+            for (long i = 0; i < {heads * max_seq * head}; ++i)
+                cache[b * {heads * max_seq * head} + i] = 0.0f;
+        for (long h = 0; h < {heads}; ++h) {{
+            float *__restrict dst = cache + ((b * {heads} + h) * {max_seq} + pos) * {head};
+            const float *__restrict src = x + (b * {heads} + h) * {seq * head};
+            for (long i = 0; i < {seq * head}; ++i) dst[i] = src[i];
+        }}
+    }}
+    RVK_DATA_OK;
+"""
+    params = (Param("cache", False), Param("x"), Param("live", dtype="int64"))
+    return Lowered(Kernel("cache_write", params, body, spec=spec, status=True))

@@ -1,0 +1,205 @@
+"""The column layout both MatMulNBits kernels (nbits_f32.py, nbits_int8.py) run on, made from
+onnxruntime's MatMulNBits format (rvvkit/ops/llm/nbits.py) at build time, and the kernel they share
+around their bodies.
+
+Row k of block blk holds the codes of every output column, so that a vector runs along
+columns: at 4 bits two per byte, column j in the low nibble and column j + ceil(N/2) in the
+high one (both halves of the output contiguous); at 8 bits one per byte as int8 (code - 128:
+signed products, the zero point shifted alike). Scales and zero points are [blocks, N]
+floats; scales that are all bfloat16 values (`rvvkit quantize` rounds them so), or all
+float16 values (a float16 model's), are stored as their 16-bit patterns instead and widened
+as they are read (`scale_kind`). Parts (threads) are groups of
+PAIRS byte columns."""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from ... import half, rvv
+from ...kernel import Kernel, Lowered, Param, make_spec
+from ...parallel import split_of
+from ....ops.llm import nbits
+
+PAIRS = 64   # byte columns (column pairs at 4 bits) per part
+
+
+def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
+    """B [N, blocks, bytes] -> [blocks * block, width] bytes."""
+    nb = nbits.blocks_of(k, block)
+    codes = nbits.unpack_codes(np.asarray(b).reshape(n, nb, -1), bits, block)  # [N, nb, blk]
+    rows = codes.reshape(n, nb * block).T                                       # [K', N]
+    if bits == 8:
+        return np.ascontiguousarray((rows.astype(np.int16) - 128).astype(np.int8))
+    half = (n + 1) // 2
+    hi = np.zeros((rows.shape[0], half), np.uint8)
+    hi[:, :n - half] = rows[:, half:]
+    return np.ascontiguousarray(rows[:, :half] | (hi << 4)).astype(np.uint8)
+
+
+def scale_kind(s: np.ndarray) -> str:
+    """How scales `s` (float32 values) are stored: "bfloat16" or "float16" when every one is
+    exactly such a value (16 bits each), else "float32"."""
+    s = np.asarray(s)
+    if nbits.is_bf16(s):
+        return "bfloat16"
+    return "float16" if nbits.is_f16(s) else "float32"
+
+
+def stored_scales(s: np.ndarray) -> np.ndarray:
+    """Scales as the weights blob holds them: float32, or the 16-bit patterns `scale_kind`
+    names, as bytes (the blob holds typed bytes; scale_at/scale_load read them)."""
+    s = np.ascontiguousarray(s, np.float32)
+    kind = scale_kind(s)
+    if kind == "bfloat16":
+        return nbits.bf16_bits(s).view(np.uint8)
+    return s.astype(np.float16).view(np.uint8) if kind == "float16" else s
+
+
+def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
+    """Scales [N, blocks] -> [blocks, N], stored as `stored_scales` says."""
+    return stored_scales(np.asarray(s, np.float32).reshape(n, -1).T)
+
+
+# 16-bit scales -> float. bfloat16: the 16 bits are the top half of the float32's; float16:
+# codegen/half.py's conversion.
+SCALE_HELPERS = {
+    "bfloat16": {"hd_rvk_bf16": """\
+static RVK_UNUSED RVK_HD inline float rvk_bf16(const uint8_t *p, long i) {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, sizeof h);
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}"""},
+    "float16": half.TO_FLOAT,
+    "float32": {},
+}
+
+
+def scale_param(kind: str) -> Param:
+    """The kernel parameter holding the scales: bytes of 16-bit patterns, or floats."""
+    return Param("scales", dtype="float32" if kind == "float32" else "uint8")
+
+
+def scale_at(index: str, kind: str) -> str:
+    """C: the scale at element `index` of the [blocks, N] scales."""
+    if kind == "bfloat16":
+        return f"rvk_bf16(scales, {index})"
+    if kind == "float16":   # the blob keeps every tensor 64-byte aligned: rvk_half-aligned
+        return f"rvk_h2f(((const rvk_half *)(const void *)scales)[{index}])"
+    return f"scales[{index}]"
+
+
+def scale_load(index: str, kind: str) -> str:
+    """RVV: an f32m4 vector (vl lanes) of the scales from element `index`."""
+    if kind == "float32":
+        return f"__riscv_vle32_v_f32m4(scales + {index}, vl)"
+    h = ("__riscv_vzext_vf2_u32m4(__riscv_vle16_v_u16m2((const uint16_t *)(const void *)"
+         f"(scales + 2 * ({index})), vl), vl)")
+    if kind == "bfloat16":
+        return f"__riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4({h}, 16, vl))"
+    return "rvk_h2f_v(" + h + ", vl)"
+
+
+def scale_support(kind: str) -> Dict[str, str]:
+    """The helpers scale_at/scale_load of `kind` call."""
+    return {**SCALE_HELPERS[kind], **(half.TO_FLOAT_RVV if kind == "float16" else {})}
+
+
+def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
+    zf = nbits.zero_points_of(z, n, nbits.blocks_of(k, block), bits)
+    return np.ascontiguousarray(zf.T - (128.0 if bits == 8 else 0.0))
+
+
+def default_zero_point(bits: int) -> float:
+    """The zero point in the stored code's terms when the model gives none."""
+    return 8.0 if bits == 4 else 0.0
+
+
+def width_of(n: int, bits: int) -> int:
+    """Byte columns per row of the layout."""
+    return (n + 1) // 2 if bits == 4 else n
+
+
+def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
+                  bias: bool, setup: str, per_row: str, workspace: int,
+                  scales: str) -> Lowered:
+    """The kernel around a body: `setup` (workspace pointers), then per part (j0..j1 byte
+    columns) and row i, `per_row`. Params: a [m, k], q (re-laid codes), scales (stored as
+    `scales`, a scale_kind), [zp], [bias], y; the weights' transforms to the layout."""
+    width = width_of(n, bits)
+    spec: Dict = make_spec(kind, M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
+                           bias=bias, pairs=PAIRS, scales=scales)
+    body = f"""{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
+    const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
+    for (long i = 0; i < {m}; ++i) {{
+{per_row}    }}
+    }}
+"""
+    split = split_of(-(-width // PAIRS), m * n * k)
+    if split is None:
+        body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
+    params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
+              scale_param(scales)] + \
+        ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
+        [Param("y", False)]
+    transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
+                  2: lambda s: relayout_scales(s, k, n, block)}
+    if zp_kind:
+        transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
+    return Lowered(Kernel(kind, tuple(params), body, spec=spec, split=split,
+                          workspace=workspace, macs=m * n * k,
+                          support={**rvv.header(), **scale_support(scales)}),
+                   transforms)
+
+
+def rvv_columns(n: int, bits: int, bias: bool, nb: int, per_block: str) -> str:
+    """RVV: this part's byte columns j0..j1 strip-mined (vl at e8m1, so i16m2 / i32m4 / f32m4
+    hold as many), float outputs `ylo` (and `yhi`, the high columns at 4 bits) started from
+    the bias, `per_block` run for each block `blk`, then stored (the high half stops at N)."""
+    width = width_of(n, bits)
+    start = "__riscv_vle32_v_f32m4(bias + {col}, vl)" if bias else \
+        "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
+    hi = "" if bits == 8 else f"""
+                vfloat32m4_t yhi = {start.format(col=f"j + {width}") if bias else "ylo"};"""
+    store_hi = "" if bits == 8 else f"""
+                const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;
+                if (hi_n > 0) __riscv_vse32_v_f32m4(y + i * {n} + {width} + j, yhi, (size_t)hi_n);"""
+    return f"""            for (long j = j0; j < j1; ) {{
+                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
+                vfloat32m4_t ylo = {start.format(col="j")};{hi}
+                for (long blk = 0; blk < {nb}; ++blk) {{
+{per_block.rstrip()}
+                }}
+                __riscv_vse32_v_f32m4(y + i * {n} + j, ylo, vl);{store_hi}
+                j += (long)vl;
+            }}
+"""
+
+
+def rvv_zero_point(zp_kind: str, bits: int, n: int, acc: str, col: str, asum: str) -> str:
+    """RVV: acc -= zero point (per column, or the default) * asum, for block blk."""
+    if zp_kind:
+        return f"{acc} = __riscv_vfnmsac_vf_f32m4({acc}, {asum}, " \
+               f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
+    if default_zero_point(bits):
+        return f"{acc} = __riscv_vfsub_vf_f32m4({acc}, " \
+               f"{default_zero_point(bits)!r}f * {asum}, vl);"
+    return ""
+
+
+def portable_columns(n: int, bits: int, cols: str) -> str:
+    """Portable C: `cols` (a loop over columns c0 <= c < c1) over this part's columns: at 4
+    bits its low columns j0..j1, then its high ones (j0..j1 + ceil(N/2), stopping at N)."""
+    if bits == 4:
+        width = width_of(n, bits)
+        return f"""            long c0 = j0, c1 = j1;
+            {cols}
+            c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
+            {cols}
+"""
+    return f"""            const long c0 = j0, c1 = j1;
+            {cols}
+"""

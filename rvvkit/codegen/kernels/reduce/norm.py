@@ -1,0 +1,132 @@
+"""LRN and softmax kernels.
+
+Under RVV intrinsics (see rvv.py): softmax uses the vector max/sum row reductions of
+vreduce.py and the vector exp of math/vmath.py; LRN sums squares in registers. LRN's portable and
+RVV forms both raise to -beta with square roots for beta in {0.5, 0.75, 1} (other betas keep
+the scalar powf), and split its planes across threads."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ...cfmt import flt, indent
+from ...kernel import Kernel, Lowered, Param, make_spec
+from ...parallel import parts_loop
+from ...loops import loop
+from ..math.vmath import exp_support
+from .vreduce import reduce_rvv, vexp_sum
+from ...rvv import guarded, header, vle, vop, vse, vsetvl, vsplat, vt
+
+XY = (Param("x"), Param("y", const=False))
+
+
+def _strip(var: str, n, body: str, L: int = 8) -> str:
+    """A loop over var in [0, n) strip-mined by vsetvl: `body` sees var and vl."""
+    return f"""for (size_t {var} = 0; {var} < {n};) {{
+    const size_t vl = {vsetvl(L, f'{n} - {var}')};
+{indent(body)}
+    {var} += vl;
+}}"""
+
+
+# t^beta for the betas models use (AlexNet, GoogLeNet, ZFNet: 0.75) by square roots, which
+# vectorise on every target: (portable C, RVV statements before it, RVV expression). Other
+# betas keep libm's powf (a call per element) and have no RVV form.
+_SQRT_T = "const vfloat32m8_t s = __riscv_vfsqrt_v_f32m8(t, vl);\n"
+LRN_POW = {
+    0.75: ("(sqrtf(t) * sqrtf(sqrtf(t)))", _SQRT_T,
+           "__riscv_vfmul_vv_f32m8(s, __riscv_vfsqrt_v_f32m8(s, vl), vl)"),
+    0.5: ("sqrtf(t)", _SQRT_T, "s"),
+    1.0: ("t", "", "t"),
+}
+
+
+def lrn(x_shape, size: int, alpha: float, beta: float, bias: float) -> Lowered:
+    """LRN, one part per (image, channel) plane: the window's sum of squares, then
+    x / (bias + alpha / size * sum)^beta. Parts write disjoint planes and each sums its window
+    in one fixed order, so outputs are the same for every thread count."""
+    n, c = x_shape[:2]
+    inner = math.prod(x_shape[2:])
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    head = f"""const long b = u / {c}, ch = u % {c};
+const long j0 = ch - {lo} < 0 ? 0 : ch - {lo};
+const long j1 = ch + {hi} > {c - 1} ? {c - 1} : ch + {hi};
+const float *__restrict xc = x + u * {inner};
+float *__restrict yc = y + u * {inner};"""
+    pw = LRN_POW.get(float(beta))
+    out = f"xc[i] / {pw[0]}" if pw else f"xc[i] * powf(t, {flt(-beta)})"
+    code = f"""{head}
+for (long i = 0; i < {inner}; ++i) ws[i] = 0.0f;
+for (long j = j0; j <= j1; ++j) {{
+    const float *__restrict xp = x + (b * {c} + j) * {inner};
+    for (long i = 0; i < {inner}; ++i) ws[i] += xp[i] * xp[i];
+}}
+for (long i = 0; i < {inner}; ++i) {{
+    const float t = {flt(bias)} + {flt(alpha / size)} * ws[i];
+    yc[i] = {out};
+}}"""
+    parts, split = parts_loop("u", n * c, code, flat=True)
+    spec = make_spec("lrn", x_shape=x_shape, size=size, alpha=alpha, beta=beta, bias=bias)
+    split = split(n * c * inner * (size + 8))
+    if pw is None:
+        return Lowered(Kernel("lrn", XY, indent(parts), workspace=inner, spec=spec, split=split))
+    # RVV: the window's sums of squares stay in registers
+    L = 8
+    strip = _strip("i", inner, f"""{vt(L)} acc = {vsplat(L, '0.0f')};
+for (long j = j0; j <= j1; ++j) {{
+    const {vt(L)} v = {vle(L, f'x + (b * {c} + j) * {inner} + i')};
+    acc = {vop('vfmacc_vv', L)}(acc, v, v, vl);
+}}
+const {vt(L)} t = {vop('vfadd_vf', L)}(
+    {vop('vfmul_vf', L)}(acc, {flt(alpha / size)}, vl), {flt(bias)}, vl);
+{pw[1]}{vse(L, 'yc + i', vop('vfdiv_vv', L) + f"({vle(L, 'xc + i')}, {pw[2]}, vl)")}""")
+    rvv = "(void)ws;\n" + parts_loop("u", n * c, f"{head}\n{strip}", flat=True)[0]
+    return Lowered(Kernel("lrn", XY, guarded(indent(rvv), indent(parts)), workspace=inner,
+                          support=header(), spec=spec, split=split))
+
+
+def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) -> Lowered:
+    """Softmax over one axis (or, pre-opset-13, over all axes from `axis` on)."""
+    outer = math.prod(shape[:axis])
+    if coerce:
+        n, inner = math.prod(shape[axis:]), 1
+    else:
+        n, inner = shape[axis], math.prod(shape[axis + 1:])
+    # The exponentials go to y first (a loop of call-free rvk_expf that compilers vectorise;
+    # libm's expf is a call per element), then are summed and scaled.
+    last = (f"const float ls = logf(s);\n"
+            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] = xp[k * {inner}] - m - ls;"
+            if log else f"const float r = 1.0f / s;\n"
+            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] *= r;")
+    row = f"""const float *__restrict xp = x + o * {n * inner} + i;
+float *__restrict yp = y + o * {n * inner} + i;
+float m = -INFINITY, s = 0.0f;
+for (long k = 0; k < {n}; ++k) m = xp[k * {inner}] > m ? xp[k * {inner}] : m;
+for (long k = 0; k < {n}; ++k) yp[k * {inner}] = rvk_expf(xp[k * {inner}] - m);
+for (long k = 0; k < {n}; ++k) s += yp[k * {inner}];
+{last}"""
+    rows, split = parts_loop("o", outer, loop("i", 0, inner, row, "long", flat=True), flat=True)
+    code = indent(rows)
+    name = "logsoftmax" if log else "softmax"
+    spec = make_spec("softmax", shape=shape, axis=axis, coerce=coerce, log=log)
+    split = split(outer * n * inner * 8)
+    if inner != 1:
+        return Lowered(Kernel(name, XY, code, spec=spec, split=split))
+    L = 8
+    # the exponentials with the vector exp of math/vmath.py (kernels/reduce/vreduce.py vexp_sum)
+    if log:
+        rest = f"""{vexp_sum("s", "xp", n, "m")}
+const float ls = logf(s);
+{_strip("k", n, f'''{vt(L)} v = {vop('vfsub_vf', L)}({vle(L, 'xp + k')}, m, vl);
+{vse(L, 'yp + k', vop('vfsub_vf', L) + '(v, ls, vl)')}''')}"""
+    else:
+        rest = f"""{vexp_sum("s", "xp", n, "m", store="yp")}
+const float r = 1.0f / s;
+{_strip("k", n, vse(L, 'yp + k', vop('vfmul_vf', L) + '(' + vle(L, 'yp + k') + ', r, vl)'))}"""
+    rvv = indent(parts_loop("o", outer, f"""const float *__restrict xp = x + o * {n};
+float *__restrict yp = y + o * {n};
+{reduce_rvv("max", "xp", str(n), "-INFINITY")}
+const float m = red;
+{rest}""", flat=True)[0])
+    return Lowered(Kernel(name, XY, guarded(rvv, code), support={**header(), **exp_support(4)},
+                          spec=spec, split=split))
