@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import rvvkit  # noqa: E402
 from rvvkit.measure import cycle_model  # noqa: E402
-from rvvkit.zoo import llm as zoo_llm
+from rvvkit.zoo import llm as zoo_llm  # noqa: E402
 from rvvkit.runtime import icount  # noqa: E402
 from rvvkit.measure.report import table  # noqa: E402
 

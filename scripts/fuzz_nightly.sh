@@ -33,5 +33,5 @@ if command -v clang-16 >/dev/null &&
 else
     echo "fuzz_nightly: clang-16 with sanitizer runtimes not available; gcc build only"
 fi
-RVVKIT_FUZZ_SCALE=20 python3 -m pytest -q -p no:cacheprovider tests/unit/test_artifact_fuzz.py \
+RVVKIT_FUZZ_SCALE=20 python3 -m pytest -q -p no:cacheprovider tests/unit/artifact/test_artifact_fuzz.py \
     --hypothesis-seed="$SEED"

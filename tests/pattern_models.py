@@ -1,5 +1,5 @@
 """The decomposed activations and LayerNorm as exporters write them (torch.onnx before the
-fused ops existed, HuggingFace's hand-written forms), for tests/unit/test_patterns.py and
+fused ops existed, HuggingFace's hand-written forms), for tests/unit/passes/test_patterns.py and
 tests/ops/test_ops_patterns.py. Each builder takes the input and output tensor names and
 returns (nodes, initializers); constants are 0-d float32 like torch's.
 

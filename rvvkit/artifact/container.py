@@ -198,8 +198,8 @@ class Artifact:
         self.c_source, self.cu_source = c_source, cu_source
         self.extra = dict(extra or {})
         self._weights = _byte_view(weights)
-        # .rvvkit.sig's payload (rvvkit.artifact.signing writes and checks it); None: unsigned, and then
-        # the file is byte for byte what it was before signing existed.
+        # .rvvkit.sig's payload (rvvkit.artifact.signing writes and checks it); None: unsigned, and
+        # then the file is byte for byte what it was before signing existed.
         self.signature: Optional[bytes] = None
         self.check_read: Optional[bytes] = None  # .rvvkit.check as loaded: what a signature signs
         self._stored: Optional[List[dict]] = None

@@ -158,8 +158,9 @@ def _codegen_keys(meta: dict) -> None:
 
 
 def _precompiled(meta: dict) -> None:
-    """meta["precompiled"]: {triple: {arch, compiler, flags, key, ...}} (rvvkit/artifact/precompiled.py);
-    the objects themselves are sections, checksummed like every other."""
+    """meta["precompiled"]: {triple: {arch, compiler, flags, key, ...}}
+    (rvvkit/artifact/precompiled.py); the objects themselves are sections, checksummed like every
+    other."""
     entries = _dict(meta.get("precompiled", {}), "precompiled")
     for triple, entry in entries.items():
         where = f"precompiled[{_short(triple)}]"

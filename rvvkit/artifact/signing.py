@@ -3,8 +3,8 @@ so a board or a CI job can insist that it comes from a known key.
 
 What is signed: the exact bytes of .rvvkit.check, behind a domain-separation prefix. That
 section holds the sha256 of .rvvkit.meta and .shstrtab, and the meta holds the sha256 of every
-other section, so one signature covers every payload byte (rvvkit/artifact/container.py). The signature
-lives in .rvvkit.sig, outside that chain (it signs the chain), as compact JSON:
+other section, so one signature covers every payload byte (rvvkit/artifact/container.py). The
+signature lives in .rvvkit.sig, outside that chain (it signs the chain), as compact JSON:
 {"alg": "ed25519", "key_id": ..., "public_key": hex, "signature": hex}; key_id is the first 16
 hex digits of sha256 of the raw 32-byte public key, for people: trust compares whole keys.
 

@@ -1,4 +1,5 @@
-"""`rvvkit compare`: argument parsing and printing only; the work is rvvkit.measure.compare.compare."""
+"""`rvvkit compare`: argument parsing and printing only; the work is
+rvvkit.measure.compare.compare."""
 from __future__ import annotations
 
 import argparse

@@ -56,3 +56,10 @@ def indent(text: str, levels: int = 1) -> str:
     """`text` with every non-empty line shifted right by `levels` steps."""
     pad = INDENT * levels
     return "\n".join(pad + ln if ln.strip() else "" for ln in text.splitlines())
+
+
+def indent_code(text: str, levels: int = 1) -> str:
+    """indent(), but preprocessor directives (the RVV guards) stay in column 0."""
+    pad = INDENT * levels
+    return "\n".join(ln if ln.startswith("#") else pad + ln if ln.strip() else ""
+                     for ln in text.splitlines())

@@ -114,7 +114,7 @@ class Lowered:
 
 # What each kernel kind's spec holds (see Kernel.spec). Lowerings build their spec with
 # `make_spec`, which insists on exactly these keys; the CUDA generators read only these keys
-# (tests/unit/test_kernel_specs.py checks both), so a renamed lowering parameter cannot
+# (tests/unit/codegen/test_kernel_specs.py checks both), so a renamed lowering parameter cannot
 # silently change what another dialect sees.
 SPEC_KEYS: Dict[str, Tuple[str, ...]] = {
     "conv": ("x_shape", "w_shape", "y_shape", "group", "strides", "pads", "dilations",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from .cfmt import INDENT, indent as shift
+from .cfmt import INDENT, indent, indent_code
 
 
 def cdiv(a: int, b: int) -> int:
@@ -52,12 +52,14 @@ _DECL = r"(const |float |int |long |size_t |v?float32)"
 
 
 def loop(var: str, start, stop, body: str, ty: str = "int", flat: bool = False,
-         guard: str = "") -> str:
+         guard: str = "", directives: bool = False) -> str:
     """`for (ty var = start; var < stop; ++var) { body }`; when the bounds are constants one
     apart, the body once with `var` fixed to `start` (no single-trip loops in the source): in
     a block, or without one when `flat` (the caller knows no declaration can clash).
     `guard`: a condition tested before every trip as well (`guard && var < stop`, the loop
-    stopping when it fails), so a single trip is `if (guard) { body }`."""
+    stopping when it fails), so a single trip is `if (guard) { body }`. `directives`: the
+    body's preprocessor lines (RVV guards) stay in column 0 when it is shifted."""
+    shift = indent_code if directives else indent
     if not (isinstance(start, int) and isinstance(stop, int) and stop - start == 1):
         cond = f"{guard} && {var} < {stop}" if guard else f"{var} < {stop}"
         head = f"for ({ty} {var} = {start}; {cond}; ++{var})"

@@ -3,7 +3,7 @@ trigonometric and hyperbolic functions, Erf, the exponential-linear units, Softp
 Each row is then folded, lowered as a unary kernel on every target and fused into the
 epilogue of its producer like any activation. Vector (RVV) forms exist where the operation is
 a few arithmetic intrinsics or a call of the vector exp helpers (rvvkit/codegen/kernels/
-vmath.py); the rest run the portable loop, which calls the C library."""
+math/vmath.py); the rest run the portable loop, which calls the C library."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """Broadcasting arithmetic beyond Add/Sub/Mul/Div: Pow, Mod, Min, Max, Mean, PRelu, BitShift.
-Kernels: the typed element-wise kernel (codegen/kernels/math/logic.py via codegen/lower/logic.py)."""
+Kernels: the typed element-wise kernel (codegen/kernels/math/logic.py via
+codegen/lower/logic.py)."""
 from __future__ import annotations
 
 import numpy as np

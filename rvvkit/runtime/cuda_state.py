@@ -6,8 +6,9 @@ which used to surface as "no devices"). So:
   so that the question alone (pytest's collection, `rvvkit doctor`) never makes this process
   unable to fork CUDA workers;
 - a GPU session records the process that initialised CUDA (`mark_initialised`); a forked child
-  sees that it is not that process (`fork_error`) and says so in one line, and rvvkit.conformance.forked
-  starts its workers from a clean fork server instead of forking such a process.
+  sees that it is not that process (`fork_error`) and says so in one line, and
+  rvvkit.conformance.forked starts its workers from a clean fork server instead of forking such a
+  process.
 
 The probe's answer is memoised per process (and kept by a forked child unless the parent had
 initialised CUDA)."""

@@ -55,7 +55,8 @@ def latency_summary(seconds: Sequence[float]) -> Dict:
 
 class Session:
     executor = "abstract"
-    # "jit", or the label of the precompiled kernels the session runs (rvvkit/artifact/precompiled.py)
+    # "jit", or the label of the precompiled kernels the session runs
+    # (rvvkit/artifact/precompiled.py)
     kernels_from = "jit"
     # Whether measure()'s latency is QEMU's emulation speed rather than a machine's.
     emulated = False

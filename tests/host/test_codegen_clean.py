@@ -20,7 +20,7 @@ COMPILERS = {
     "g++": (["g++", "-std=c++11"], "g++"),
     "clang": (["clang-16", "-std=c11"], "clang-16"),
     "clang++": (["clang-16", "-x", "c++", "-std=c++11"], "clang-16"),
-    # x86 without AVX-512 takes its own GEMM micro-kernel blocks (gemm_emit.py)
+    # x86 without AVX-512 takes its own GEMM micro-kernel blocks (kernels/gemm/emit.py)
     "gcc-avx2": (["gcc", "-std=c11", "-mavx2", "-mfma", "-mno-avx512f"], "gcc"),
     "clang++-avx2": (["clang-16", "-x", "c++", "-std=c++11", "-mavx2", "-mfma",
                       "-mno-avx512f"], "clang-16"),

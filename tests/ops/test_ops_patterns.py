@@ -38,7 +38,7 @@ def test_activation_op(op, attrs, opset, op_executor):
     check_single(op_executor, op, (2, 3, 5, 7), attrs, opset=opset, x=rand(2, 3, 5, 7, scale=4))
 
 
-# one numeric case per op a pattern becomes (tests/unit/test_patterns.py checks every form
+# one numeric case per op a pattern becomes (tests/unit/passes/test_patterns.py checks every form
 # fuses; what runs then is the same kernel)
 @pytest.mark.parametrize("pid", ["silu", "quick_gelu", "gelu_hf", "gelu_tanh_torch",
                                  "hardswish_clip_mul_sixth"])

@@ -8,7 +8,7 @@ import hashlib
 import math
 
 from ..kernel import Kernel
-from ..kernels.movement import index as _index  # noqa: F401  (declares the gather/scatter specs read here)
+from ..kernels.movement import index as _index  # noqa: F401  (declares the gather/scatter specs)
 from ..kernels.movement.strided import literal, pad_source
 from ..kernels.movement.resize import extrapolated, single_term, table_decls, tables, value_expr
 from ..loops import collapse, strides_of

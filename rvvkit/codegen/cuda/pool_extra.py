@@ -1,4 +1,4 @@
-"""CUDA forms of the kinds of lower_extra.py: LpPool, SwiGLU and RotaryEmbedding in parallel
+"""CUDA forms of the kinds of codegen/lower/extra.py: LpPool, SwiGLU and RotaryEmbedding in parallel
 (one thread per output element; a position id outside the caches sets rvk_cuda_status and
 reads row 0, so the step fails after it without touching memory outside a tensor); Det
 serial (the C kernel's LU on one thread: models hold few, small determinants)."""

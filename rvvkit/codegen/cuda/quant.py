@@ -1,8 +1,9 @@
-"""CUDA generators of the quantized element-wise and pooling kernels (codegen/kernels/quant/elementwise.py
-and quant_pool.py): one thread per output element (per row for softmax, per plane block for
-the global average), using the C kernels' own statement builders so both dialects round the
-same float values the same way. Tables become `__device__ const` arrays named by a hash of
-their contents. Float sums that onnxruntime does in order stay in order (one thread each)."""
+"""CUDA generators of the quantized element-wise and pooling kernels
+(codegen/kernels/quant/elementwise.py and pool.py): one thread per output element (per row for
+softmax, per plane block for the global average), using the C kernels' own statement builders so
+both dialects round the same float values the same way. Tables become `__device__ const` arrays
+named by a hash of their contents. Float sums that onnxruntime does in order stay in order (one
+thread each)."""
 from __future__ import annotations
 
 import hashlib

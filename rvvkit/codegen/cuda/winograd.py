@@ -6,7 +6,8 @@ same three stages on the same buffers, reading the same packed U_e weights.
   2. the 36 GEMMs OUT_e = U_e . V_e as one batched GEMM of the tile templates (z = e);
   3. output transform: a thread per (image, output channel, tile) reads its 36 sums and writes
      its 4x4 block of y (bias, residual, activation; clipped at the borders).
-The transforms are the programs of winograd.py, written out as scalar code."""
+The transforms are the programs of kernels/conv/winograd_transforms.py, written out as scalar
+code."""
 from __future__ import annotations
 
 from ...ops.activations import cuda_act_expr as act_expr

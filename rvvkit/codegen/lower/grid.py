@@ -1,5 +1,5 @@
-"""C lowering of GridSample (semantics: rvvkit/ops/grid.py; kernel: codegen/kernels/movement/grid.py).
-Kernel parameters: x, grid, then y."""
+"""C lowering of GridSample (semantics: rvvkit/ops/grid.py; kernel:
+codegen/kernels/movement/grid.py). Kernel parameters: x, grid, then y."""
 from __future__ import annotations
 
 from ...ir import Graph, Node

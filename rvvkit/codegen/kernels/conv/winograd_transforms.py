@@ -8,7 +8,7 @@ inference a conv becomes an input transform, 36 independent GEMMs (one per eleme
 
 The transforms run as straight-line programs over six inputs: each 2-D transform is the 1-D one
 on every row, then on every column. The programs are factored by hand (14 operations for B^T
-instead of 22 products and sums, 10 for A^T); `tests/unit/test_winograd.py` checks that they
+instead of 22 products and sums, 10 for A^T); `tests/unit/codegen/test_winograd.py` checks that they
 compute exactly the matrices below. The points 0, +-1, +-2, +-1/2 keep the rounding error of
 fp32 near 1e-6 relative for unit-scale data (F(6x6, 3x3) would be 2.25x fewer products, at ~10x
 the error).

@@ -175,37 +175,38 @@ def attention(c: Attn) -> Lowered:
     jn = "live" if live else str(total)
     live_decl = (f"const long live = nonpad[b] < 0 ? 0 : nonpad[b] < {total} ? (long)nonpad[b]"
                  f" : {total};\n") if live else ""
+    row = f"""const float *__restrict qi = {at("q", c.rank, hq, sq, d, "h", "i")};
+float *__restrict yi = {at("y", c.rank, hq, sq, dv, "h", "i")};
+{qkr}
+float mx = -INFINITY;
+for (long j = 0; j < {jn}; ++j) {{
+    const float *__restrict kj = {at(kn, kvr, hk, total, d, f"(h / {reps})", "j")};
+    float s = rvk_dot(qi, kj, {d}) * {flt(c.scale)};
+{indent(score_stages(c, "i"))}
+    ws[j] = s;
+    mx = s > mx ? s : mx;
+}}
+for (long t = 0; t < {dv}; ++t) yi[t] = 0.0f;
+if (mx == -INFINITY) {{   /* every key masked: zeros */
+{indent(zero3)}
+    continue;
+}}
+float sum = 0.0f;
+for (long j = 0; j < {jn}; ++j) {{
+    ws[j] = rvk_expf(ws[j] - mx);
+    sum += ws[j];
+}}
+const float inv = 1.0f / sum;
+for (long j = 0; j < {jn}; ++j) {{
+    const float *__restrict vj = {at(vn, kvr, hk, total, dv, f"(h / {reps})", "j")};
+    const float p = ws[j] * inv;
+{indent(keep3)}
+    for (long t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
+}}"""
+    # one query row (a decoding step): its body runs once per head, and `continue` goes on
+    # to the next head, which the loop over heads always is
     heads = f"""for (long h = 0; h < {hq}; ++h) {{
-    for (long i = 0; i < {sq}; ++i) {{
-        const float *__restrict qi = {at("q", c.rank, hq, sq, d, "h", "i")};
-        float *__restrict yi = {at("y", c.rank, hq, sq, dv, "h", "i")};
-{indent(qkr, 2)}
-        float mx = -INFINITY;
-        for (long j = 0; j < {jn}; ++j) {{
-            const float *__restrict kj = {at(kn, kvr, hk, total, d, f"(h / {reps})", "j")};
-            float s = rvk_dot(qi, kj, {d}) * {flt(c.scale)};
-{indent(score_stages(c, "i"), 3)}
-            ws[j] = s;
-            mx = s > mx ? s : mx;
-        }}
-        for (long t = 0; t < {dv}; ++t) yi[t] = 0.0f;
-        if (mx == -INFINITY) {{   /* every key masked: zeros */
-{indent(zero3, 3)}
-            continue;
-        }}
-        float sum = 0.0f;
-        for (long j = 0; j < {jn}; ++j) {{
-            ws[j] = rvk_expf(ws[j] - mx);
-            sum += ws[j];
-        }}
-        const float inv = 1.0f / sum;
-        for (long j = 0; j < {jn}; ++j) {{
-            const float *__restrict vj = {at(vn, kvr, hk, total, dv, f"(h / {reps})", "j")};
-            const float p = ws[j] * inv;
-{indent(keep3, 3)}
-            for (long t = 0; t < {dv}; ++t) yi[t] += p * vj[t];
-        }}
-    }}
+{indent(loop("i", 0, sq, row, "long", flat=True))}
 }}"""
     body = loop("b", 0, b_, offset_decl(c) + live_decl + heads, "long", flat=True)
     return _kernel(c, body, total, dict(DOT))

@@ -6,8 +6,9 @@ GatherBlockQuantized in gather_bq.py."""
 from __future__ import annotations
 
 from ... import rvv
-from ...cfmt import flt
+from ...cfmt import flt, indent_code
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ...loops import loop
 from ...parallel import split_of
 
 declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
@@ -22,7 +23,7 @@ def rmsnorm(rows: int, cols: int, eps: float, skip: bool, bias: bool, sum_out: b
     spec = make_spec("rmsnorm", rows=rows, cols=cols, eps=eps, skip=skip, bias=bias,
                      sum_out=sum_out)
     terms = "x[o + c]" + (" + sk[o + c]" if skip else "") + (" + bias[c]" if bias else "")
-    keep = "        s[o + c] = v;\n" if sum_out else ""
+    keep = "            s[o + c] = v;\n" if sum_out else ""
     src = "s" if sum_out else "x"
     if skip and not sum_out:   # the sum is needed twice: recompute it rather than store it
         again = terms
@@ -49,41 +50,89 @@ def rmsnorm(rows: int, cols: int, eps: float, skip: bool, bias: bool, sum_out: b
 
 
 def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> str:
+    """C: `dst` = `src` rotated at position `pos` (a block: cr and sr are its own)."""
     i1, i2 = ("2 * j", "2 * j + 1") if interleaved else ("j", f"j + {rot_half}")
+    rest = f"\n    for (long d = {2 * rot_half}; d < {head}; ++d) {dst}[d] = {src}[d];" \
+        if 2 * rot_half < head else ""   # the dimensions past the rotated ones, unchanged
     return f"""{{
-                const float *__restrict cr = cosc + pos * {rot_half};
-                const float *__restrict sr = sinc + pos * {rot_half};
-                for (long j = 0; j < {rot_half}; ++j) {{
-                    const float x1 = {src}[{i1}], x2 = {src}[{i2}];
-                    {dst}[{i1}] = cr[j] * x1 - sr[j] * x2;
-                    {dst}[{i2}] = sr[j] * x1 + cr[j] * x2;
-                }}
-                for (long d = {2 * rot_half}; d < {head}; ++d) {dst}[d] = {src}[d];
-            }}"""
+    const float *__restrict cr = cosc + pos * {rot_half};
+    const float *__restrict sr = sinc + pos * {rot_half};
+    for (long j = 0; j < {rot_half}; ++j) {{
+        const float x1 = {src}[{i1}], x2 = {src}[{i2}];
+        {dst}[{i1}] = cr[j] * x1 - sr[j] * x2;
+        {dst}[{i2}] = sr[j] * x1 + cr[j] * x2;
+    }}{rest}
+}}"""
 
 
 def _scores(head: int, scale: float) -> str:
     """C: sc[t] = scale * q . k[t] for the live positions. RVV runs along positions (a strided
     load of one key element per position), so no reduction is needed; the portable loop is
     the plain dot product."""
-    rvv_code = f"""                for (long t0 = 0; t0 < live; ) {{
-                    const size_t vl = __riscv_vsetvl_e32m4((size_t)(live - t0));
-                    vfloat32m4_t acc = __riscv_vfmv_v_f_f32m4(0.0f, vl);
-                    for (long d = 0; d < {head}; ++d)
-                        acc = __riscv_vfmacc_vf_f32m4(acc, qr[d], __riscv_vlse32_v_f32m4(
-                            kh + t0 * {head} + d, {4 * head}, vl), vl);
-                    __riscv_vse32_v_f32m4(sc + t0, __riscv_vfmul_vf_f32m4(acc, {flt(scale)}, vl),
-                                          vl);
-                    t0 += (long)vl;
-                }}
+    rvv_code = f"""for (long t0 = 0; t0 < live; ) {{
+    const size_t vl = __riscv_vsetvl_e32m4((size_t)(live - t0));
+    vfloat32m4_t acc = __riscv_vfmv_v_f_f32m4(0.0f, vl);
+    for (long d = 0; d < {head}; ++d)
+        acc = __riscv_vfmacc_vf_f32m4(acc, qr[d], __riscv_vlse32_v_f32m4(
+            kh + t0 * {head} + d, {4 * head}, vl), vl);
+    __riscv_vse32_v_f32m4(sc + t0, __riscv_vfmul_vf_f32m4(acc, {flt(scale)}, vl), vl);
+    t0 += (long)vl;
+}}
 """
-    portable = f"""                for (long t = 0; t < live; ++t) {{
-                    float dot = 0.0f;
-                    for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
-                    sc[t] = dot * {flt(scale)};
-                }}
+    portable = f"""for (long t = 0; t < live; ++t) {{
+    float dot = 0.0f;
+    for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
+    sc[t] = dot * {flt(scale)};
+}}
 """
     return rvv.guarded(rvv_code, portable)
+
+
+def _attend(heads: int, group: int, head: int, max_seq: int, row: str, get_q: str,
+            scale: float) -> str:
+    """C: every query head of token `row` at position `pos` against the `live` cached keys:
+    softmax(q . k * scale) . v into out."""
+    kv = "h" if group == 1 else f"(h / {group})"
+    per_head = f"""const float *__restrict qs = q + {row} * {heads * head} + h * {head};
+const float *__restrict kh = kd + {kv} * {max_seq * head};
+const float *__restrict vh = vd + {kv} * {max_seq * head};
+float *__restrict o = out + {row} * {heads * head} + h * {head};
+{get_q}
+{_scores(head, scale)}float mx = -3.402823466e38f, sum = 0.0f;
+for (long t = 0; t < live; ++t) mx = sc[t] > mx ? sc[t] : mx;
+for (long t = 0; t < live; ++t) {{ sc[t] = expf(sc[t] - mx); sum += sc[t]; }}
+const float inv = 1.0f / sum;
+for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
+for (long t = 0; t < live; ++t) {{
+    const float p = sc[t] * inv;
+    for (long d = 0; d < {head}; ++d) o[d] += p * vh[t * {head} + d];
+}}"""
+    return loop("h", 0, heads, per_head, "long", directives=True)
+
+
+def _store(kv_heads: int, head: int, max_seq: int, row: str, put_k: str) -> str:
+    """C: token `row`'s keys (rotated) and values into the caches at position `pos`."""
+    per_head = f"""const float *__restrict ks = k + {row} * {kv_heads * head} + h * {head};
+const float *__restrict vs = v + {row} * {kv_heads * head} + h * {head};
+float *__restrict kr = kd + (h * {max_seq} + pos) * {head};
+float *__restrict vr = vd + (h * {max_seq} + pos) * {head};
+{put_k}
+for (long d = 0; d < {head}; ++d) vr[d] = vs[d];"""
+    return loop("h", 0, kv_heads, per_head, "long")
+
+
+def _caches(in_place: bool, kv_heads: int, max_seq: int, head: int) -> str:
+    """C: kd and vd, where batch row b's caches are written: the session's caches in place, or
+    the presents, the past's live prefix copied into them first."""
+    cache = f"{kv_heads} * {max_seq} * {head}"
+    if in_place:
+        return f"float *__restrict kd = kc + b * {cache}, *__restrict vd = vc + b * {cache};"
+    copy = f"""for (long t = 0; t < past * {head}; ++t) {{   /* the live prefix only */
+    kd[h * {max_seq * head} + t] = kc[b * {cache} + h * {max_seq * head} + t];
+    vd[h * {max_seq * head} + t] = vc[b * {cache} + h * {max_seq * head} + t];
+}}"""
+    return f"float *__restrict kd = pk + b * {cache}, *__restrict vd = pv + b * {cache};\n" + \
+        loop("h", 0, kv_heads, copy, "long")
 
 
 def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int,
@@ -97,62 +146,34 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
                      max_seq=max_seq, rotary=rotary, rot_half=rot_half,
                      interleaved=interleaved, scale=scale, in_place=in_place,
                      cos_rows=cos_rows)
-    group = heads // kv_heads
-    cache = f"{kv_heads} * {max_seq} * {head}"
-    if in_place:
-        setup = "        float *__restrict kd = kc + b * " + cache + \
-                ", *__restrict vd = vc + b * " + cache + ";\n"
-    else:
-        setup = f"""        float *__restrict kd = pk + b * {cache}, *__restrict vd = pv + b * {cache};
-        for (long h = 0; h < {kv_heads}; ++h)   /* the live prefix only */
-            for (long t = 0; t < past * {head}; ++t) {{
-                kd[h * {max_seq * head} + t] = kc[b * {cache} + h * {max_seq * head} + t];
-                vd[h * {max_seq * head} + t] = vc[b * {cache} + h * {max_seq * head} + t];
-            }}
-"""
-    pos_check = f" || past + {seq} > {cos_rows}" if rotary else ""
     put_k = _rotate("kr", "ks", rot_half, head, interleaved) if rotary else \
         f"for (long d = 0; d < {head}; ++d) kr[d] = ks[d];"
     get_q = _rotate("qr", "qs", rot_half, head, interleaved) if rotary else \
         f"for (long d = 0; d < {head}; ++d) qr[d] = qs[d];"
-    body = f"""    (void)total;
-    float *__restrict sc = ws, *__restrict qr = ws + {max_seq};
-    for (long b = 0; b < {batch}; ++b) {{
-        const long past = (long)seqlens[b] + 1 - {seq};
-        if (past < 0 || past + {seq} > {max_seq}{pos_check}) RVK_DATA_ERROR;
-{setup}        for (long s = 0; s < {seq}; ++s) {{
-            const long pos = past + s;
-            for (long h = 0; h < {kv_heads}; ++h) {{
-                const float *__restrict ks = k + (b * {seq} + s) * {kv_heads * head} + h * {head};
-                const float *__restrict vs = v + (b * {seq} + s) * {kv_heads * head} + h * {head};
-                float *__restrict kr = kd + (h * {max_seq} + pos) * {head};
-                float *__restrict vr = vd + (h * {max_seq} + pos) * {head};
-                {put_k}
-                for (long d = 0; d < {head}; ++d) vr[d] = vs[d];
-            }}
-        }}
-        for (long s = 0; s < {seq}; ++s) {{
-            const long pos = past + s, live = pos + 1;
-            for (long h = 0; h < {heads}; ++h) {{
-                const float *__restrict qs = q + (b * {seq} + s) * {heads * head} + h * {head};
-                const float *__restrict kh = kd + (h / {group}) * {max_seq * head};
-                const float *__restrict vh = vd + (h / {group}) * {max_seq * head};
-                float *__restrict o = out + (b * {seq} + s) * {heads * head} + h * {head};
-                {get_q}
-{_scores(head, scale)}                float mx = -3.402823466e38f, sum = 0.0f;
-                for (long t = 0; t < live; ++t) mx = sc[t] > mx ? sc[t] : mx;
-                for (long t = 0; t < live; ++t) {{ sc[t] = expf(sc[t] - mx); sum += sc[t]; }}
-                const float inv = 1.0f / sum;
-                for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
-                for (long t = 0; t < live; ++t) {{
-                    const float p = sc[t] * inv;
-                    for (long d = 0; d < {head}; ++d) o[d] += p * vh[t * {head} + d];
-                }}
-            }}
-        }}
-    }}
-    RVK_DATA_OK;
-"""
+    # the last position written must lie inside the caches and, with rotary, the cos/sin rows
+    bound = min(max_seq, cos_rows) if rotary else max_seq
+    past = "(long)seqlens[b] + 1" + (f" - {seq}" if seq != 1 else "")
+    group = heads // kv_heads
+    if seq == 1:   # one token: its position is past, no loop over tokens
+        row = "b"
+        tokens = "const long pos = past, live = pos + 1;\n" + \
+            _store(kv_heads, head, max_seq, row, put_k) + "\n" + \
+            _attend(heads, group, head, max_seq, row, get_q, scale)
+    else:
+        row = f"(b * {seq} + s)"
+        store = "const long pos = past + s;\n" + _store(kv_heads, head, max_seq, row, put_k)
+        attend = "const long pos = past + s, live = pos + 1;\n" + \
+            _attend(heads, group, head, max_seq, row, get_q, scale)
+        tokens = loop("s", 0, seq, store, "long") + "\n" + \
+            loop("s", 0, seq, attend, "long", directives=True)
+    per_batch = f"""const long past = {past};
+if (past < 0 || past + {seq} > {bound}) RVK_DATA_ERROR;
+{_caches(in_place, kv_heads, max_seq, head)}
+{tokens}"""
+    body = f"""(void)total;
+float *__restrict sc = ws, *__restrict qr = ws + {max_seq};
+{loop("b", 0, batch, per_batch, "long", flat=True, directives=True)}
+RVK_DATA_OK;"""
     params = [Param("q"), Param("k"), Param("v"), Param("kc", not in_place),
               Param("vc", not in_place), Param("seqlens", dtype="int32"),
               Param("total", dtype="int32")]
@@ -162,8 +183,8 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
     if not in_place:
         params += [Param("pk", False), Param("pv", False)]
     macs = batch * seq * heads * max_seq * head * 2
-    return Lowered(Kernel("gqa", tuple(params), body, workspace=max_seq + head, spec=spec,
-                          status=True, macs=macs, support=rvv.header()))
+    return Lowered(Kernel("gqa", tuple(params), indent_code(body) + "\n", workspace=max_seq + head,
+                          spec=spec, status=True, macs=macs, support=rvv.header()))
 
 
 def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lowered:
@@ -174,19 +195,16 @@ def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lo
     memory starts undefined."""
     spec = make_spec("cache_write", batch=batch, heads=heads, max_seq=max_seq, head=head,
                      seq=seq)
-    body = f"""    for (long b = 0; b < {batch}; ++b) {{
-        const long pos = (long)live[b] - {seq};
-        if (pos < 0 || pos + {seq} > {max_seq}) RVK_DATA_ERROR;
-        if (pos == 0)
-            for (long i = 0; i < {heads * max_seq * head}; ++i)
-                cache[b * {heads * max_seq * head} + i] = 0.0f;
-        for (long h = 0; h < {heads}; ++h) {{
-            float *__restrict dst = cache + ((b * {heads} + h) * {max_seq} + pos) * {head};
-            const float *__restrict src = x + (b * {heads} + h) * {seq * head};
-            for (long i = 0; i < {seq * head}; ++i) dst[i] = src[i];
-        }}
-    }}
-    RVK_DATA_OK;
-"""
+    copy = f"""float *__restrict dst = cache + ((b * {heads} + h) * {max_seq} + pos) * {head};
+const float *__restrict src = x + (b * {heads} + h) * {seq * head};
+for (long i = 0; i < {seq * head}; ++i) dst[i] = src[i];"""
+    per_batch = f"""const long pos = (long)live[b] - {seq};
+if (pos < 0 || pos + {seq} > {max_seq}) RVK_DATA_ERROR;
+if (pos == 0)
+    for (long i = 0; i < {heads * max_seq * head}; ++i)
+        cache[b * {heads * max_seq * head} + i] = 0.0f;
+{loop("h", 0, heads, copy, "long")}"""
+    body = indent_code(loop("b", 0, batch, per_batch, "long", flat=True)) + \
+        "\n    RVK_DATA_OK;\n"
     params = (Param("cache", False), Param("x"), Param("live", dtype="int64"))
     return Lowered(Kernel("cache_write", params, body, spec=spec, status=True))

@@ -8,11 +8,10 @@ The block sums of the activation row are computed once per row (workspace); onnx
 dequantizes first and then multiplies, so the two differ by float rounding only."""
 from __future__ import annotations
 
-from ... import rvv
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rvv_columns,
-                           rvv_zero_point, scale_at, scale_load, width_of)
+from .nbits_layout import (column_kernel, default_zero_point, portable_columns, row_body,
+                           rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
                                      "scales"))
@@ -90,8 +89,8 @@ def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str
                      bias: bool, scales: str = "float32") -> Lowered:
     """Params as nbits_layout.column_kernel. Workspace: the row's block sums."""
     nb = nbits.blocks_of(k, block)
-    per_row = _block_sums(k, nb, block) + rvv.guarded(
-        _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
-        _portable(k, n, bits, block, nb, zp_kind, bias, scales))
+    per_row = row_body(_block_sums(k, nb, block),
+                       _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
+                       _portable(k, n, bits, block, nb, zp_kind, bias, scales))
     return column_kernel("matmul_nbits_f32", m, k, n, bits, block, zp_kind, bias,
                          "    float *__restrict asum = ws;\n", per_row, nb, scales)

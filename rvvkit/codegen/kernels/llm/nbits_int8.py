@@ -10,11 +10,14 @@ are widened into 32-bit sums; each packed weight byte is read once per generated
 The portable path computes the same integer sums in scalar C."""
 from __future__ import annotations
 
+from textwrap import dedent
+
 from ... import rvv
+from ...cfmt import indent_code
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rvv_columns,
-                           rvv_zero_point, scale_at, scale_load, width_of)
+from .nbits_layout import (column_kernel, default_zero_point, portable_columns, row_body,
+                           rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
                                      "scales"))
@@ -56,12 +59,14 @@ def _quantize_row(k: int, nb: int, block: int) -> str:
             }
             asum[blk] = sum;
 """
-    return f"""        const float *__restrict x = a + i * {k};
-        for (long blk = 0; blk < {nb}; ++blk) {{
-            const long k0 = blk * {block}, k1 = k0 + {block} < {k} ? k0 + {block} : {k};
-{rvv.guarded(rvv_block, portable_block)}            for (long t = k1; t < k0 + {block}; ++t) aq[t] = 0;   /* K's tail */
-            sa[blk] = amax / 127.0f;
-        }}
+    guarded = indent_code(rvv.guarded(dedent(rvv_block), dedent(portable_block)))
+    return f"""const float *__restrict x = a + i * {k};
+for (long blk = 0; blk < {nb}; ++blk) {{
+    const long k0 = blk * {block}, k1 = k0 + {block} < {k} ? k0 + {block} : {k};
+{guarded}
+    for (long t = k1; t < k0 + {block}; ++t) aq[t] = 0;   /* K's tail */
+    sa[blk] = amax / 127.0f;
+}}
 """
 
 
@@ -141,8 +146,8 @@ def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
     float *__restrict sa = ws + {aq_words};
     int32_t *__restrict asum = (int32_t *)(ws + {aq_words + nb});
 """
-    per_row = _quantize_row(k, nb, block) + rvv.guarded(
-        _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
-        _portable(k, n, bits, block, nb, zp_kind, bias, scales))
+    per_row = row_body(_quantize_row(k, nb, block),
+                       _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
+                       _portable(k, n, bits, block, nb, zp_kind, bias, scales))
     return column_kernel("matmul_nbits_i8", m, k, n, bits, block, zp_kind, bias, setup,
                          per_row, aq_words + 2 * nb, scales)

@@ -12,12 +12,15 @@ as they are read (`scale_kind`). Parts (threads) are groups of
 PAIRS byte columns."""
 from __future__ import annotations
 
+from textwrap import dedent
 from typing import Dict
 
 import numpy as np
 
 from ... import half, rvv
+from ...cfmt import indent_code
 from ...kernel import Kernel, Lowered, Param, make_spec
+from ...loops import loop
 from ...parallel import split_of
 from ....ops.llm import nbits
 
@@ -128,14 +131,15 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
                   scales: str) -> Lowered:
     """The kernel around a body: `setup` (workspace pointers), then per part (j0..j1 byte
     columns) and row i, `per_row`. Params: a [m, k], q (re-laid codes), scales (stored as
-    `scales`, a scale_kind), [zp], [bias], y; the weights' transforms to the layout."""
+    `scales`, a scale_kind), [zp], [bias], y; the weights' transforms to the layout.
+    `per_row` is written at no indentation (row_body makes it)."""
     width = width_of(n, bits)
     spec: Dict = make_spec(kind, M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
                            bias=bias, pairs=PAIRS, scales=scales)
+    rows = loop("i", 0, m, per_row.rstrip("\n"), "long", flat=True, directives=True)
     body = f"""{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
-    const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
-    for (long i = 0; i < {m}; ++i) {{
-{per_row}    }}
+        const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
+{indent_code(rows, 2)}
     }}
 """
     split = split_of(-(-width // PAIRS), m * n * k)
@@ -153,6 +157,13 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
                           workspace=workspace, macs=m * n * k,
                           support={**rvv.header(), **scale_support(scales)}),
                    transforms)
+
+
+def row_body(head: str, rvv_code: str, portable: str) -> str:
+    """What a kernel does per activation row, at no indentation (column_kernel places it):
+    `head`, then the columns by `rvv_code` under the RVV guard, else by `portable`. The three
+    may come at any indentation of their own."""
+    return dedent(head) + rvv.guarded(dedent(rvv_code), dedent(portable))
 
 
 def rvv_columns(n: int, bits: int, bias: bool, nb: int, per_block: str) -> str:

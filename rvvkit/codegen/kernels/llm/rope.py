@@ -3,8 +3,9 @@ and position: the cos/sin row, chosen by position_ids when given, rotates the pa
 (j, j + rot/2) or (2j, 2j + 1) of every head; the tail past `rot` is copied)."""
 from __future__ import annotations
 
-from ...cfmt import flt
+from ...cfmt import flt, indent
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ...loops import loop
 
 declare_spec("swiglu", ("n", "alpha"))
 declare_spec("rope", ("x_shape", "rows", "heads", "head", "rot", "interleaved", "layout4d",
@@ -37,26 +38,28 @@ def rope(x_shape, rows: int, heads: int, head: int, rot: int, interleaved: bool,
                   else (seq * heads * head, heads * head, head))
     i1, i2 = ("2 * j", "2 * j + 1") if interleaved else ("j", f"j + {half}")
     if positions:
-        row = f"const long long r = pos[bs];\n        if (r < 0 || r >= {rows}) RVK_DATA_ERROR;"
+        row = f"const long long r = pos[bs];\nif (r < 0 || r >= {rows}) RVK_DATA_ERROR;"
     else:
         row = "const long long r = bs;"
-    body = f"""    for (long long bs = 0; bs < {batch * seq}; ++bs) {{
-        const long long b = bs / {seq}, s = bs % {seq};
-        {row}
-        const float *__restrict cr = cosc + r * {half};
-        const float *__restrict sr = sinc + r * {half};
-        for (long long h = 0; h < {heads}; ++h) {{
-            const long long o = b * {sb} + s * {ss} + h * {sh};
-            for (long long j = 0; j < {half}; ++j) {{
-                const float x1 = x[o + {i1}], x2 = x[o + {i2}];
-                y[o + {i1}] = cr[j] * x1 - sr[j] * x2;
-                y[o + {i2}] = sr[j] * x1 + cr[j] * x2;
-            }}
-            for (long long d = {rot}; d < {head}; ++d) y[o + d] = x[o + d];
-        }}
-    }}
-    RVK_DATA_OK;
-"""
+    # one position per batch row (a decoding step): s is 0, the row is the batch index
+    where = "const long long b = bs;" if seq == 1 else \
+        f"const long long b = bs / {seq}, s = bs % {seq};"
+    offset = f"b * {sb} + h * {sh}" if seq == 1 else f"b * {sb} + s * {ss} + h * {sh}"
+    tail = f"\nfor (long long d = {rot}; d < {head}; ++d) y[o + d] = x[o + d];" \
+        if rot < head else ""   # the dimensions past the rotated ones, copied
+    per_head = f"""const long long o = {offset};
+for (long long j = 0; j < {half}; ++j) {{
+    const float x1 = x[o + {i1}], x2 = x[o + {i2}];
+    y[o + {i1}] = cr[j] * x1 - sr[j] * x2;
+    y[o + {i2}] = sr[j] * x1 + cr[j] * x2;
+}}{tail}"""
+    per_row = f"""{where}
+{row}
+const float *__restrict cr = cosc + r * {half};
+const float *__restrict sr = sinc + r * {half};
+{loop("h", 0, heads, per_head, "long long")}"""
+    body = indent(loop("bs", 0, batch * seq, per_row, "long long", flat=True)) + \
+        "\n    RVK_DATA_OK;\n"
     params = [Param("x"), Param("cosc"), Param("sinc")] + \
         ([Param("pos", dtype="int64")] if positions else []) + [Param("y", False)]
     spec = make_spec("rope", x_shape=xs, rows=rows, heads=heads, head=head, rot=rot,

@@ -1,5 +1,6 @@
-"""Winograd F(4x4, 3x3) as data (rvvkit/codegen/kernels/conv/winograd_transforms.py): the hand-factored
-transform programs compute exactly the matrices, and the matrices compute a 3x3 convolution."""
+"""Winograd F(4x4, 3x3) as data (rvvkit/codegen/kernels/conv/winograd_transforms.py): the
+hand-factored transform programs compute exactly the matrices, and the matrices compute a 3x3
+convolution."""
 from __future__ import annotations
 
 import numpy as np

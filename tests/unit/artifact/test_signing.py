@@ -1,5 +1,5 @@
-"""Artifact signatures (rvvkit.artifact.signing): keys from ssh-keygen and openssl, what is signed, and
-every way a signature is refused. Artifacts are built in memory: no compiler needed."""
+"""Artifact signatures (rvvkit.artifact.signing): keys from ssh-keygen and openssl, what is signed,
+and every way a signature is refused. Artifacts are built in memory: no compiler needed."""
 import hashlib
 import json
 import shutil

@@ -1,5 +1,5 @@
-"""rvvkit.conformance.forked in a process that has initialised CUDA: its children start from a fork server
-(a clean process), never by forking it, and report pass, failure, crash and timeout as forked
+"""rvvkit.conformance.forked in a process that has initialised CUDA: its children start from a fork
+server (a clean process), never by forking it, and report pass, failure, crash and timeout as forked
 children do; a callable the fork server cannot take is one clear error."""
 import functools
 import os

@@ -79,7 +79,8 @@ def test_forms_of_the_existing_activations():
     mx = "__riscv_vfmax_vf_f32m8_mu(__riscv_vmfeq_vv_f32m8_b4(v, v, n), v, v, 0.0f, n)"
     assert Act("clip", (0.0, 6.0)).rvv_expr("v", 8, "n") == (
         f"__riscv_vfmin_vf_f32m8_mu(__riscv_vmfeq_vv_f32m8_b4(v, v, n), {mx}, {mx}, 6.0f, n)")
-    # sigmoid and tanh call the vector exp helpers (codegen/kernels/math/vmath.py), carried as support
+    # sigmoid and tanh call the vector exp helpers (codegen/kernels/math/vmath.py), carried as
+    # support
     assert Act("tanh").rvv_expr("v", 8) == "rvk_vtanh_f32m8(v, vl)"
     assert any("rvk_vexp_f32m4(" in t for t in Act("sigmoid").rvv_support(4).values())
     assert not Act("thresholded_relu", (1.0,)).has_vector_form
