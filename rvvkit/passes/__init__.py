@@ -1,7 +1,7 @@
 """Graph rewrites on the IR, run in a fixed order by `optimize`: constant folding, affine and
 BatchNorm folding, activation and residual fusion, pattern fusion (LayerNorm, GELU, SiLU,
-attention), quantized graphs to integer ops (`qdq.py`, `quant.py`), cache rewrites for decoders (`kv_cache.py`,
-`cached_attention.py`), dead-code removal."""
+attention), quantized graphs to integer ops (`qdq.py`, `quant.py`), cache rewrites for
+decoders (`kv_cache.py`, `cached_attention.py`), dead-code removal."""
 from __future__ import annotations
 
 from ..ir import Graph
