@@ -1,6 +1,6 @@
 """rvvkit: ONNX models → portable C kernels → one artifact that runs on an x86 host, under QEMU
 emulating an RVV board, on a board over SSH, or on a CUDA GPU."""
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 from .errors import (ArtifactError, BoardConnectionError, CompileError,  # noqa: E402
                      CompilerNotFound, ExecutionError, InputError, ModelError, RvvkitError,
@@ -8,7 +8,8 @@ from .errors import (ArtifactError, BoardConnectionError, CompileError,  # noqa:
 
 
 def build(model, **kwargs):
-    """Lower an ONNX model (path, bytes or ModelProto) to an `Artifact`. See rvvkit.build_model."""
+    """Lower an ONNX model (path, bytes or ModelProto) to an `Artifact`. See
+    rvvkit.builder.build_model."""
     from .builder import build_model
     return build_model(model, **kwargs)
 

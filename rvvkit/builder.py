@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
-from . import __version__
+from .version import __version__
 from .artifact.container import FORMAT_VERSION, Artifact
 from .errors import ModelError, RvvkitError
 from .codegen.c import ABI_VERSION, render

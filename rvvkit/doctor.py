@@ -164,7 +164,7 @@ def _selected(target: str) -> str:
 
 
 def local_report() -> List[Section]:
-    from . import __version__
+    from .version import __version__
     from .jit import cache_dir
     shell = _Local()
     try:

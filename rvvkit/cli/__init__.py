@@ -17,7 +17,7 @@ import signal
 import sys
 from typing import List, Optional
 
-from .. import __version__
+from ..version import __version__
 from ..errors import InternalError, RvvkitError
 from . import (bench, boards, build, compare, doctor, generate, inspect, ops, pack,
                quantize, run, sign)

@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .. import __version__, dtypes
+from .. import dtypes
+from ..version import __version__
 from ..artifact import abi
 from ..resources import runtime_c_file
 from .cfmt import indent
