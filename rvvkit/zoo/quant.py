@@ -11,7 +11,8 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-MODELS = Path(__file__).resolve().parents[1] / "tests" / "models"
+# the stored exports of a checkout (rvvkit/zoo/ is two folders below its root)
+MODELS = Path(__file__).resolve().parents[2] / "tests" / "models"
 FORMATS = ("qdq", "qop", "dynamic")
 
 
