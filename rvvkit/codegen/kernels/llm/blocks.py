@@ -152,7 +152,8 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
         f"for (long d = 0; d < {head}; ++d) qr[d] = qs[d];"
     # the last position written must lie inside the caches and, with rotary, the cos/sin rows
     bound = min(max_seq, cos_rows) if rotary else max_seq
-    past = "(long)seqlens[b] + 1" + (f" - {seq}" if seq != 1 else "")
+    # seqlens_k counts the keys up to the last new token, less one: past = seqlens_k + 1 - seq
+    past = "(long)seqlens[b]" if seq == 1 else f"(long)seqlens[b] + 1 - {seq}"
     group = heads // kv_heads
     if seq == 1:   # one token: its position is past, no loop over tokens
         row = "b"
