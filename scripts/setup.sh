@@ -25,6 +25,7 @@ APT_PACKAGES=(
     clang-16 lld-16          # RVV intrinsics (API 0.11) and RVV auto-vectorisation
     openssh-server           # loopback sshd for the remote-board tests
     dropbear-bin             # loopback Dropbear: the tests of boards without SFTP
+    curl                     # scripts/qemu_check.sh fetches the checking QEMU (10.0)
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -58,6 +59,8 @@ $PY -m pip install -q --disable-pip-version-check -e ".[dev]"
 if [ -x scripts/build_plugin.sh ]; then
     bash scripts/build_plugin.sh
 fi
+# QEMU 10 traps extensions a -cpu leaves out (7.2 runs them): the ISA profiles' check
+bash scripts/qemu_check.sh
 if [ "$BOARD" = 1 ]; then
     # Cached under /var/cache/rvvkit-board: a no-op once built. A machine that cannot build it
     # (no root, no binfmt_misc, no network) still gets the rest: the board's tests then fail

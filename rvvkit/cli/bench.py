@@ -9,7 +9,7 @@ from typing import Dict, List
 from ..measure.cycle_model import DEFAULT_BOARD
 from ..errors import RvvkitError
 from ..measure.report import table
-from .common import (add_threads_option, UsageError, count, executor_list, load_inputs, open_session, progress,
+from .common import (add_isa_options, add_threads_option, isa_options, UsageError, count, executor_list, load_inputs, open_session, progress,
                      vlen_list)
 from .sign import add_require_option, verified
 
@@ -29,8 +29,10 @@ def _targets(args):
 
 def _bench_one(args, on: str, vlen) -> Dict:
     from ..measure.bench import bench
+    from ..runtime import takes_vlen
     with open_session(args.verified or args.artifact, on, compiler=args.compiler,
-                      no_cache=args.no_cache, vlen=vlen, threads=args.threads) as sess:
+                      no_cache=args.no_cache, vlen=vlen, threads=args.threads,
+                      **(isa_options(args) if takes_vlen(on) else {})) as sess:
         feeds = load_inputs(args, sess)
         counting = sess.describe()["counts_instructions"] and not args.no_count
         progress(f"{on}: measuring ({args.repeat} runs"
@@ -73,7 +75,10 @@ def _weighted(r: Dict) -> str:
 
 def _table_row(r: Dict) -> List:
     counted = "dynamic_instructions" in r
-    return [r["executor"], r.get("vlen") or "-", r["compiler"][:28],
+    isa = r.get("isa")
+    where = r["executor"] if isa in (None, "rv64gcv") and not r.get("isa_checked") else \
+        f"{r['executor']} {isa}" + (" (checked)" if r.get("isa_checked") else "")
+    return [where, r.get("vlen") or "-", r["compiler"][:28],
             f"{r['latency_ms']:.3f} ({r['latency_stat']})", f"{r['macs'] / 1e6:.1f}",
             f"{r['dynamic_instructions']:,}" if counted else "-",
             f"{r['vector_instructions']:,}" if counted else "-",
@@ -117,6 +122,7 @@ def add_parser(sub) -> None:
     bn.add_argument("--warmup", type=count(0), default=2,
                     help="untimed runs first (default 2)")
     add_threads_option(bn)
+    add_isa_options(bn)
     bn.add_argument("--no-count", action="store_true",
                     help="qemu: skip the instruction-counting runs")
     bn.add_argument("--cycle-model", default=DEFAULT_BOARD, metavar="BOARD",

@@ -122,14 +122,45 @@ def load_inputs(args, sess) -> Dict[str, np.ndarray]:
 
 # -- sessions ------------------------------------------------------------------------------
 
+def add_isa_options(p) -> None:
+    p.add_argument("--board", metavar="PRESET", help="with --on qemu: emulate this board "
+                   "preset (toolchain/boards: k1, k230, sg2044): its ISA profile, for the "
+                   "compiler's -march and QEMU's -cpu, and its VLEN unless --vlen is given")
+    p.add_argument("--isa", metavar="PROFILE", help="with --on qemu: the ISA profile "
+                   "(toolchain/isa: rv64gcv, the default, k1, rva23), overriding --board's")
+    p.add_argument("--check-isa", action="store_true", help="with --on qemu: run under the "
+                   "checking QEMU (10.0), which traps any extension outside the profile; it "
+                   "cannot count instructions")
+
+
+def isa_options(args) -> Dict:
+    """open_session keywords from --board/--isa/--check-isa: isa, check, and the board's VLEN
+    (as `board_vlen`, used where --vlen is not given)."""
+    out: Dict = {}
+    board_name = getattr(args, "board", None)
+    if board_name:
+        from ..jit.targets import board_preset
+        preset = board_preset(board_name)
+        out["isa"], out["board_vlen"] = preset.get("isa"), preset.get("vlen")
+    if getattr(args, "isa", None):
+        out["isa"] = args.isa
+    if getattr(args, "check_isa", False):
+        out["check"] = True
+    return out
+
+
 def open_session(artifact: str, on: str, *, compiler=None, no_cache: bool = False,
-                 vlen=None, prefer_precompiled: bool = False, threads=None):
+                 vlen=None, prefer_precompiled: bool = False, threads=None, isa=None,
+                 check: bool = False, board_vlen=None):
     """A session from the command line's options, with a progress line naming what runs."""
     from ..runtime import open_session as open_
-    from ..runtime import session_options
+    from ..runtime import session_options, takes_vlen
+    if vlen is None and board_vlen is not None and takes_vlen(on):
+        vlen = board_vlen
     try:
         kwargs = session_options(on, compiler=compiler, use_cache=False if no_cache else None,
-                                 vlen=vlen, prefer_precompiled=prefer_precompiled)
+                                 vlen=vlen, prefer_precompiled=prefer_precompiled, isa=isa,
+                                 check=check)
     except InputError as exc:  # an option the path does not take
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()

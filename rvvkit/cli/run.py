@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..measure.report import table
-from .common import (add_threads_option, count, executor, load_inputs, load_npz, open_session, printable, progress,
+from .common import (add_isa_options, add_threads_option, isa_options, count, executor, load_inputs, load_npz, open_session, printable, progress,
                      save_npz, vlen)
 from .sign import add_require_option, verified
 
@@ -25,7 +25,8 @@ def cmd_run(args) -> int:
     given = load_npz(args.inputs) if args.inputs else None   # a bad file fails before compiling
     sess = open_session(art or args.artifact, args.on, compiler=args.compiler,
                         no_cache=args.no_cache, vlen=args.vlen,
-                        prefer_precompiled=args.prefer_precompiled, threads=args.threads)
+                        prefer_precompiled=args.prefer_precompiled, threads=args.threads,
+                        **isa_options(args))
     with sess:  # closing matters on a board: it removes the remote temp dir
         feeds = given if given is not None else load_inputs(args, sess)
         outs = sess.run(feeds)
@@ -59,6 +60,7 @@ def add_parser(sub) -> None:
                         "compiler works; without it they run only where none does "
                         "(also RVVKIT_PREFER_PRECOMPILED=1)")
     add_threads_option(r)
+    add_isa_options(r)
     r.add_argument("--profile", action="store_true", help="print per-kernel timings")
     r.add_argument("--repeat", type=count(1), default=10, help="runs averaged by --profile")
     r.add_argument("--seed", type=int, default=0, help="seed for random inputs")

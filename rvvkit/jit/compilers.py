@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..errors import CompilerNotFound
 from . import targets
+from .isa import profile as isa_profile
 from .probe import compiler_exe_index, print_path, probe, target_from_argv
 
 TARGETS = ("host", "rvv")
@@ -221,12 +222,12 @@ def _env_cflags() -> List[str]:
     return shlex.split(os.environ.get("RVVKIT_CFLAGS", ""))
 
 
-def _riscv_flags(compiler: Compiler, runs_on_riscv: bool) -> List[str]:
+def _riscv_flags(compiler: Compiler, runs_on_riscv: bool, isa: Optional[str]) -> List[str]:
     fam = targets.riscv().family_flags(compiler.family)
     flags: List[str] = []
     if fam.names_target and not compiler.has_target_option:
         flags.append(f"--target={RISCV_TRIPLE}")
-    flags += fam.arch
+    flags += isa_profile(isa).arch_flags(compiler.family, compiler.version)
     if fam.cross_link and not runs_on_riscv and \
             not any(a.startswith("-fuse-ld=") for a in compiler.argv):
         flags += fam.cross_link  # the host's GNU ld cannot link riscv64 objects
@@ -243,12 +244,14 @@ def native_flags(compiler: Compiler) -> List[str]:
 
 def compile_flags(compiler: Compiler, *, shared: bool = True, openmp: bool = False,
                   native: Optional[bool] = None, runs_on: Optional[str] = None,
-                  cflags: Optional[Sequence[str]] = None) -> List[str]:
+                  cflags: Optional[Sequence[str]] = None, isa: Optional[str] = None
+                  ) -> List[str]:
     """Flags for building generated code with `compiler`; extra flags come last to win.
 
     runs_on: `uname -m` of the machine the compiler runs on, when that is not this one (a
     board reached over SSH); cflags: the extra flags, by default $RVVKIT_CFLAGS of this
-    process (a board passes its own, since this process's environment describes this one)."""
+    process (a board passes its own, since this process's environment describes this one);
+    isa: the ISA profile a riscv64 build may use (toolchain/isa/; None: plain RVV)."""
     flags = ["-O3", "-std=c++11" if compiler.is_cxx else "-std=c11"]
     if shared:
         flags += ["-fPIC", "-shared"]
@@ -259,7 +262,7 @@ def compile_flags(compiler: Compiler, *, shared: bool = True, openmp: bool = Fal
               "-DNDEBUG"]
     if compiler.is_riscv:
         on_riscv = runs_on.lower().startswith("riscv64") if runs_on else host_is_riscv()
-        flags += _riscv_flags(compiler, on_riscv)
+        flags += _riscv_flags(compiler, on_riscv, isa)
     else:
         # The JIT runs where the code runs, so native is right, but only if the compiler
         # builds for this very machine (never for some other cross target).

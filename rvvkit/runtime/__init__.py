@@ -41,7 +41,8 @@ def takes_vlen(on: str) -> bool:
 
 def session_options(on: str, *, compiler: Optional[str] = None,
                     use_cache: Optional[bool] = None, vlen: Optional[int] = None,
-                    prefer_precompiled: bool = False) -> Dict:
+                    prefer_precompiled: bool = False, isa: Optional[str] = None,
+                    check: bool = False) -> Dict:
     """open_session keyword arguments for `on` from the options every path shares: the
     compiler is nvcc for cuda (cuda-emu builds with a host C++ compiler); a VLEN only for
     qemu (InputError elsewhere)."""
@@ -54,6 +55,11 @@ def session_options(on: str, *, compiler: Optional[str] = None,
         if not takes_vlen(on):
             raise InputError(f"--vlen applies to --on qemu, not --on {on}")
         kwargs["vlen"] = vlen
+    if isa is not None or check:
+        if not takes_vlen(on):
+            raise InputError(f"an ISA profile (--board, --isa, --check-isa) applies to --on "
+                             f"qemu, not --on {on}")
+        kwargs.update(isa=isa, check=check)
     if prefer_precompiled:
         if on in ("cuda", "cuda-emu"):
             raise InputError(f"--prefer-precompiled applies to host, qemu and boards, not "

@@ -22,7 +22,7 @@ import numpy as np
 from ..artifact import precompiled
 from ..artifact.container import Artifact
 from ..errors import ExecutorUnavailable, RvvkitError
-from ..jit import resolve_compiler, targets
+from ..jit import isa as isa_profiles, resolve_compiler, targets
 from .runner import build_kernels, build_runner
 from .runner_session import RunnerSession
 from .transport import LocalProcess, RawRun  # noqa: F401  (RawRun: run_raw's result)
@@ -93,10 +93,15 @@ def resolve_sysroot() -> str:
     return root
 
 
-def cpu_string(vlen: int, tail_ones: bool = False) -> str:
-    # tail_ones: tail/mask-agnostic elements become all ones instead of undisturbed, so code
-    # that reads lanes past vl, or masked-off lanes, gets garbage and fails the comparison.
-    return _RV.cpu_string(vlen, tail_ones)
+def cpu_string(vlen: int, tail_ones: bool = False, isa: Optional[str] = None,
+               check: bool = False) -> str:
+    """QEMU's -cpu value. tail_ones: tail/mask-agnostic elements become all ones instead of
+    undisturbed, so code that reads lanes past vl, or masked-off lanes, gets garbage and fails
+    the comparison. isa: the ISA profile's extensions (toolchain/isa/), as the counting QEMU
+    7.2 spells them, or with `check` as the checking QEMU does: every extension it knows set
+    on or off, so an instruction outside the profile traps."""
+    profile = isa_profiles.profile(isa)
+    return _RV.cpu_string(vlen, tail_ones) + profile.qemu_props("qemu10" if check else "qemu7")
 
 
 class QemuSession(RunnerSession):
@@ -108,10 +113,15 @@ class QemuSession(RunnerSession):
                  compiler: Optional[str] = None, vlen: Optional[int] = None,
                  qemu: Optional[str] = None, tail_ones: bool = False,
                  timeout: Optional[float] = None, use_cache: Optional[bool] = None,
-                 prefer_precompiled: Optional[bool] = None):
-        # Cheap settings first: a bad VLEN or a missing QEMU fails before any compiling.
+                 prefer_precompiled: Optional[bool] = None, isa: Optional[str] = None,
+                 check: bool = False):
+        # Cheap settings first: a bad VLEN, profile or a missing QEMU fails before compiling.
         self.vlen = resolve_vlen(vlen)
-        self.qemu = resolve_qemu(qemu)
+        self.isa = isa_profiles.profile(isa)
+        # check: run under the checking QEMU, which traps what the profile lacks (no plugins:
+        # it cannot count)
+        self.check = bool(check)
+        self.qemu = resolve_qemu(qemu or (isa_profiles.check_qemu() if check else None))
         self.timeout = resolve_timeout(timeout)
         self.sysroot = resolve_sysroot()
         self.tail_ones = bool(tail_ones)
@@ -119,8 +129,9 @@ class QemuSession(RunnerSession):
 
         def jit():
             self.compiler = resolve_compiler(compiler, target="rvv")
-            return (build_kernels(self.artifact.c_source, self.compiler, use_cache=use_cache),
-                    build_runner(self.compiler, use_cache=use_cache))
+            return (build_kernels(self.artifact.c_source, self.compiler, use_cache=use_cache,
+                                  isa=self.isa.name),
+                    build_runner(self.compiler, use_cache=use_cache, isa=self.isa.name))
         self.compiler = None
         self.kernels_from, (self.kernels_path, self.runner_path) = precompiled.choose(
             self, "riscv64", prefer_precompiled, jit)
@@ -139,7 +150,8 @@ class QemuSession(RunnerSession):
     def qemu_prefix(self, extra_args: Sequence[str] = ()) -> List[str]:
         # RVVKIT_SPIN_US=0: the thread pool's workers sleep at once instead of polling, so
         # that waiting never counts as instructions (and emulated time is not real time)
-        return [self.qemu, "-L", self.sysroot, "-cpu", cpu_string(self.vlen, self.tail_ones),
+        cpu = cpu_string(self.vlen, self.tail_ones, self.isa.name, self.check)
+        return [self.qemu, "-L", self.sysroot, "-cpu", cpu,
                 "-E", "RVVKIT_SPIN_US=0", *map(str, extra_args)]
 
     def command(self, runner_argv: List[str], extra_args: Sequence[str]) -> List[str]:
@@ -148,7 +160,7 @@ class QemuSession(RunnerSession):
     def failure_context(self) -> str:
         what = (f"compiler {shlex.join(self.compiler.argv)}" if self.compiler is not None
                 else self.kernels_from)
-        return f"VLEN {self.vlen}, {what}"
+        return f"VLEN {self.vlen}, ISA {self.isa.name}, {what}"
 
     def timeout_message(self, timeout: float, command) -> str:
         return (f"QEMU run timed out after {timeout:g} s and was killed (VLEN {self.vlen}; "
@@ -191,6 +203,7 @@ class QemuSession(RunnerSession):
         the prompt, then `new_tokens` greedy tokens. Per-token figures are differences of two
         such runs (benchmarks/bench_llm.py)."""
         from .icount import qemu_plugin_args, read_counts
+        self._need_plugins()
         rundir = self.transport.new_dir()
         try:
             out = rundir / "counts.json"
@@ -200,12 +213,19 @@ class QemuSession(RunnerSession):
         finally:
             self.transport.remove(rundir)
 
+    def _need_plugins(self) -> None:
+        if self.check:
+            raise RvvkitError("the checking QEMU cannot count instructions (Debian builds its "
+                              "QEMU 10 without TCG plugins): count with check=False, which "
+                              "runs the same build under the counting QEMU 7.2")
+
     def _counted_runs(self, feeds, inferences: int, plugin) -> tuple:
         """(what a run of `inferences` inferences read, what a run of none read), each run
         warmed up once: plugin(rundir) gives the QEMU arguments and the reader of their
         output."""
         if not 1 <= inferences <= 9:
             raise ValueError("inferences must be 1..9 (equal-length argv keeps counts exact)")
+        self._need_plugins()
         rundir = self.write_inputs(feeds)
         try:
             out = []
@@ -222,7 +242,7 @@ class QemuSession(RunnerSession):
         """The runner's mean under QEMU (emulation speed, not a board's) and, with `count`,
         the exact instructions of one inference, by which to compare RVV code."""
         out = super().measure(feeds, repeat, warmup)
-        if count:
+        if count and not self.check:
             c = self.instruction_counts(feeds)
             out.update(dynamic_instructions=c["insns"], vector_instructions=c["vector_insns"],
                        vsetvl_instructions=c["vsetvl"],
@@ -231,8 +251,11 @@ class QemuSession(RunnerSession):
         return out
 
     def describe(self) -> Dict:
-        return dict(super().describe(), label=f"qemu (VLEN {self.vlen})", vlen=self.vlen,
-                    qemu=self.qemu, counts_instructions=True)
+        isa = "" if self.isa.name == isa_profiles.DEFAULT else f", {self.isa.name}"
+        label = f"qemu (VLEN {self.vlen}{isa}{', checked' if self.check else ''})"
+        return dict(super().describe(), label=label, vlen=self.vlen, qemu=self.qemu,
+                    isa=self.isa.describe(), isa_checked=self.check,
+                    counts_instructions=not self.check)
 
     def close(self) -> None:
         self._cleanup()

@@ -48,18 +48,21 @@ def _inline(name: str, seen: set) -> str:
     return "".join(out)
 
 
-def build_runner(compiler: Compiler, *, use_cache: Optional[bool] = None) -> Path:
-    """The runner executable for `compiler` (cached by source, compiler and flags)."""
-    return compile_source(runner_source(), compiler, compile_flags(compiler, shared=False),
+def build_runner(compiler: Compiler, *, use_cache: Optional[bool] = None,
+                 isa: Optional[str] = None) -> Path:
+    """The runner executable for `compiler` (cached by source, compiler and flags), for the
+    ISA profile `isa` on riscv64 (None: plain RVV)."""
+    return compile_source(runner_source(), compiler,
+                          compile_flags(compiler, shared=False, isa=isa),
                           name=RUNNER_NAME, kind="exe", link_flags=list(LINK_FLAGS),
                           use_cache=use_cache)
 
 
 def build_kernels(c_source: str, compiler: Compiler, *,
-                  use_cache: Optional[bool] = None) -> Path:
-    """An artifact's C source as a shared object the runner can dlopen."""
-    return compile_source(c_source, compiler, compile_flags(compiler), name="model", kind="so",
-                          use_cache=use_cache)
+                  use_cache: Optional[bool] = None, isa: Optional[str] = None) -> Path:
+    """An artifact's C source as a shared object the runner can dlopen (isa: as build_runner)."""
+    return compile_source(c_source, compiler, compile_flags(compiler, isa=isa), name="model",
+                          kind="so", use_cache=use_cache)
 
 
 def describe_exit(returncode: int) -> str:
