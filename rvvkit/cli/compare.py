@@ -8,7 +8,7 @@ import sys
 from typing import Dict, List
 
 from ..errors import InputError
-from .common import (UsageError, add_threads_option, count, input_shape, load_npz, progress,
+from .common import (UsageError, add_isa_options, add_threads_option, isa_options, count, input_shape, load_npz, progress,
                      shapes, vlen_list)
 from .sign import add_require_option, verified
 
@@ -23,6 +23,12 @@ def _options(args) -> Dict[str, Dict]:
         if not sep or key not in kinds:
             key, cmd = "host", spec  # a plain command (it may hold '=' itself) is the host's
         options.setdefault(key, {}).update(session_options(key, compiler=cmd))
+    isa = isa_options(args)
+    board_vlen = isa.pop("board_vlen", None)
+    if isa:
+        options.setdefault("qemu", {}).update(session_options("qemu", **isa))
+    if board_vlen is not None and not args.vlen:
+        args.vlen = [board_vlen]
     for key in kinds:
         if args.no_cache:
             options.setdefault(key, {})["use_cache"] = False
@@ -139,6 +145,7 @@ def add_parser(sub) -> None:
     c.add_argument("--no-count", action="store_true",
                    help="qemu: skip the instruction-counting runs")
     add_require_option(c)
+    add_isa_options(c)
     c.add_argument("--json", action="store_true", help="print a JSON document instead")
     c.add_argument("--plot", metavar="FILE.png",
                    help="also write a bar chart: latency and error per path (needs matplotlib)")

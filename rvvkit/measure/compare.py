@@ -123,6 +123,10 @@ def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: D
         try:
             desc = sess.describe()
             row["emulated"] = desc["emulated"]
+            if desc.get("isa") is not None:   # the ISA profile of the build and the QEMU CPU
+                row.update(isa=desc["isa"].split(" ")[0], isa_checked=desc["isa_checked"])
+                if row["isa"] != "rv64gcv" or row["isa_checked"]:
+                    row["path"] += f" {row['isa']}" + (" (checked)" if row["isa_checked"] else "")
             counting = count and desc["counts_instructions"]
             say(f"{target.label}: running ({repeat} timed runs"
                 + (", counting instructions" if counting else "") + ")")

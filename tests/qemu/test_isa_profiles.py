@@ -152,8 +152,10 @@ def test_each_profile_build_uses_only_its_extensions(profile):
 @needs_qemu
 def test_board_option_builds_and_counts_for_the_board(tmp_path):
     """`rvvkit bench --on qemu --board k1` compiles with the K1's -march, runs QEMU 7.2 with
-    its properties and the preset's VLEN, counts, and says which profile ran; a profile on a
-    path that is not QEMU is a usage error."""
+    its properties and the preset's VLEN, counts, and says which profile ran; `compare`
+    checks the same build under QEMU 10 and names the profile in its row; a profile on a path
+    that is not QEMU is a usage error."""
+    _checking_qemu()
     model = small_model()
     path = tmp_path / "m.rvv"
     rvvkit.build(model, cuda=False).save(str(path))
@@ -165,6 +167,15 @@ def test_board_option_builds_and_counts_for_the_board(tmp_path):
     (row,) = json.loads(proc.stdout)
     assert row["isa"] == "k1" and row["vlen"] == 256 and not row["isa_checked"]
     assert row["dynamic_instructions"] > 0
+    onnx_path = tmp_path / "m.onnx"
+    onnx_path.write_bytes(model.SerializeToString())
+    proc = subprocess.run(["rvvkit", "compare", str(onnx_path), "--on", "qemu", "--board", "k1",
+                           "--check-isa", "--repeat", "1", "--warmup", "0", "--json"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = [r for r in json.loads(proc.stdout)["rows"] if r["executor"] == "qemu"]
+    assert row["status"] == "ok" and row["isa"] == "k1" and row["isa_checked"], row
+    assert row["path"] == "qemu vlen=256 k1 (checked)"
     bad = subprocess.run(["rvvkit", "run", str(path), "--on", "host", "--board", "k1"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "applies to --on qemu" in bad.stderr
