@@ -9,8 +9,8 @@ from typing import Dict, List
 from ..measure.cycle_model import DEFAULT_BOARD
 from ..errors import RvvkitError
 from ..measure.report import table
-from .common import (add_isa_options, add_threads_option, isa_options, UsageError, count, executor_list, load_inputs, open_session, progress,
-                     vlen_list)
+from .common import (add_isa_options, add_threads_option, count, executor_list, isa_options,
+                     load_inputs, open_session, progress, UsageError, vlen_list)
 from .sign import add_require_option, verified
 
 HEADERS = ["executor", "VLEN", "compiler", "latency ms", "MMACs", "dynamic insns",

@@ -8,8 +8,8 @@ import sys
 from typing import Dict, List
 
 from ..errors import InputError
-from .common import (UsageError, add_isa_options, add_threads_option, isa_options, count, input_shape, load_npz, progress,
-                     shapes, vlen_list)
+from .common import (add_isa_options, add_threads_option, count, input_shape, isa_options, load_npz,
+                     progress, shapes, UsageError, vlen_list)
 from .sign import add_require_option, verified
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..measure.report import table
-from .common import (add_isa_options, add_threads_option, isa_options, count, executor, load_inputs, load_npz, open_session, printable, progress,
-                     save_npz, vlen)
+from .common import (add_isa_options, add_threads_option, count, executor, isa_options, load_inputs,
+                     load_npz, open_session, printable, progress, save_npz, vlen)
 from .sign import add_require_option, verified
 
 
