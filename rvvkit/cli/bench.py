@@ -38,7 +38,8 @@ def _bench_one(args, on: str, vlen) -> Dict:
         progress(f"{on}: measuring ({args.repeat} runs"
                  + (", counting instructions" if counting else "") + ")")
         return bench(sess, feeds, repeat=args.repeat, warmup=args.warmup,
-                     count=not args.no_count, cycle_model=args.cycle_model)
+                     count=not args.no_count, cycle_model=args.cycle_model,
+                     classes=args.classes)
 
 
 def _bench_rows(args) -> List:
@@ -129,6 +130,9 @@ def add_parser(sub) -> None:
                     help="qemu: board preset (toolchain/boards/) whose cycle model gives the "
                     f"--json row's modelled_cycles/modelled_ms (default {DEFAULT_BOARD}; a "
                     "model, not a measurement)")
+    bn.add_argument("--classes", action="store_true",
+                    help="qemu: also count instructions by class x LMUL x SEW and weight "
+                    "vector ones by the registers they process (slower runs; in --json)")
     bn.add_argument("--json", action="store_true", help="print rows as JSON")
     bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     add_require_option(bn)

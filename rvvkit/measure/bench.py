@@ -33,9 +33,11 @@ def _count_fields(c: Mapping) -> Dict:
 
 def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
           repeat: int = 10, warmup: int = 2, count: bool = True,
-          cycle_model: str = DEFAULT_BOARD) -> Dict:
+          cycle_model: str = DEFAULT_BOARD, classes: bool = False) -> Dict:
     """One row of `rvvkit bench`: latency, MACs, and (qemu) instruction counts, per thread
-    too, with the modelled time on board `cycle_model` (a toolchain/boards/ preset)."""
+    too, with the modelled time on board `cycle_model` (a toolchain/boards/ preset); with
+    `classes`, also the counts by class x LMUL x SEW and the work-weighted vector ops
+    (rvvkit.runtime.iclass; slower runs)."""
     feeds = feeds if feeds is not None else sess.random_feeds()
     meta = sess.artifact.meta
     desc = sess.describe()
@@ -60,4 +62,8 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
         row.update(bench_fields(counts, model, desc.get("vlen")))
         insns = row["dynamic_instructions"]
         row["macs_per_instruction"] = row["macs"] / insns if insns else None
+        if classes:
+            by_class = sess.instruction_classes(feeds)
+            row["work_weighted_vector_ops"] = by_class["work_weighted_vector_ops"]
+            row["instruction_classes"] = by_class["classes"]
     return row

@@ -79,14 +79,15 @@ def _host_compiler():
                       "\nRun scripts/setup.sh (it installs build-essential and qemu-user).")
 
 
-def plugin_path(*, use_cache: Optional[bool] = None) -> Path:
-    """The built plugin (a host shared object), compiling it on first use.
+def plugin_path(*, use_cache: Optional[bool] = None, source_file: str = PLUGIN_SOURCE) -> Path:
+    """The built plugin (a host shared object), compiling it on first use; `source_file` (under
+    toolchain/) picks the companion plugin of rvvkit/runtime/iclass.py instead.
 
     Goes through rvvkit's JIT cache (RVVKIT_CACHE_DIR, RVVKIT_NO_CACHE), so the compiler runs
     once per source version and compiler; within a process the result is also memoised, so a
     disabled cache does not mean one temp build per call."""
     from ..jit import cache_enabled, compile_source
-    source = toolchain_file(PLUGIN_SOURCE).read_text(encoding="utf-8")
+    source = toolchain_file(source_file).read_text(encoding="utf-8")
     comp = _host_compiler()
     use_cache = cache_enabled() if use_cache is None else use_cache
     memo = (hashlib.sha256(source.encode()).hexdigest(), comp.identity(), use_cache)
@@ -94,8 +95,8 @@ def plugin_path(*, use_cache: Optional[bool] = None) -> Path:
         hit = _built.get(memo)
         if hit is not None and hit.is_file():
             return hit
-        path = compile_source(source, comp, list(PLUGIN_CFLAGS), name="qemu_icount",
-                              kind="so", use_cache=use_cache)
+        path = compile_source(source, comp, list(PLUGIN_CFLAGS),
+                              name=Path(source_file).stem, kind="so", use_cache=use_cache)
         _built[memo] = path
         return path
 

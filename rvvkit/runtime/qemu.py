@@ -198,6 +198,15 @@ class QemuSession(RunnerSession):
             qemu_plugin_args(d / "counts.json", blocks=d / "blocks.txt"),
             lambda: iprofile.by_function(d / "blocks.txt"))))
 
+    def instruction_classes(self, feeds: Mapping[str, np.ndarray]) -> Dict:
+        """One inference's instructions by class x LMUL x SEW and its work-weighted vector
+        ops (rvvkit.runtime.iclass): a run of one inference minus a run of none, as
+        instruction_counts, under the slower class-counting plugin."""
+        from .iclass import class_difference, qemu_class_args, read_classes
+        hi, lo = self._counted_runs(feeds, 1, lambda d: (
+            qemu_class_args(d / "classes.json"), lambda: read_classes(d / "classes.json")))
+        return class_difference(hi, lo)
+
     def generation_counts(self, prompt, new_tokens: int) -> Dict:
         """The instruction counts (icount.read_counts) of one `runner --generate` process:
         the prompt, then `new_tokens` greedy tokens. Per-token figures are differences of two
