@@ -90,8 +90,12 @@ def check_qemu_path() -> Path:
 def check_qemu() -> str:
     """The checking QEMU: $RVVKIT_QEMU_CHECK, else the one setup.sh fetched (its hash checked).
     RvvkitError saying how to get it when there is none."""
-    named = os.environ.get("RVVKIT_QEMU_CHECK")
+    named = os.environ.get("RVVKIT_QEMU_CHECK", "").strip()
     if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise RvvkitError(f"$RVVKIT_QEMU_CHECK={named!r} is not an executable file: name "
+                              "a qemu-riscv64 10.0 or newer, or unset it to use the one "
+                              "scripts/setup.sh fetches")
         return named
     path = check_qemu_path()
     if not path.is_file():
