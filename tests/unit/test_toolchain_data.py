@@ -82,3 +82,24 @@ def test_boards_file_table_can_name_a_preset(boards_file):
     assert boards.board_config("ssh://mine").arch == "x86_64"  # the table wins
     with pytest.raises(RvvkitError, match="unknown preset 'k9'.*k1, k230, sg2044"):
         boards.board_config("ssh://bad")
+
+
+def test_the_wheel_ships_every_data_file():
+    """Every file of toolchain/ and runtime_c/ that rvvkit reads matches pyproject.toml's
+    package-data, so a wheel (a board's install) has it: an ISA profile left out once made
+    every compile on a board fail."""
+    import fnmatch
+    from pathlib import Path
+    try:
+        import tomllib
+    except ImportError:      # Python < 3.11
+        import tomli as tomllib
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package, folder in data["package-dir"].items():
+        globs = data["package-data"][package]
+        for path in (root / folder).rglob("*"):
+            rel = path.relative_to(root / folder).as_posix()
+            if path.is_file() and not rel.startswith(".") and "__pycache__" not in rel:
+                assert any(fnmatch.fnmatch(rel, g) and rel.count("/") == g.count("/")
+                           for g in globs), f"{folder}/{rel} is not in the wheel ({package})"
