@@ -8,6 +8,7 @@ from typing import Dict, List
 
 from ..measure.cycle_model import DEFAULT_BOARD
 from ..errors import RvvkitError
+from ..jit.isa import run_suffix
 from ..measure.report import table
 from .common import (add_isa_options, add_threads_option, count, executor_list, isa_options,
                      load_inputs, open_session, progress, UsageError, vlen_list)
@@ -76,9 +77,7 @@ def _weighted(r: Dict) -> str:
 
 def _table_row(r: Dict) -> List:
     counted = "dynamic_instructions" in r
-    isa = r.get("isa")
-    where = r["executor"] if isa in (None, "rv64gcv") and not r.get("isa_checked") else \
-        f"{r['executor']} {isa}" + (" (checked)" if r.get("isa_checked") else "")
+    where = r["executor"] + run_suffix(r.get("isa"), bool(r.get("isa_checked")))
     return [where, r.get("vlen") or "-", r["compiler"][:28],
             f"{r['latency_ms']:.3f} ({r['latency_stat']})", f"{r['macs'] / 1e6:.1f}",
             f"{r['dynamic_instructions']:,}" if counted else "-",

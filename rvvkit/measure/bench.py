@@ -48,7 +48,7 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
     if desc.get("vlen") is not None:
         row["vlen"] = desc["vlen"]
     if desc.get("isa") is not None:   # the ISA profile the build and the QEMU CPU had
-        row["isa"] = desc["isa"].split(" ")[0]
+        row["isa"] = desc["isa"]
         row["isa_checked"] = desc["isa_checked"]
     if "wrapper" in desc:
         row["wrapper"] = desc["wrapper"]

@@ -18,6 +18,7 @@ from ..artifact.container import Artifact
 from ..errors import (BoardConnectionError, CompileError, ExecutorUnavailable, InputError,
                      RvvkitError)
 from .reference import Reference, run_reference
+from ..jit.isa import run_suffix
 from ..runtime import PATH_HELP, check_path, path_kind, takes_vlen
 from .scoring import score
 RTOL, ATOL = 1e-3, 1e-4
@@ -124,9 +125,8 @@ def _run_path(art: Artifact, target: Target, feeds, ref: Reference, *, kwargs: D
             desc = sess.describe()
             row["emulated"] = desc["emulated"]
             if desc.get("isa") is not None:   # the ISA profile of the build and the QEMU CPU
-                row.update(isa=desc["isa"].split(" ")[0], isa_checked=desc["isa_checked"])
-                if row["isa"] != "rv64gcv" or row["isa_checked"]:
-                    row["path"] += f" {row['isa']}" + (" (checked)" if row["isa_checked"] else "")
+                row.update(isa=desc["isa"], isa_checked=desc["isa_checked"])
+                row["path"] += run_suffix(desc["isa"], desc["isa_checked"])
             counting = count and desc["counts_instructions"]
             say(f"{target.label}: running ({repeat} timed runs"
                 + (", counting instructions" if counting else "") + ")")

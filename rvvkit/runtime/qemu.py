@@ -260,10 +260,9 @@ class QemuSession(RunnerSession):
         return out
 
     def describe(self) -> Dict:
-        isa = "" if self.isa.name == isa_profiles.DEFAULT else f", {self.isa.name}"
-        label = f"qemu (VLEN {self.vlen}{isa}{', checked' if self.check else ''})"
+        label = f"qemu (VLEN {self.vlen})" + isa_profiles.run_suffix(self.isa.name, self.check)
         return dict(super().describe(), label=label, vlen=self.vlen, qemu=self.qemu,
-                    isa=self.isa.describe(), isa_checked=self.check,
+                    isa=self.isa.name, isa_checked=self.check,
                     counts_instructions=not self.check)
 
     def close(self) -> None:
