@@ -56,8 +56,12 @@ class IsaProfile:
                 props.append(f"{prop}={'true' if on else 'false'}")
         return "".join("," + p for p in props)
 
-    def describe(self) -> str:
-        return f"{self.name} ({self.summary})"
+
+def run_suffix(name: Optional[str], checked: bool) -> str:
+    """What follows a run's path in a label or table: "" for plain RVV, " k1", " k1 (checked)"."""
+    shown = name if name and name != DEFAULT else ""
+    text = f"{shown or DEFAULT} (checked)" if checked else shown
+    return f" {text}" if text else ""
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,8 +105,17 @@ def check_qemu() -> str:
     if not path.is_file():
         raise RvvkitError(f"no checking QEMU at {path}: `bash scripts/setup.sh` fetches it "
                           "(qemu-user 10.0 from bookworm-backports), or set RVVKIT_QEMU_CHECK")
-    want = targets.riscv().get("qemu", "check", "sha256")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != want:
+    stat = path.stat()
+    if _sha256(str(path), stat.st_size, stat.st_mtime_ns) != \
+            targets.riscv().get("qemu", "check", "sha256"):
         raise RvvkitError(f"{path} is not the checking QEMU scripts/setup.sh fetched (its "
                           "sha256 differs): remove it and run the set-up again")
     return str(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """The file's hash, read once per process while its size and time stay the same: every
+    checked session asks, and the binary is tens of megabytes."""
+    del size, mtime_ns   # the cache key only
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
