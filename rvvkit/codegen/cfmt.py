@@ -52,14 +52,9 @@ def unique_idents(texts: Dict[str, str], prefix: str) -> Dict[str, str]:
     return out
 
 
-def indent(text: str, levels: int = 1) -> str:
-    """`text` with every non-empty line shifted right by `levels` steps."""
+def indent(text: str, levels: int = 1, directives: bool = False) -> str:
+    """`text` with every non-empty line shifted right by `levels` steps; with `directives`,
+    preprocessor lines (the RVV guards) stay in column 0, where every kernel has them."""
     pad = INDENT * levels
-    return "\n".join(pad + ln if ln.strip() else "" for ln in text.splitlines())
-
-
-def indent_code(text: str, levels: int = 1) -> str:
-    """indent(), but preprocessor directives (the RVV guards) stay in column 0."""
-    pad = INDENT * levels
-    return "\n".join(ln if ln.startswith("#") else pad + ln if ln.strip() else ""
+    return "\n".join(ln if directives and ln.startswith("#") else pad + ln if ln.strip() else ""
                      for ln in text.splitlines())

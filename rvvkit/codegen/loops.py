@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from .cfmt import INDENT, indent, indent_code
+from .cfmt import INDENT, indent
 
 
 def cdiv(a: int, b: int) -> int:
@@ -59,20 +59,19 @@ def loop(var: str, start, stop, body: str, ty: str = "int", flat: bool = False,
     `guard`: a condition tested before every trip as well (`guard && var < stop`, the loop
     stopping when it fails), so a single trip is `if (guard) { body }`. `directives`: the
     body's preprocessor lines (RVV guards) stay in column 0 when it is shifted."""
-    shift = indent_code if directives else indent
     if not (isinstance(start, int) and isinstance(stop, int) and stop - start == 1):
         cond = f"{guard} && {var} < {stop}" if guard else f"{var} < {stop}"
         head = f"for ({ty} {var} = {start}; {cond}; ++{var})"
         if "\n" in body or re.match(_DECL, body):
-            return f"{head} {{\n{shift(body)}\n}}"
+            return f"{head} {{\n{indent(body, directives=directives)}\n}}"
         one_line = len(head) + len(body) < 90 and not body.startswith("for ")
-        return f"{head} {body}" if one_line else f"{head}\n{shift(body)}"
+        return f"{head} {body}" if one_line else f"{head}\n{indent(body, directives=directives)}"
     fixed = f"const {ty} {var} = {start};\n" if re.search(rf"\b{var}\b", body) else ""
     if guard:
-        return f"if ({guard}) {{\n{shift(fixed + body)}\n}}"
+        return f"if ({guard}) {{\n{indent(fixed + body, directives=directives)}\n}}"
     if flat:
         return fixed + body
-    return f"{{\n{shift(fixed + body)}\n}}"
+    return f"{{\n{indent(fixed + body, directives=directives)}\n}}"
 
 
 def nest(dims: Sequence[int], strides: Sequence[Sequence[int]], names: Sequence[str],

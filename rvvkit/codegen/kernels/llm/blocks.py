@@ -6,7 +6,7 @@ GatherBlockQuantized in gather_bq.py."""
 from __future__ import annotations
 
 from ... import rvv
-from ...cfmt import flt, indent_code
+from ...cfmt import flt, indent
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ...loops import loop
 from ...parallel import split_of
@@ -184,8 +184,9 @@ RVK_DATA_OK;"""
     if not in_place:
         params += [Param("pk", False), Param("pv", False)]
     macs = batch * seq * heads * max_seq * head * 2
-    return Lowered(Kernel("gqa", tuple(params), indent_code(body) + "\n", workspace=max_seq + head,
-                          spec=spec, status=True, macs=macs, support=rvv.header()))
+    return Lowered(Kernel("gqa", tuple(params), indent(body, directives=True) + "\n",
+                          workspace=max_seq + head, spec=spec, status=True, macs=macs,
+                          support=rvv.header()))
 
 
 def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lowered:
@@ -205,7 +206,7 @@ if (pos == 0)
     for (long i = 0; i < {heads * max_seq * head}; ++i)
         cache[b * {heads * max_seq * head} + i] = 0.0f;
 {loop("h", 0, heads, copy, "long")}"""
-    body = indent_code(loop("b", 0, batch, per_batch, "long", flat=True)) + \
+    body = indent(loop("b", 0, batch, per_batch, "long", flat=True), directives=True) + \
         "\n    RVK_DATA_OK;\n"
     params = (Param("cache", False), Param("x"), Param("live", dtype="int64"))
     return Lowered(Kernel("cache_write", params, body, spec=spec, status=True))

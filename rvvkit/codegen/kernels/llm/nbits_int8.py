@@ -13,7 +13,7 @@ from __future__ import annotations
 from textwrap import dedent
 
 from ... import rvv
-from ...cfmt import indent_code
+from ...cfmt import indent
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
 from .nbits_layout import (column_kernel, default_zero_point, portable_columns, row_body,
@@ -59,7 +59,7 @@ def _quantize_row(k: int, nb: int, block: int) -> str:
             }
             asum[blk] = sum;
 """
-    guarded = indent_code(rvv.guarded(dedent(rvv_block), dedent(portable_block)))
+    guarded = indent(rvv.guarded(dedent(rvv_block), dedent(portable_block)), directives=True)
     return f"""const float *__restrict x = a + i * {k};
 for (long blk = 0; blk < {nb}; ++blk) {{
     const long k0 = blk * {block}, k1 = k0 + {block} < {k} ? k0 + {block} : {k};

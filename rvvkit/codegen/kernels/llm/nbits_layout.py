@@ -18,7 +18,7 @@ from typing import Dict
 import numpy as np
 
 from ... import half, rvv
-from ...cfmt import indent_code
+from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param, make_spec
 from ...loops import loop
 from ...parallel import split_of
@@ -139,7 +139,7 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
     rows = loop("i", 0, m, per_row.rstrip("\n"), "long", flat=True, directives=True)
     body = f"""{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
         const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
-{indent_code(rows, 2)}
+{indent(rows, 2, directives=True)}
     }}
 """
     split = split_of(-(-width // PAIRS), m * n * k)
