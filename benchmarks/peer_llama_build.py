@@ -9,7 +9,10 @@ Everything lives under a work directory outside the repository (default
   zig/                     zig's clang (PyPI `ziglang`) wrapped for riscv64 + RVV by
                            peer_ncnn_build.zig_wrappers (-march=rv64gcv -> -mcpu=baseline_rv64+v)
   rv64/                    libllama.a + libggml*.a for riscv64-linux-gnu (GGML_RVV=ON, no
-                           Zfh/Zvfh/Zicbop/Zihintpause: qemu-riscv64 7.2 has no Zvfh; no OpenMP)
+                           Zfh/Zvfh/Zicbop/Zihintpause, no OpenMP). NOT llama.cpp's K1
+                           default: without Zvfh it skips its repacked Q4_0/Q8_0 kernels. The
+                           reason once given, that QEMU 7.2 lacks Zvfh, was wrong (it runs
+                           Zvfh code unchecked); docs/benchmarks.md says so (issue 42)
                            and bin/llama-peer-driver, the small driver below linked against them
 """
 from __future__ import annotations

@@ -38,6 +38,9 @@ COMMON = ["-DCMAKE_BUILD_TYPE=Release", "-DNCNN_VULKAN=OFF", "-DNCNN_OPENMP=OFF"
           "-DNCNN_SHARED_LIB=OFF", "-DNCNN_BUILD_EXAMPLES=OFF", "-DNCNN_BUILD_BENCHMARK=OFF",
           "-DNCNN_BUILD_TESTS=OFF", "-DNCNN_PYTHON=OFF", "-DNCNN_BUILD_TOOLS=OFF",
           "-DNCNN_INSTALL_SDK=OFF"]
+# Zfh/Zvfh OFF: float32 kernels, compared with rvvkit's float32. This is NOT ncnn's K1 default
+# (on a Zvfh core it runs float16); the reason given once, that QEMU 7.2 lacks Zvfh, was wrong
+# (it runs Zvfh code unchecked). docs/benchmarks.md says so beside the tables (issue 42).
 RISCV = ["-DNCNN_RVV=ON", "-DNCNN_ZFH=OFF", "-DNCNN_ZVFH=OFF", "-DNCNN_XTHEADVECTOR=OFF",
          "-DNCNN_RUNTIME_CPU=OFF"]
 # tarfile's "data" filter (path traversal checks) exists from Python 3.11.4 / 3.10.12 on.
