@@ -15,6 +15,13 @@ modelled_cycles the largest per-thread cycle count (the threads run side by side
 slowest one sets the time; the two maxima can fall on different threads when the datapath is
 narrower than VLEN); modelled_ms = modelled_cycles at frequency_ghz. Memory, caches, issue
 width, latencies and the time threads spend waiting for each other are not modelled.
+
+That per-thread figure is the coarse one, for runs counted without classes. A board whose
+[model] names a `cost` table (toolchain/cost/<cost>.toml, derived from LLVM's scheduling
+model of its core) and a [model.memory] table also has the finer model of class_model.py:
+`classes_fields` turns QemuSession.instruction_classes' counts (and the bytes a step moves)
+into modelled cycles per pipe and a compute / memory bound time. datapath_bits defaults to
+the cost table's DLEN.
 """
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ..errors import RvvkitError
+from .class_model import Memory, modelled_step, thread_shares
+from .cost_table import CostTable, cost_table
 
 DEFAULT_BOARD = "k1"
 
@@ -32,6 +41,15 @@ class CycleModel:
     vlen: int
     datapath_bits: int
     frequency_ghz: float
+    cost: Optional[str] = None            # toolchain/cost/<cost>.toml
+    memory: Optional[Memory] = None
+
+    @property
+    def table(self) -> CostTable:
+        if self.cost is None:
+            raise RvvkitError(f"board {self.board!r} has no cost table ([model] cost = ...): "
+                              "it has only the coarse per-thread cycle model")
+        return cost_table(self.cost)
 
     @property
     def vector_cycles_per_lmul(self) -> float:
@@ -49,15 +67,37 @@ def board_model(name: str = DEFAULT_BOARD) -> CycleModel:
     where = f"toolchain/boards/{name}.toml [model]"
     if not isinstance(table, dict):
         raise RvvkitError(f"{where} is missing: board {name!r} has no cycle model")
+    cost = table.get("cost")
     try:
-        model = CycleModel(name, int(table["vlen"]), int(table["datapath_bits"]),
-                           float(table["frequency_ghz"]))
+        datapath = table["datapath_bits"] if "datapath_bits" in table or cost is None \
+            else cost_table(str(cost)).dlen
+        model = CycleModel(name, int(table["vlen"]), int(datapath),
+                           float(table["frequency_ghz"]), None if cost is None else str(cost),
+                           _memory(table.get("memory"), board_preset(name), where))
     except (KeyError, TypeError, ValueError) as exc:
-        raise RvvkitError(f"{where}: needs vlen, datapath_bits and frequency_ghz ({exc})") \
-            from None
+        raise RvvkitError(f"{where}: needs vlen, datapath_bits (or cost) and frequency_ghz "
+                          f"({exc})") from None
     if min(model.vlen, model.datapath_bits, model.frequency_ghz) <= 0:
         raise RvvkitError(f"{where}: vlen, datapath_bits and frequency_ghz must be positive")
+    if model.cost is not None and model.table.vlen != model.vlen:
+        raise RvvkitError(f"{where}: vlen {model.vlen} differs from its cost table's "
+                          f"({model.table.vlen})")
     return model
+
+
+def _memory(table: Any, preset: Mapping[str, Any], where: str) -> Optional[Memory]:
+    if table is None:
+        return None
+    try:
+        mem = Memory(float(table["peak_gb_s"]), float(table["efficiency_one_core"]),
+                     float(table["efficiency_all_cores"]), int(preset["cores"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RvvkitError(f"{where}.memory: needs peak_gb_s, efficiency_one_core and "
+                          f"efficiency_all_cores, and the preset cores ({exc})") from None
+    if not (mem.peak_gb_s > 0 and 0 < mem.efficiency_one_core <= mem.efficiency_all_cores <= 1):
+        raise RvvkitError(f"{where}.memory: peak_gb_s > 0 and 0 < efficiency_one_core <= "
+                          "efficiency_all_cores <= 1")
+    return mem
 
 
 def weighted_instructions(c: Mapping[str, Any]) -> int:
@@ -107,3 +147,21 @@ def bench_fields(counts: Mapping[str, Any], model: CycleModel,
     else:
         row.update(modelled(threads, model))
     return row
+
+
+def classes_fields(classes: Mapping[str, Mapping[str, int]], model: CycleModel,
+                   run_vlen: Optional[int], per_thread=None, threads: int = 1,
+                   bytes_moved: float = 0.0) -> Dict[str, Any]:
+    """The class model's fields for one step's counts (QemuSession.instruction_classes'
+    "classes"): class_model_cycles (one core, all the work), class_model_ms and its
+    compute_ms / memory_ms / bound, split over the threads by their per-thread counts (or
+    `threads` equal parts). None for a run at another VLEN than the board's (other code)."""
+    fields: Dict[str, Any] = {"class_model": f"{model.board} ({model.table.name}, "
+                                             f"{model.frequency_ghz:g} GHz)"}
+    if run_vlen != model.vlen:
+        return dict(fields, class_model_cycles=None, class_model_ms=None)
+    step = modelled_step(classes, model.table, model.frequency_ghz, model.memory,
+                         bytes_moved, thread_shares(per_thread, threads))
+    return dict(fields, class_model_cycles=round(step["cycles"]),
+                class_model_ms=step["modelled_ms"], compute_ms=step["compute_ms"],
+                memory_ms=step["memory_ms"], bound=step["bound"], bound_by=step["bound_by"])

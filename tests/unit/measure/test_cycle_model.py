@@ -13,11 +13,16 @@ def thread(vcpu, insns, vector=0, weighted=0):
 
 
 K1 = cm.CycleModel("k1", vlen=256, datapath_bits=256, frequency_ghz=1.6)
+K1_PRESET = cm.board_model("k1")
 HALF = cm.CycleModel("half", vlen=256, datapath_bits=128, frequency_ghz=2.0)
 
 
 def test_k1_model_is_read_from_the_board_preset():
-    assert cm.board_model() == cm.board_model("k1") == K1
+    assert cm.board_model() == K1_PRESET
+    assert (K1_PRESET.vlen, K1_PRESET.frequency_ghz, K1_PRESET.cost) == (256, 1.6, "x60")
+    # no datapath_bits in the preset: the cost table's DLEN (LLVM's X60 model: VLEN / 2)
+    assert K1_PRESET.datapath_bits == K1_PRESET.table.dlen == 128
+    assert K1_PRESET.memory.peak_gb_s == 10.66 and K1_PRESET.memory.cores == 8
     assert targets.board_preset("k1")["model"]["vlen"] == targets.board_preset("k1")["vlen"]
 
 
