@@ -32,7 +32,7 @@ def _need_onnx() -> None:
 def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = None,
                 opt_level: int = 2, name: Optional[str] = None, cuda: bool = True,
                 vlen: Optional[int] = None, max_seq: Optional[int] = None,
-                prefill: int = PREFILL_TOKENS,
+                prefill: int = PREFILL_TOKENS, precision: str = "fp32",
                 progress: Optional[Callable[[str], None]] = None) -> Artifact:
     """ONNX model (path, bytes or ModelProto) -> artifact with the C source, the CUDA source of
     the same plan (unless `cuda` is False) and the weights. With `vlen`, the RVV micro-kernels
@@ -40,7 +40,8 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     VLEN); by default the source runs well at every VLEN. `max_seq` bounds a decoder's
     key/value caches (frontend/decoder_dims.py); `input_shapes` still wins per input. A
     decoder so built also gets a prefill plan taking `prefill` prompt tokens per call (0 or 1:
-    none; prompts then run a token at a time)."""
+    none; prompts then run a token at a time). `precision` fp16/auto adds the float16 forms
+    of the kernels that have one (codegen/precision.py)."""
     say = progress or (lambda _msg: None)
     _need_onnx()
     t0 = time.perf_counter()
@@ -55,15 +56,17 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     cached = caches_to_state(g, bounded=max_seq is not None)
     if cached:
         say(f"{len(cached)} key/value caches kept in the session (updated in place)")
-    plan = build_plan(g, vlen=vlen)
+    plan = build_plan(g, vlen=vlen, precision=precision)
     say(f"planned {len(plan.steps)} steps, {len(plan.kernels)} distinct kernels")
     dec = decoder_meta(plan)
     second = None
     if dec and max_seq is not None:   # a decoder: its caches became state
         second = prefill_plan(model, plan, dec, prefill, input_shapes,
-                              opt_level=opt_level, name=name, vlen=vlen, say=say)
+                              opt_level=opt_level, name=name, vlen=vlen, say=say,
+                              precision=precision)
     source = render(plan, prefill=second)
-    meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen, prefill=second)
+    meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen, prefill=second,
+                     precision=precision)
     say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
     cu_source = _cuda_source(plan, second, meta, say) if cuda else None
     return Artifact(meta, source, (second or plan).weights, cu_source=cu_source)
@@ -114,7 +117,8 @@ def _kernels(plans) -> List[Dict]:
 
 
 def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
-              vlen: Optional[int] = None, prefill: Optional[Plan] = None) -> Dict:
+              vlen: Optional[int] = None, prefill: Optional[Plan] = None,
+              precision: str = "fp32") -> Dict:
     plans = [plan] + ([prefill] if prefill else [])
     arena = max(p.arena_floats for p in plans)
     return {
@@ -125,6 +129,7 @@ def plan_meta(plan: Plan, *, source_ops: Dict[str, int], opt_level: int,
         "model": plan.name,
         "opt_level": opt_level,
         "target_vlen": vlen,     # None: RVV code for any VLEN
+        "precision": precision,  # fp32 | fp16 | auto (codegen/precision.py)
         "inputs": _io(plan.inputs),
         "outputs": _io(plan.outputs),
         "source_ops": source_ops,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from ..codegen.precision import PRECISIONS
 from ..llm.decoder import PREFILL_TOKENS
 from ..measure.report import human_bytes
 from .common import count, input_shape, progress, shapes, vlen
@@ -16,7 +17,7 @@ def cmd_build(args) -> int:
     sign = signer(args.sign)
     art = build_model(args.model, input_shapes=shapes(args.input_shape),
                       opt_level=args.opt_level, vlen=args.vlen, max_seq=args.max_seq,
-                      prefill=args.prefill, progress=say)
+                      prefill=args.prefill, precision=args.precision, progress=say)
     if args.precompile:
         from ..precompile import pack, parse_targets
         art = pack(art, parse_targets(args.precompile), progress=say)
@@ -48,6 +49,10 @@ def add_parser(sub) -> None:
                    help="the target board's VLEN (128..1024): emit only the RVV micro-kernel "
                         "variant fitted to it (smaller source; still correct, only slower, at "
                         "other VLENs). Default: RVV code for any VLEN")
+    b.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32 (default); auto: also float16 forms of the kernels that have "
+                        "one (1x1 convs), used where the compiler targets Zvfh (e.g. --isa k1), "
+                        "float32 elsewhere; fp16: only those forms (compiles only for Zvfh)")
     b.add_argument("--sign", metavar="KEY", help="sign the artifact with this ed25519 private "
                    "key (OpenSSH or PEM; an encrypted key's passphrase from "
                    "RVVKIT_SIGN_PASSPHRASE)")

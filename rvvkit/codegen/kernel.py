@@ -118,7 +118,7 @@ class Lowered:
 # silently change what another dialect sees.
 SPEC_KEYS: Dict[str, Tuple[str, ...]] = {
     "conv": ("x_shape", "w_shape", "y_shape", "group", "strides", "pads", "dilations",
-             "bias", "residual", "act", "w_panel"),
+             "bias", "residual", "act", "w_panel", "half_rows"),
     "gemm": ("M", "N", "K", "b_const", "c_mode", "alpha", "beta", "act", "b_panel"),
     "matmul": ("a_shape", "b_shape", "y_shape", "b_const", "b_panel", "b_batch_floats"),
     "nary": ("operator", "in_shapes", "out_shape", "act"),

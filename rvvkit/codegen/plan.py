@@ -17,6 +17,7 @@ from .memory import ALIGN, Interval, align, lower_bound, plan as plan_arena
 from .cfmt import unique_idents
 from .kernel import Kernel
 from .kernels.gemm.rvv_lmul import fixed_vlen
+from .precision import fixed_precision
 from .lower.core import check_lowerable, is_alias, kernel_inputs, lower
 
 
@@ -178,13 +179,14 @@ def _concat_views(g: Graph) -> Dict[str, Tuple[str, int]]:
 
 
 def build_plan(g: Graph, vlen: Optional[int] = None, base: Optional[Plan] = None,
-               scope: str = "") -> Plan:
+               scope: str = "", precision: Optional[str] = None) -> Plan:
     """The kernel plan of `g`; with `vlen`, RVV micro-kernels are emitted for that VLEN only.
     With `base`, a second plan in the same translation unit (a decoder's prefill plan): it
     extends base's weights blob (entries of identical bytes stored once), reuses its
     identical kernels, names new ones apart, and finds the session's state at base's offsets.
-    `scope` prefixes its weight keys, since a node of the same name may carry other data."""
-    with fixed_vlen(vlen):
+    `scope` prefixes its weight keys, since a node of the same name may carry other data.
+    `precision` (codegen/precision.py) selects the kernels' float16 forms (None: fp32)."""
+    with fixed_vlen(vlen), fixed_precision(precision):
         return _build_plan(g, base, scope)
 
 

@@ -75,7 +75,7 @@ def _unshareable(g, base: Plan, made) -> str:
 def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
                  input_shapes: Optional[Dict[str, Sequence[int]]], *, opt_level: int,
                  name: Optional[str], vlen: Optional[int],
-                 say: Callable[[str], None]) -> Optional[Plan]:
+                 say: Callable[[str], None], precision: str = "fp32") -> Optional[Plan]:
     """The prefill plan of the decoder `proto` built on `base` (its decoding plan, whose roles
     `dec` are decoder.decoder_meta's), or None when a chunk would hold one token."""
     chunk = chunk_for(proto, dec["max_seq"], tokens)
@@ -97,7 +97,7 @@ def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
         # aligns to the first key: decoding still works, prompts go a token at a time
         say(f"no prefill plan of {chunk} tokens ({why}): prompts run a token at a time")
         return None
-    plan = build_plan(g, vlen=vlen, base=base, scope="prefill/")
+    plan = build_plan(g, vlen=vlen, base=base, scope="prefill/", precision=precision)
     plan.chunk = chunk
     say(f"planned a prefill plan of {chunk} tokens per call: {len(plan.steps)} steps")
     return plan

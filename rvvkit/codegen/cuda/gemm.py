@@ -23,13 +23,18 @@ from .tiles import (NT, SKINNY_P, UNROLL_NAME, UNROLL_TEXT, Operand, Problem, cd
                     choose_tile, named, skinny, tiled)
 
 
+# the float16 copy of a conv's weights that a `--precision auto` kernel carries beside the
+# float32 ones (kernels/conv/half.py): the GPU computes in float32 and never reads it
+HALF_COPY = "wh"
+
+
 def _params(kernel: Kernel) -> str:
     return ", ".join(("const float *__restrict__ " if p.const else "float *__restrict__ ")
-                     + p.name for p in kernel.params)
+                     + p.name for p in kernel.params if p.name != HALF_COPY)
 
 
 def _args(kernel: Kernel) -> str:
-    return ", ".join(p.name for p in kernel.params)
+    return ", ".join(p.name for p in kernel.params if p.name != HALF_COPY)
 
 
 def _instantiate(pr: Problem, kernel: Kernel, small_rows_ok: bool) -> CudaKernel:
@@ -65,6 +70,9 @@ def _nothing(kernel: Kernel) -> CudaKernel:
 
 @generator("conv")
 def conv(spec: dict, kernel: Kernel) -> CudaKernel:
+    if spec["half_rows"] is not None and spec["w_panel"] is None:
+        raise ModelError("a conv built with --precision fp16 has only float16 weights, which "
+                         "the CUDA kernels do not read: build with --precision auto for CUDA")
     if spec["w_panel"] is None:
         return _depthwise(spec, kernel)
     n, cin, h, w = spec["x_shape"]
@@ -116,7 +124,10 @@ def conv(spec: dict, kernel: Kernel) -> CudaKernel:
         a=_packed("wg", k, pw), b=Operand(fast_k=False, pre=xpre, val=xval),
         ep_col=lambda q: f"const long long yq = (long long)({q} / {hw}) * {m * hw} + {q} % {hw};",
         ep_store=store)
-    return _instantiate(pr, kernel, small_rows_ok=False)
+    out = _instantiate(pr, kernel, small_rows_ok=False)
+    if any(p.name == HALF_COPY for p in kernel.params):
+        out.body = f"    (void){HALF_COPY};\n{out.body}"
+    return out
 
 
 def _depthwise(spec: dict, kernel: Kernel) -> CudaKernel:

@@ -9,6 +9,9 @@ import pytest
 
 from rvvkit.codegen.cuda import GENERATORS, SERIAL_KINDS
 from rvvkit.codegen.kernel import SPEC_KEYS, make_spec
+# the lowerings declare their own kinds when their modules load: load them all, so that the
+# test does not depend on which other tests ran first in this process
+import rvvkit.codegen.lower.core  # noqa: F401,E402
 
 
 def _keys_read(fn) -> set:

@@ -32,7 +32,9 @@ from ...kernel import Kernel, Lowered, Param, make_spec
 from ...loops import cdiv
 from .depthwise import dwconv
 from .im2col import PhaseGrid, im2col_packer
+from . import half as half
 from . import winograd as winograd
+from ...precision import precision, wants_half
 from ..gemm.core import core
 from ..gemm.spec import Epilogue, Side
 from ..gemm.tiling import L2_BLOCK, choose_tile, kc_of, pack_panels, tile_cost
@@ -117,6 +119,12 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
     plan = _plan_conv(ws_[0] // group, hw, k, ys[3], pg.cols, pointwise, pg.size * COST_ELEM)
     direct = _direct_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act, pg,
                           plan[1:])
+    if wants_half() and half.eligible(xs, ws_, group, strides, pads, act):
+        if precision() == "fp16":
+            return half.half_only(xs, ws_, ys, bias, residual, act, _params(bias, residual),
+                                  _spec(xs, ws_, ys, group, strides, pads, dil, bias, residual,
+                                        act, None))
+        return half.combine(xs, ws_, ys, bias, residual, act, direct())
     if not winograd.eligible(xs, ws_, group, strides, dil):
         return direct()
     where = use_winograd(plan[0], winograd.cost(xs, ws_, ys, pads),
@@ -221,7 +229,7 @@ def _at(ptr: str, terms, scale: int = 1) -> str:
 def _spec(xs, ws_, ys, group, strides, pads, dil, bias, residual, act, w_panel):
     return make_spec("conv", x_shape=xs, w_shape=ws_, y_shape=ys, group=group, strides=strides,
                      pads=pads, dilations=dil, bias=bias, residual=residual, act=act,
-                     w_panel=w_panel)
+                     w_panel=w_panel, half_rows=None)
 
 
 def _params(bias: bool, residual: bool):
