@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import tempfile
 import threading
@@ -79,23 +80,42 @@ def _host_compiler():
                       "\nRun scripts/setup.sh (it installs build-essential and qemu-user).")
 
 
-def plugin_path(*, use_cache: Optional[bool] = None, source_file: str = PLUGIN_SOURCE) -> Path:
+_INCLUDE = re.compile(r'^#include\s*[<"]([\w.-]+\.h)[>"][ \t]*$', re.M)
+
+
+def plugin_source(source_file: str, headers: Optional[Mapping[str, Path]] = None) -> str:
+    """The plugin's text with the headers it shares (rvv_classes.h, beside it under toolchain/)
+    and those of `headers` (name: path, e.g. a QEMU tree's qemu-plugin.h) pasted in where it
+    includes them: the JIT compiles one text, and its cache key then covers them too."""
+    src = toolchain_file(source_file)
+    known = {p.name: p for p in src.parent.glob("*.h")}
+    known.update(headers or {})
+    return _INCLUDE.sub(lambda m: known[m.group(1)].read_text(encoding="utf-8")
+                        if m.group(1) in known else m.group(0), src.read_text(encoding="utf-8"))
+
+
+def plugin_path(*, use_cache: Optional[bool] = None, source_file: str = PLUGIN_SOURCE,
+                headers: Optional[Mapping[str, Path]] = None,
+                extra_cflags: Sequence[str] = ()) -> Path:
     """The built plugin (a host shared object), compiling it on first use; `source_file` (under
-    toolchain/) picks the companion plugin of rvvkit/runtime/iclass.py instead.
+    toolchain/) picks the companion plugin of rvvkit/runtime/iclass.py, or QEMU 10's of
+    vcount.py (with its `headers` and `extra_cflags`), instead.
 
     Goes through rvvkit's JIT cache (RVVKIT_CACHE_DIR, RVVKIT_NO_CACHE), so the compiler runs
     once per source version and compiler; within a process the result is also memoised, so a
     disabled cache does not mean one temp build per call."""
     from ..jit import cache_enabled, compile_source
-    source = toolchain_file(source_file).read_text(encoding="utf-8")
+    source = plugin_source(source_file, headers)
     comp = _host_compiler()
     use_cache = cache_enabled() if use_cache is None else use_cache
-    memo = (hashlib.sha256(source.encode()).hexdigest(), comp.identity(), use_cache)
+    flags = [*PLUGIN_CFLAGS, *extra_cflags]
+    memo = (hashlib.sha256(source.encode()).hexdigest(), comp.identity(), use_cache,
+            tuple(flags))
     with _lock:  # one build per process even when executors start in parallel threads
         hit = _built.get(memo)
         if hit is not None and hit.is_file():
             return hit
-        path = compile_source(source, comp, list(PLUGIN_CFLAGS),
+        path = compile_source(source, comp, flags,
                               name=Path(source_file).stem, kind="so", use_cache=use_cache)
         _built[memo] = path
         return path
@@ -168,9 +188,13 @@ def read_counts(path: PathLike) -> Dict[str, Any]:
     return counts
 
 
+# what the counting QEMU 10's plugin adds (vcount.py); per_run subtracts those both runs have
+EXTRA_KEYS = ("vl_weighted_vector_ops", "work_weighted_vector_ops")
+
+
 def _difference(hi: Mapping, lo: Mapping, runs: int, whole: bool, what: str) -> Dict:
     out = {}
-    for k in COUNT_KEYS:
+    for k in COUNT_KEYS + tuple(k for k in EXTRA_KEYS if k in hi and k in lo):
         diff = hi[k] - lo[k]
         if diff < 0:
             raise ValueError(f"{what}{k}: the larger run counted fewer ({hi[k]} < {lo[k]}); "
@@ -179,7 +203,7 @@ def _difference(hi: Mapping, lo: Mapping, runs: int, whole: bool, what: str) -> 
     return out
 
 
-_ZERO = dict.fromkeys(COUNT_KEYS, 0)
+_ZERO = dict.fromkeys(COUNT_KEYS + EXTRA_KEYS, 0)
 
 
 def _thread_difference(hi: Mapping, lo: Mapping, runs: int, whole: bool) -> List[Dict]:
