@@ -138,9 +138,10 @@ def _scaled(a: dict, b: dict, k: float, n: float) -> dict:
     return out
 
 
-def per_token_classes(build: dict, quant: str, prompt: int = 8, gen: int = 2) -> dict:
-    """Class counts of one TinyLlama token ("gen" and "prompt"), from 1- and 2-layer models:
-    count(1) + 21 x (count(2) - count(1))."""
+def per_token_classes(build: dict, quant: str, kinds=("gen", "prompt"), prompt: int = 8,
+                      gen: int = 2) -> dict:
+    """Class counts of one TinyLlama token of each of `kinds` ("gen", "prompt"), from 1- and
+    2-layer models: count(1) + 21 x (count(2) - count(1))."""
     import peer_llama as P
     from rvvkit.runtime.iclass import class_difference
     qtype = {"iq4_nl": "q4_0"}.get(quant, quant)   # the GGUF writer knows Q4_0 and Q8_0
@@ -154,13 +155,14 @@ def per_token_classes(build: dict, quant: str, prompt: int = 8, gen: int = 2) ->
             gguf.parent.mkdir(parents=True, exist_ok=True)
             P.write_gguf(gguf, cfg, qtype)
         base = class_run(build["driver"], gguf, prompt, g0, n_ctx)
-        more_gen = class_run(build["driver"], gguf, prompt, g0 + gen, n_ctx)
-        more_prompt = class_run(build["driver"], gguf, 2 * prompt, g0, n_ctx)
-        by_layers[layers] = {
-            "gen": _scaled(class_difference(more_gen, base)["classes"], {}, 0, gen),
-            "prompt": _scaled(class_difference(more_prompt, base)["classes"], {}, 0, prompt)}
+        runs = {"gen": ((prompt, g0 + gen), gen), "prompt": ((2 * prompt, g0), prompt)}
+        by_layers[layers] = {}
+        for kind in kinds:
+            (p, g), n = runs[kind]
+            more = class_run(build["driver"], gguf, p, g, n_ctx)
+            by_layers[layers][kind] = _scaled(class_difference(more, base)["classes"], {}, 0, n)
     out = {}
-    for kind in ("gen", "prompt"):
+    for kind in kinds:
         one, two = by_layers[1][kind], by_layers[2][kind]
         layer = _scaled(two, one, -1.0, 1.0)                 # count(2) - count(1)
         out[kind] = _scaled(one, layer, TINYLLAMA["layers"] - 1, 1.0)
@@ -205,12 +207,12 @@ def main(argv=None) -> int:
     counts = json.loads(a.counts.read_text()) if a.counts else {}
     rows, doc = [], []
     for point in POINTS:
-        ckey = f"{point['variant']}-{point['quant']}"
+        ckey = f"{point['variant']}-{point['quant']}-{point['kind']}"
         res = {"point": point}
         try:
             if ckey not in counts:
                 build = wait_for_build(point["variant"], a.wait)
-                counts[ckey] = per_token_classes(build, point["quant"])
+                counts[ckey] = per_token_classes(build, point["quant"], (point["kind"],))
                 a.save.parent.mkdir(parents=True, exist_ok=True)
                 a.save.write_text(json.dumps(counts))
             res.update(model_point(point, counts[ckey], k1))
