@@ -122,6 +122,7 @@ class QemuSession(RunnerSession):
         # it cannot count)
         self.check = bool(check)
         self.qemu = resolve_qemu(qemu or (isa_profiles.check_qemu() if check else None))
+        self._counting_qemu: Optional[str] = None  # set while a VL-weighted count runs
         self.timeout = resolve_timeout(timeout)
         self.sysroot = resolve_sysroot()
         self.tail_ones = bool(tail_ones)
@@ -150,8 +151,11 @@ class QemuSession(RunnerSession):
     def qemu_prefix(self, extra_args: Sequence[str] = ()) -> List[str]:
         # RVVKIT_SPIN_US=0: the thread pool's workers sleep at once instead of polling, so
         # that waiting never counts as instructions (and emulated time is not real time)
-        cpu = cpu_string(self.vlen, self.tail_ones, self.isa.name, self.check)
-        return [self.qemu, "-L", self.sysroot, "-cpu", cpu,
+        # a VL-weighted count runs under the counting QEMU 10 (_counted_runs), which spells
+        # the profile's extensions as the checking QEMU 10 does
+        qemu10 = self.check or self._counting_qemu is not None
+        cpu = cpu_string(self.vlen, self.tail_ones, self.isa.name, qemu10)
+        return [self._counting_qemu or self.qemu, "-L", self.sysroot, "-cpu", cpu,
                 "-E", "RVVKIT_SPIN_US=0", *map(str, extra_args)]
 
     def command(self, runner_argv: List[str], extra_args: Sequence[str]) -> List[str]:
@@ -169,24 +173,32 @@ class QemuSession(RunnerSession):
 
     # -- measuring ----------------------------------------------------------------------------
 
-    def instruction_counts(self, feeds: Mapping[str, np.ndarray],
-                           inferences: int = 1) -> Dict:
+    def instruction_counts(self, feeds: Mapping[str, np.ndarray], inferences: int = 1, *,
+                           vl: bool = False) -> Dict:
         """Per-inference dynamic instruction counts (icount.COUNT_KEYS: insns, vector_insns,
         vsetvl, lmul_weighted_vector_ops, vector_insns_unknown_lmul; and per_thread, the same
         per vCPU index, with per_thread_overflow): a run doing `inferences` inferences minus a
         run that loads everything and does none, per thread matched by vCPU index
         (icount.per_run). Both warm up once first, so lazy symbol binding, first-touch work
         and the start of worker threads are in both and cancel; the argv strings have equal
-        lengths."""
+        lengths. With `vl`, counted under the counting QEMU 10 (vcount.py), which adds
+        vl_weighted_vector_ops and work_weighted_vector_ops, in total and per thread."""
         from .icount import per_run, qemu_plugin_args, read_counts
-        hi, lo = self._counted_runs(feeds, inferences, lambda d: (
-            qemu_plugin_args(d / "counts.json"), lambda: read_counts(d / "counts.json")))
+        if vl:
+            from .vcount import qemu_vcount_args, read_vcounts, require_counting_qemu
+            hi, lo = self._counted_runs(feeds, inferences, lambda d: (
+                qemu_vcount_args(d / "v.json"), lambda: read_vcounts(d / "v.json")),
+                qemu=require_counting_qemu())
+        else:
+            hi, lo = self._counted_runs(feeds, inferences, lambda d: (
+                qemu_plugin_args(d / "counts.json"), lambda: read_counts(d / "counts.json")))
         try:
-            return per_run(hi, lo, inferences, whole=True)
+            out = per_run(hi, lo, inferences, whole=True)
         except ValueError as exc:  # a count that shrinks with more work cannot be trusted
             raise RvvkitError(f"instruction counts of {inferences} inference(s) and of none "
                               f"do not subtract: {exc} (threads that spin while waiting make "
                               "counts depend on timing)") from None
+        return out
 
     def instruction_profile(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, Dict[str, int]]:
         """The counts of one inference per function (iprofile.KEYS: insns, vector_insns,
@@ -198,14 +210,35 @@ class QemuSession(RunnerSession):
             qemu_plugin_args(d / "counts.json", blocks=d / "blocks.txt"),
             lambda: iprofile.by_function(d / "blocks.txt"))))
 
-    def instruction_classes(self, feeds: Mapping[str, np.ndarray]) -> Dict:
-        """One inference's instructions by class x LMUL x SEW and its work-weighted vector
-        ops (rvvkit.runtime.iclass): a run of one inference minus a run of none, as
-        instruction_counts, under the slower class-counting plugin."""
+    def instruction_classes(self, feeds: Mapping[str, np.ndarray], *,
+                            vl: Optional[bool] = None) -> Dict:
+        """One inference's instructions by class x LMUL x SEW: a run of one inference minus a
+        run of none, as instruction_counts, under a slower class-counting plugin.
+
+        Always: {"insns": N, "work_weighted_vector_ops": W, "classes": {cls: {"m4.e32": n,
+        ...}, "int": {"-": n}, ...}, "counted_by": "qemu 7.2" | "qemu 10.0.2"}. Under the
+        counting QEMU 10 (vcount.py) also the other VL_KEYS (vector_insns, vsetvl,
+        lmul_weighted_vector_ops, vector_insns_unknown_lmul, vl_weighted_vector_ops),
+        "lmul_weighted" and "vl_weighted" ({cls: {key: weighted}}, the keys of "classes",
+        vector classes only), "per_thread" and "per_thread_overflow" (as instruction_counts').
+        `vl`: None uses the counting QEMU 10 where scripts/qemu_plugins.sh built it, else QEMU
+        7.2 (iclass.py, no VL figures); True requires QEMU 10 (an RvvkitError naming the
+        set-up script without it); False uses QEMU 7.2."""
+        from . import vcount
+        if vl is None:
+            vl = vcount.counting_qemu() is not None
+        if vl:
+            hi, lo = self._counted_runs(feeds, 1, lambda d: (
+                vcount.qemu_vcount_args(d / "v.json"), lambda: vcount.read_vcounts(d / "v.json")),
+                qemu=vcount.require_counting_qemu())
+            out = vcount.difference(hi, lo)
+            out["lmul_weighted"] = {c: k for c, k in out["lmul_weighted"].items()
+                                    if c.startswith("v")}
+            return dict(out, counted_by=f"qemu {vcount.VERSION}")
         from .iclass import class_difference, qemu_class_args, read_classes
         hi, lo = self._counted_runs(feeds, 1, lambda d: (
             qemu_class_args(d / "classes.json"), lambda: read_classes(d / "classes.json")))
-        return class_difference(hi, lo)
+        return dict(class_difference(hi, lo), counted_by="qemu 7.2")
 
     def generation_counts(self, prompt, new_tokens: int) -> Dict:
         """The instruction counts (icount.read_counts) of one `runner --generate` process:
@@ -228,14 +261,16 @@ class QemuSession(RunnerSession):
                               "QEMU 10 without TCG plugins): count with check=False, which "
                               "runs the same build under the counting QEMU 7.2")
 
-    def _counted_runs(self, feeds, inferences: int, plugin) -> tuple:
+    def _counted_runs(self, feeds, inferences: int, plugin, qemu: Optional[str] = None) -> tuple:
         """(what a run of `inferences` inferences read, what a run of none read), each run
         warmed up once: plugin(rundir) gives the QEMU arguments and the reader of their
-        output."""
+        output. `qemu`: the counting QEMU 10's binary, in place of the session's."""
         if not 1 <= inferences <= 9:
             raise ValueError("inferences must be 1..9 (equal-length argv keeps counts exact)")
-        self._need_plugins()
+        if qemu is None:
+            self._need_plugins()
         rundir = self.write_inputs(feeds)
+        self._counting_qemu = qemu
         try:
             out = []
             for repeat in (inferences, 0):
@@ -244,6 +279,7 @@ class QemuSession(RunnerSession):
                 out.append(read())
             return tuple(out)
         finally:
+            self._counting_qemu = None
             self.transport.remove(rundir)
 
     def measure(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, warmup: int = 2, *,
