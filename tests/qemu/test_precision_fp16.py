@@ -1,0 +1,148 @@
+"""`rvvkit build --precision fp16|auto` (codegen/precision.py, kernels/conv/half.py): the float16
+conv forms run under the K1 profile (Zvfh) at every VLEN with poisoned tails and give what
+float32 arithmetic gives on float16-rounded operands; `auto` computes float32 where the target
+lacks Zvfh; `fp16` refuses to compile there, with a message saying why."""
+import zlib
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import rvvkit
+from qemu_support import make_model, needs_qemu, node
+from rvvkit.errors import CompileError
+from rvvkit.codegen.kernels.conv.half import pack_half, rows_for
+
+# (name, conv attributes, x shape, output channels, bias, residual, activation)
+CASES = [
+    ("pointwise_relu", dict(kernel_shape=[1, 1]), (1, 13, 5, 7), 19, True, False, "Relu"),
+    ("pointwise_res_clip", dict(kernel_shape=[1, 1]), (2, 40, 9, 9), 16, True, True, "Clip"),
+    ("3x3_s2_p1", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+     (1, 5, 11, 13), 9, True, False, "Relu"),
+    ("7x7_s2_p3", dict(kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3]),
+     (1, 3, 17, 15), 12, False, False, "Clip"),
+    ("3x3_dil2_res", dict(kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2]),
+     (2, 6, 9, 10), 8, True, True, None),
+    ("3x3_s3_asym", dict(kernel_shape=[3, 3], strides=[3, 3], pads=[0, 1, 2, 0]),
+     (1, 4, 10, 11), 5, True, False, None),
+]
+VLENS = (128, 256, 512, 1024)
+# float16 operands, float32 sums: what the float16 form must reproduce, up to summation order
+SAME_ROUNDING = 1e-5
+# against float32 arithmetic (onnxruntime): the operands' rounding, relative to the largest
+# output; measured 2.4e-4..5.2e-4 on these cases (docs/guide/precision.md)
+FP32_TOLERANCE = 2e-3
+
+
+def _out_hw(attrs, h, w):
+    k = attrs["kernel_shape"]
+    s, d = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    p = attrs.get("pads", [0, 0, 0, 0])
+    return [(n + p[i] + p[i + 2] - d[i] * (k[i] - 1) - 1) // s[i] + 1
+            for i, n in enumerate((h, w))]
+
+
+def _case(name, attrs, xs, m, bias, residual, act, round_operands=False):
+    """(model, feeds): seeded weights and inputs; with round_operands, the weights and x are
+    rounded to float16 values (kept float32), which is what the float16 form computes on."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    w = (rng.standard_normal((m, xs[1], *attrs["kernel_shape"])) * 0.3).astype(np.float32)
+    ho, wo = _out_hw(attrs, *xs[2:])
+    feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
+    if residual:
+        feeds["r"] = rng.standard_normal((xs[0], m, ho, wo)).astype(np.float32)
+    inits = {"W": w, "lo": np.float32(0.0), "hi": np.float32(6.0)}
+    if bias:
+        inits["B"] = rng.standard_normal(m).astype(np.float32)
+    if round_operands:
+        inits["W"] = w.astype(np.float16).astype(np.float32)
+        feeds["x"] = feeds["x"].astype(np.float16).astype(np.float32)
+    nodes = [node("Conv", ["x", "W"] + (["B"] if bias else []), ["c"], **attrs)]
+    last = "c"
+    if residual:
+        nodes.append(node("Add", ["c", "r"], ["a"]))
+        last = "a"
+    if act == "Clip":
+        nodes.append(node("Clip", [last, "lo", "hi"], ["y"]))
+    else:
+        nodes.append(node(act or "Identity", [last], ["y"]))
+    ins = [("x", list(xs))] + ([("r", [xs[0], m, ho, wo])] if residual else [])
+    return make_model(nodes, ins, [("y", [xs[0], m, ho, wo])], inits), feeds
+
+
+def _ort(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+# -- build-time facts (no emulator) ----------------------------------------------------------
+
+def test_weights_pack_as_float16_panels_of_rows():
+    w = np.arange(5 * 3 * 2 * 2, dtype=np.float32).reshape(5, 3, 2, 2) - 20.0
+    w[0, 0, 0, 0] = 1e6     # beyond float16: clamped, not infinite
+    p = pack_half(w, 4)
+    assert p.dtype == np.float16 and p.shape == (2, 12, 4)
+    assert p[0, 0, 0] == np.float16(65504.0)
+    assert p[0, 5, 2] == np.float16(w[2].reshape(-1)[5])
+    assert not p[1, :, 1:].any()                       # rows 5..7 are padding
+    assert rows_for(16) == 4 and rows_for(19) == 5 and rows_for(14) == 7
+
+
+def test_build_records_precision_and_stores_float16_weights():
+    model, _ = _case(*CASES[0])
+    sizes = {}
+    for p in ("fp32", "auto", "fp16"):
+        art = rvvkit.build(model, precision=p)
+        assert art.meta["precision"] == p
+        sizes[p] = art.meta["memory"]["weights_bytes"]
+    assert sizes["fp16"] < sizes["fp32"] < sizes["auto"]
+    assert not rvvkit.build(model, precision="fp16").meta["cuda"]["available"]
+    assert rvvkit.build(model, precision="auto").meta["cuda"]["available"]
+
+
+def test_fp16_artifact_refuses_a_target_without_zvfh():
+    model, feeds = _case(*CASES[0])
+    art = rvvkit.build(model, precision="fp16")
+    with pytest.raises(CompileError, match="precision fp16"):
+        rvvkit.load(art, on="host").run(feeds)
+
+
+# -- the float16 forms under QEMU ------------------------------------------------------------
+
+@needs_qemu
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("precision", ["auto", "fp16"])
+def test_float16_form_on_k1_profile(case, precision):
+    model, feeds = _case(*case)
+    rounded, rfeeds = _case(*case, round_operands=True)
+    exact, same = _ort(model, feeds), _ort(rounded, rfeeds)
+    scale = float(np.abs(exact).max())
+    art = rvvkit.build(model, precision=precision)
+    for vlen in VLENS:
+        with rvvkit.load(art, on="qemu", vlen=vlen, isa="k1", tail_ones=True) as s:
+            y = s.run(feeds)["y"]
+        # the float16 form ran (float32 arithmetic would be ~1e-7 off), on float16 operands
+        assert np.abs(y - exact).max() > 1e-6 * scale, vlen
+        np.testing.assert_allclose(y, same, rtol=0, atol=SAME_ROUNDING * scale, err_msg=vlen)
+        np.testing.assert_allclose(y, exact, rtol=0, atol=FP32_TOLERANCE * scale,
+                                   err_msg=vlen)
+
+
+@needs_qemu
+def test_auto_computes_float32_without_zvfh():
+    model, feeds = _case(*CASES[2])
+    exact = _ort(model, feeds)
+    art = rvvkit.build(model, precision="auto")
+    with rvvkit.load(art, on="qemu", vlen=256, isa="rv64gcv", tail_ones=True) as s:
+        y = s.run(feeds)["y"]
+    np.testing.assert_allclose(y, exact, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rvvkit.load(art, on="host").run(feeds)["y"], exact,
+                               rtol=1e-5, atol=1e-5)
+
+
+@needs_qemu
+def test_fp16_refuses_the_plain_rvv_profile():
+    model, feeds = _case(*CASES[0])
+    art = rvvkit.build(model, precision="fp16")
+    with pytest.raises(CompileError, match="Zvfh"):
+        rvvkit.load(art, on="qemu", vlen=256, isa="rv64gcv").run(feeds)
