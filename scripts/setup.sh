@@ -26,6 +26,8 @@ APT_PACKAGES=(
     openssh-server           # loopback sshd for the remote-board tests
     dropbear-bin             # loopback Dropbear: the tests of boards without SFTP
     curl                     # scripts/qemu_check.sh fetches the checking QEMU (10.0)
+    # scripts/qemu_plugins.sh builds the counting QEMU 10 (plugins that read vl) from source
+    libglib2.0-dev pkg-config python3-venv ninja-build flex bison
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -61,6 +63,10 @@ if [ -x scripts/build_plugin.sh ]; then
 fi
 # QEMU 10 traps extensions a -cpu leaves out (7.2 runs them): the ISA profiles' check
 bash scripts/qemu_check.sh
+# QEMU 10 built with TCG plugins, whose plugins read vl: the VL-weighted counts (cached; a cold
+# build takes about 2 minutes at -j2). Without it LMUL-weighted counts still work (QEMU 7.2).
+bash scripts/qemu_plugins.sh ||
+    log "WARNING: the counting QEMU 10 could not be built (see above): no VL-weighted counts"
 if [ "$BOARD" = 1 ]; then
     # Cached under /var/cache/rvvkit-board: a no-op once built. A machine that cannot build it
     # (no root, no binfmt_misc, no network) still gets the rest: the board's tests then fail
