@@ -3,6 +3,8 @@
     python3 benchmarks/bench_llm.py numerics [--steps 64]
     python3 benchmarks/bench_llm.py counts [--config qwen2.5-0.5b] [--vlens 128,256,512,1024]
                                            [--forms int4,int8] [--llama | --llama-json F..]
+                                           [--isa k1] [--peer-variant k1|fp32|both]
+                                           [--precision fp32|fp16|auto]
 
 numerics: the small decoders of rvvkit.zoo.llm (fp32, int4, int8; accuracy levels 0 and 4)
 generate `--steps` greedy tokens on the host and under QEMU (VLEN 128); each row says whether
@@ -15,7 +17,12 @@ instructions + vector instructions x LMUL) per generated token and per prompt to
 difference of two runner --generate processes (so start-up and loading cancel; the prompts
 differ by one whole prefill chunk, `--prefill N`, 16 by default). With --llama,
 llama.cpp (benchmarks/peer_llama.py: its public source built for riscv64 + RVV) runs the same
-configuration as GGUF at Q4_0 / Q8_0 under the same counter, and the table gains the ratio.
+configuration as GGUF at Q4_0 / Q8_0 under the same counter, and the table gains the ratio:
+for each --peer-variant, llama.cpp at its K1 defaults ("k1": Zfh/Zvfh/Zicbop on, repacked
+Q4_0/Q8_0 weights and 16x1 GEMV/GEMM kernels at VLEN 256, checked from its log) and plain RVV
+("fp32": Zfh/Zvfh off, per-block dot products). Every run, rvvkit's and llama.cpp's, uses the
+QEMU 7.2 -cpu of ISA profile --isa (default k1), and rvvkit is compiled for it; --precision is
+passed to rvvkit's build where its builder has the option (fp32 otherwise).
 Forms int4_f16 / int8_f16: the same decoder written in float16 (weights, scales, caches and
 logits; what onnxruntime-genai's fp16 precision writes), quantized alike. Modelled K1 tokens/s: the lower of the cycle model (toolchain/boards/k1.toml, one core) and
 the memory bound (weights + live KV cache bytes per token at 10.66 GB/s) -- a model, not a
@@ -31,8 +38,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rvvkit  # noqa: E402
+import peer_rvvkit as R  # noqa: E402
 from rvvkit.measure import cycle_model  # noqa: E402
 from rvvkit.zoo import llm as zoo_llm  # noqa: E402
 from rvvkit.runtime import icount  # noqa: E402
@@ -112,7 +121,8 @@ def count_model(cfg):
     return quantize_model(zoo_llm.decoder(cfg), cfg.bits, cfg.block, embeddings=True)[0]
 
 
-def llama_per_token(config: str, form: str, vlen: int, prompt, gen) -> dict:
+def llama_per_token(config: str, form: str, vlen: int, prompt, gen, variant: str = "fp32",
+                    isa: str = "k1") -> dict:
     """llama.cpp's per-token counts for the same configuration (peer_llama.py), or a status."""
     import peer_llama as P
     import peer_llama_build as B
@@ -121,30 +131,36 @@ def llama_per_token(config: str, form: str, vlen: int, prompt, gen) -> dict:
         return {"status": f"no GGUF form of {config}"}
     qtype = _qtype(form)
     try:
-        build = B.build_llama()
+        build = B.build_llama(variant=variant)
         gguf = B.DEFAULT_WORK / "models" / f"qwen2-{name}-{qtype}-s0.gguf"
         if not gguf.exists():
             P.write_gguf(gguf, P.CONFIGS[name], qtype)
-        res = P.count_llama(build["driver"], gguf, prompt[0], gen[1] - gen[0], vlen)
+        res = P.count_llama(build["driver"], gguf, prompt[0], gen[1] - gen[0], vlen, isa,
+                            variant)
     except B.PeerError as exc:
         return {"status": f"failed: {str(exc).splitlines()[0]}"}
     return {"gen": res["per_generated_token"], "prompt": res["per_prompt_token"],
-            "commit": build["commit"], "qtype": qtype}
+            "commit": build["commit"], "qtype": qtype, "variant": variant,
+            "repack": res["repack"]}
 
 
-def llama_from_json(paths, form: str, vlen: int) -> dict:
+def llama_from_json(paths, form: str, vlen: int, variant: str = "fp32", isa: str = "") -> dict:
     """llama.cpp's per-token counts from peer_llama.py --json files (instruction counts are
-    exact and repeatable: a file from an earlier run of the same commit counts the same)."""
+    exact and repeatable: a file from an earlier run of the same commit counts the same).
+    Files older than --peer-variant hold the fp32 (plain RVV) build's rows, run without a
+    profile; a file's profile must be `isa` when it names one."""
     qtype = _qtype(form)
     for path in paths:
         doc = json.loads(Path(path).read_text())
-        if doc.get("qtype") != qtype:
+        if doc.get("qtype") != qtype or (isa and doc.get("isa", isa) != isa):
             continue
         for res in doc.get("results", []):
-            if res.get("vlen") == vlen and "per_generated_token" in res:
+            if res.get("vlen") == vlen and res.get("variant", "fp32") == variant and \
+                    "per_generated_token" in res:
                 return {"gen": res["per_generated_token"], "prompt": res["per_prompt_token"],
-                        "commit": doc.get("llama_cpp_commit"), "qtype": qtype, "file": path}
-    return {"status": f"no {qtype} VLEN {vlen} in --llama-json"}
+                        "commit": doc.get("llama_cpp_commit"), "qtype": qtype, "file": path,
+                        "variant": variant, "repack": res.get("repack")}
+    return {"status": f"no {variant} {qtype} VLEN {vlen} in --llama-json"}
 
 
 def prompt_lengths(art) -> tuple:
@@ -156,48 +172,60 @@ def prompt_lengths(art) -> tuple:
 
 
 def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=(),
-           prefill: int = 16) -> list:
+           prefill: int = 16, isa: str = "k1", variants=("k1", "fp32"),
+           precision: str = "fp32") -> list:
     base = zoo_llm.SMALL[config]
     rows, doc = [], []
     k1 = cycle_model.board_model("k1")
     for form in forms:
         cfg = zoo_llm.replace(base, **COUNT_FORMS[form])
         t0 = time.perf_counter()
-        art = rvvkit.build(count_model(cfg), max_seq=min(cfg.max_seq, 256), prefill=prefill)
+        art = R.build(count_model(cfg), precision, max_seq=min(cfg.max_seq, 256),
+                      prefill=prefill)
         built = time.perf_counter() - t0
         prompt = prompt_lengths(art)
         size = int(art.meta["memory"]["weights_bytes"])
         for vlen in vlens:
-            with rvvkit.load(art, on="qemu", vlen=vlen, threads=1) as sess:
+            with rvvkit.load(art, on="qemu", vlen=vlen, threads=1, isa=isa) as sess:
                 ours = _per_token(sess, *prompt, *gen)
-            peer = llama_from_json(llama_json, form, vlen) if llama_json else \
-                llama_per_token(config, form, vlen, prompt, gen) if use_llama else None
+            peers = {}
+            for v in variants if (llama_json or use_llama) else ():
+                peers[v] = llama_from_json(llama_json, form, vlen, v, isa) if llama_json \
+                    else llama_per_token(config, form, vlen, prompt, gen, v, isa)
             live = prompt[0] + gen[1]
             mem_tps = K1_BYTES_PER_S / _bytes_per_token(art, cfg, live)
             # the cycle model is the K1's: meaningful for runs at its VLEN only
             cyc_tps = k1.frequency_ghz * 1e9 / cycle_model.thread_cycles(ours["gen"], k1) \
                 if vlen == k1.vlen else float("inf")
-            ratio = f"{ours['gen']['weighted'] / peer['gen']['weighted']:.2f}" \
-                if peer and peer.get("gen") else (peer or {}).get("status", "-")
-            theirs = (peer or {}).get("prompt")
-            rows.append([form, vlen, f"{ours['gen']['weighted'] / 1e6:.2f}",
-                         f"{peer['gen']['weighted'] / 1e6:.2f}" if peer and peer.get("gen")
-                         else "-", ratio, f"{ours['prompt']['weighted'] / 1e6:.2f}",
-                         f"{theirs['weighted'] / 1e6:.2f}" if theirs else "-",
-                         f"{ours['prompt']['weighted'] / theirs['weighted']:.2f}" if theirs
-                         else "-",
-                         f"{min(mem_tps, cyc_tps):.1f}" if vlen == k1.vlen else "-"])
-            doc.append({"form": form, "vlen": vlen, "rvvkit": ours, "llama": peer,
-                        "prompts": prompt, "prefill_tokens": prefill,
-                        "build_s": built, "weights_bytes": size,
+            line = [form, vlen]
+            for kind in ("gen", "prompt"):
+                line.append(f"{ours[kind]['weighted'] / 1e6:.2f}")
+                for v in variants:
+                    peer = peers.get(v) or {}
+                    if peer.get(kind):
+                        line += [f"{peer[kind]['weighted'] / 1e6:.2f}",
+                                 f"{ours[kind]['weighted'] / peer[kind]['weighted']:.2f}"]
+                    else:
+                        line += [peer.get("status", "-"), "-"]
+            line.append(f"{min(mem_tps, cyc_tps):.1f}" if vlen == k1.vlen else "-")
+            rows.append(line)
+            doc.append({"form": form, "vlen": vlen, "isa": isa, "precision": precision,
+                        "rvvkit": ours, "llama": peers, "prompts": prompt,
+                        "prefill_tokens": prefill, "build_s": built, "weights_bytes": size,
                         "k1_memory_tps": mem_tps, "k1_cycle_tps": cyc_tps})
     sizes = ", ".join(f"{d['form']} {d['weights_bytes']:,} bytes" for d in doc[::len(vlens)])
-    print(f"{config}: weighted instructions per token (millions), one thread, QEMU; "
+    print(f"{config}: weighted instructions per token (millions), one thread, QEMU "
+          f"(ISA profile {isa}); rvvkit {precision}; "
           f"weights {sizes}; rvvkit's prompts {prompt[0]} and {prompt[1]} tokens"
           + (f" (prefill chunks of {prefill})" if prefill > 1 else " (a token at a time)"))
-    print(table(["form", "VLEN", "rvvkit / gen token", "llama.cpp", "ratio",
-                 "rvvkit / prompt token", "llama.cpp", "ratio", "K1 tokens/s (model)"], rows,
-                align="lrrrrrrrr"))
+    names = {"k1": "llama.cpp K1 default", "fp32": "llama.cpp plain RVV"}
+    heads = ["form", "VLEN"]
+    for kind in ("gen token", "prompt token"):
+        heads.append(f"rvvkit / {kind}")
+        for v in variants if (llama_json or use_llama) else ():
+            heads += [names[v], "ratio"]
+    heads.append("K1 tokens/s (model)")
+    print(table(heads, rows, align="lr" + "r" * (len(heads) - 2)))
     return doc
 
 
@@ -217,14 +245,27 @@ def main(argv=None) -> int:
     c.add_argument("--prefill", type=int, default=16, metavar="N",
                    help="prompt tokens per prefill call (rvvkit build --prefill; 0: a token "
                         "at a time)")
+    c.add_argument("--isa", default="k1",
+                   help="ISA profile (toolchain/isa/) of every QEMU run and rvvkit build (k1)")
+    c.add_argument("--peer-variant", choices=("k1", "fp32", "both"), default="both",
+                   help="llama.cpp at its K1 defaults, plain RVV, or both (default)")
+    c.add_argument("--precision", choices=R.PRECISIONS, default="fp32",
+                   help="rvvkit's build precision, where its builder has the option (fp32)")
     c.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.what == "numerics":
         rows = numerics(args.steps)
         return 0 if all(r[3] == "yes" for r in rows) else 1
+    try:
+        R.build_kwargs(args.precision)
+    except R.PrecisionUnsupported as exc:
+        print(f"bench_llm: error: {exc}", file=sys.stderr)
+        return 1
+    variants = {"both": ("k1", "fp32")}.get(args.peer_variant, (args.peer_variant,))
     doc = counts(args.config, [int(v) for v in args.vlens.split(",")],
                  args.forms.split(","), args.llama, llama_json=args.llama_json,
-                 prefill=args.prefill)
+                 prefill=args.prefill, isa=args.isa, variants=variants,
+                 precision=args.precision)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0

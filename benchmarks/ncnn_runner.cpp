@@ -6,7 +6,9 @@
 // (C x H x W) or "128x512" (tokens x width; ncnn keeps it a 2-D Mat, as pnnx's graph expects).
 // Loads the model, reads the float32 tensor from INPUT.raw, runs one warm-up inference
 // and then REPEAT more (one thread, ncnn's default options except that fp16/bf16 storage and
-// arithmetic are off, so everything is fp32 or ncnn's int8), and writes each OUT_BLOB of the
+// arithmetic are off, so everything is fp32 or ncnn's int8; built with
+// -DNCNN_RUNNER_DEFAULT_OPTIONS it keeps ncnn's defaults, fp16 included where the library has
+// Zfh/Zvfh: what a K1 user gets), and writes each OUT_BLOB of the
 // last inference to OUTDIR/out<i>.raw as flat float32 in (c, d, h, w) order. Counting a run
 // with REPEAT=1 minus one with REPEAT=0 gives exactly one inference: loading, the warm-up and
 // the file writes are in both.
@@ -66,11 +68,13 @@ int main(int argc, char** argv)
 
     ncnn::Net net;
     net.opt.num_threads = 1;
+#ifndef NCNN_RUNNER_DEFAULT_OPTIONS
     net.opt.use_fp16_packed = false;
     net.opt.use_fp16_storage = false;
     net.opt.use_fp16_arithmetic = false;
     net.opt.use_bf16_packed = false;
     net.opt.use_bf16_storage = false;
+#endif
     if (net.load_param(argv[1]) != 0 || net.load_model(argv[2]) != 0)
     {
         fprintf(stderr, "cannot load %s / %s\n", argv[1], argv[2]);

@@ -3,6 +3,17 @@
     python3 benchmarks/peer_llama.py --config small --qtype q4_0 --vlen 256
     python3 benchmarks/peer_llama.py --config qwen2.5-0.5b --qtype q8_0 --vlen 256 --prompt 4 --gen 2
     python3 benchmarks/peer_llama.py --config small --qtype q8_0 --vlen 128 512 1024 --json out.json
+    python3 benchmarks/peer_llama.py --config qwen2.5-0.5b --qtype q4_0 --peer-variant k1 --isa k1
+
+--peer-variant: "k1" is llama.cpp built with its own RISC-V defaults (Zfh, Zvfh, Zicbop,
+Zihintpause on: peer_llama_build.VARIANTS), as a K1 user builds it: at VLEN 256 its Q4_0/Q8_0
+weights are repacked at load into a CPU_REPACK buffer and its 16x1 RVV GEMV/GEMM kernels run.
+The driver runs verbose and the script reads its log: a k1 run at VLEN 256 whose log shows no
+CPU_REPACK model buffer and no repacked tensor is an error, not a row. "fp32" is the plain-RVV
+build (Zfh/Zvfh/Zicbop off): the per-block dot products of arch/riscv/quants.c. "both" (the
+default) counts the two in one run. --isa names the ISA profile (toolchain/isa/) whose QEMU 7.2
+-cpu properties every run gets (default k1: Zfh=true, Zba/Zbb/Zbs; QEMU 7.2 runs Zvfh code
+without a property for it).
 
 The model is a Qwen2-architecture GGUF with seeded random weights (write_gguf): the 2-D weight
 matrices, token embedding included (it is also the tied output head), in Q4_0 or Q8_0, norms
@@ -23,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,6 +54,11 @@ CONFIGS = {
                   rope_theta=10000.0, eps=1e-6),
     "qwen2.5-0.5b": dict(vocab=151936, hidden=896, heads=14, kv_heads=2, layers=24,
                          intermediate=4864, rope_theta=1e6, eps=1e-6),
+    # TinyLlama-1.1B's shape (Llama-2 architecture). write_gguf writes a Qwen2-architecture
+    # GGUF, so it also gets q/k/v biases (TinyLlama has none): a few thousand extra additions
+    # per token against ~1e9 multiply-adds, and the same matrices.
+    "tinyllama-1.1b": dict(vocab=32000, hidden=2048, heads=32, kv_heads=4, layers=22,
+                           intermediate=5632, rope_theta=10000.0, eps=1e-5),
 }
 QTYPES = ("q4_0", "q8_0")
 G0 = 2  # generated tokens of the shorter runs
@@ -192,14 +209,31 @@ def prompt_ids(n: int, vocab: int) -> list:
     return [(1 + 37 * i) % vocab for i in range(n)]  # the driver's prompt
 
 
+def repack_info(log: str) -> dict:
+    """What llama.cpp's verbose log says about its weight buffers: {"buffers": {name: MiB}}
+    from llama-model.cpp's "load_tensors: <name> model buffer size = X MiB" lines, and
+    {"repacked": {layout: tensors}} from repack.cpp's debug "repack tensor <t> with <layout>"
+    lines (e.g. q4_0_16x1: Q4_0 weights laid out for the 16x1 RVV kernels)."""
+    buffers, repacked = {}, {}
+    for m in re.finditer(r"load_tensors:\s+(\S+) model buffer size =\s*([0-9.]+) MiB", log):
+        buffers[m.group(1)] = float(m.group(2))
+    for m in re.finditer(r"repack tensor \S+ with (\S+)", log):
+        repacked[m.group(1)] = repacked.get(m.group(1), 0) + 1
+    return {"buffers": buffers, "repacked": repacked,
+            "used": "CPU_REPACK" in buffers and bool(repacked)}
+
+
 def run_counted(driver, gguf_path, n_prompt: int, n_gen: int, n_ctx: int, vlen: int,
-                timeout: float = 7200) -> dict:
-    """One driver run under qemu with rvvkit's counting plugin: counts, output, wall time."""
+                timeout: float = 7200, isa: str = "k1") -> dict:
+    """One driver run under qemu (ISA profile `isa`) with rvvkit's counting plugin: counts,
+    output, wall time and what its verbose log says about repacked weights."""
     from rvvkit.runtime import icount
     with tempfile.TemporaryDirectory(prefix="peer-llama-") as tmp:
         out = Path(tmp) / "counts.json"
-        argv = [*B.qemu_prefix(vlen), *icount.qemu_plugin_args(out), str(driver), str(gguf_path),
-                str(n_prompt), str(n_gen), str(n_ctx)]
+        # verbose (-v) in every run alike: the log lines are printed while loading, the same
+        # in the three runs, so the per-token differences do not include them
+        argv = [*B.qemu_prefix(vlen, isa), *icount.qemu_plugin_args(out), str(driver),
+                str(gguf_path), str(n_prompt), str(n_gen), str(n_ctx), "-v"]
         t0 = time.time()
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
         wall = time.time() - t0
@@ -210,19 +244,23 @@ def run_counted(driver, gguf_path, n_prompt: int, n_gen: int, n_ctx: int, vlen: 
         counts = icount.read_counts(out)
     result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     return {"counts": {k: counts[k] for k in icount.COUNT_KEYS}, "output": result,
-            "wall_s": round(wall, 1), "stderr": err.strip()[-2000:]}
+            "wall_s": round(wall, 1), "repack": repack_info(err), "stderr": err.strip()[-2000:]}
 
 
 def _weighted(c: dict) -> int:
     return c["insns"] - c["vector_insns"] + c["lmul_weighted_vector_ops"]
 
 
-def count_llama(bin, gguf, prompt_tokens: int, gen_tokens: int, vlen: int) -> dict:
-    """Per-token instruction counts of llama.cpp at VLEN `vlen` from three counted runs."""
+def count_llama(bin, gguf, prompt_tokens: int, gen_tokens: int, vlen: int, isa: str = "k1",
+                variant: str = "fp32") -> dict:
+    """Per-token instruction counts of llama.cpp at VLEN `vlen` from three counted runs.
+    PeerError when the k1 variant at VLEN 256 did not use repacked weights."""
     p, g = prompt_tokens, gen_tokens
     n_ctx = 256 * -(-(2 * p + G0 + g + 1) // 256)
-    runs = {key: run_counted(bin, gguf, *key, n_ctx, vlen) for key in
-            [(p, G0), (p, G0 + g), (2 * p, G0)]}
+    runs = {}
+    for key in [(p, G0), (p, G0 + g), (2 * p, G0)]:
+        runs[key] = run_counted(bin, gguf, *key, n_ctx, vlen, isa=isa)
+        check_repack(runs[key]["repack"], variant, vlen)
     base, gen, pro = (runs[k]["counts"] for k in [(p, G0), (p, G0 + g), (2 * p, G0)])
 
     def per(hi, lo, n):
@@ -231,8 +269,21 @@ def count_llama(bin, gguf, prompt_tokens: int, gen_tokens: int, vlen: int) -> di
         d["raw"] = d["insns"]
         return d
     return {"vlen": vlen, "prompt_tokens": p, "gen_tokens": g, "n_ctx": n_ctx,
+            "variant": variant, "isa": isa, "repack": runs[(p, G0)]["repack"],
             "per_generated_token": per(gen, base, g), "per_prompt_token": per(pro, base, p),
             "runs": {f"p{k[0]}_g{k[1]}": v for k, v in runs.items()}}
+
+
+def check_repack(info: dict, variant: str, vlen: int) -> None:
+    """The k1 build at VLEN 256 must have repacked its weights (llama.cpp selects its 16x1
+    RVV kernels only there, under __riscv_zvfh); the plain-RVV build never may."""
+    if variant == "k1" and vlen == 256 and not info["used"]:
+        raise B.PeerError(f"llama.cpp k1 at VLEN 256 did not repack its weights (buffers "
+                          f"{info['buffers'] or 'none logged'}, repacked {info['repacked']}): "
+                          "its fast path did not run; check the build's -march")
+    if variant == "fp32" and info["used"]:
+        raise B.PeerError(f"llama.cpp fp32 (plain RVV) repacked weights {info['repacked']}: "
+                          "the build has Zvfh after all")
 
 
 def check_output(res: dict, ref) -> dict:
@@ -249,6 +300,14 @@ def check_output(res: dict, ref) -> dict:
     return chk
 
 
+def matrix_params(cfg: dict) -> int:
+    """Weights in the 2-D matrices a token runs through (the token table once: it is also the
+    tied LM head)."""
+    h, d = cfg["hidden"], cfg["hidden"] // cfg["heads"]
+    return cfg["vocab"] * h + cfg["layers"] * (
+        2 * h * h + 2 * h * d * cfg["kv_heads"] + 3 * h * cfg["intermediate"])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", choices=sorted(CONFIGS), default="small")
@@ -257,48 +316,72 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt", type=int, default=8)
     ap.add_argument("--gen", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--peer-variant", choices=("k1", "fp32", "both"), default="both",
+                    help="llama.cpp at its K1 defaults (k1), plain RVV (fp32), or both")
+    ap.add_argument("--isa", default="k1", help="ISA profile of the QEMU -cpu (toolchain/isa/)")
     ap.add_argument("--work-dir", type=Path, default=B.DEFAULT_WORK)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--ref-max-params", type=float, default=5e7)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
+    try:
+        return _main(a)
+    except B.PeerError as exc:
+        print(f"peer_llama: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _main(a) -> int:
+    from peer_ncnn_build import variants
     cfg = CONFIGS[a.config]
-    t0 = time.time()
-    build = B.build_llama(a.work_dir, a.jobs)
-    t_build = time.time() - t0
+    B.qemu_prefix(a.vlen[0], a.isa)            # a bad profile fails before any build
+    builds = {}
+    for variant in variants(a.peer_variant):
+        builds[variant] = B.build_llama(a.work_dir, a.jobs, variant=variant)
     t0 = time.time()
     model = write_gguf(a.work_dir / "models" / f"qwen2-{a.config}-{a.qtype}-s{a.seed}.gguf",
                        cfg, a.qtype, seed=a.seed)
     t_gguf = time.time() - t0
-    params = cfg["vocab"] * cfg["hidden"] + cfg["layers"] * (
-        2 * cfg["hidden"] ** 2 + 2 * cfg["hidden"] * cfg["hidden"] // cfg["heads"] *
-        cfg["kv_heads"] + 3 * cfg["hidden"] * cfg["intermediate"])
+    params = matrix_params(cfg)
     ref = (reference_logits(cfg, a.qtype, prompt_ids(a.prompt, cfg["vocab"]), seed=a.seed)
            if params <= a.ref_max_params else None)
-    report = {"llama_cpp_commit": build["commit"], "zig": build["zig"], "config": a.config,
-              "cfg": cfg, "qtype": a.qtype, "params": params, "gguf": str(model),
-              "build_s": round(t_build, 1), "gguf_s": round(t_gguf, 1), "results": []}
-    print(f"llama.cpp {build['commit'][:12]}  zig {build['zig']}  {a.config} {a.qtype} "
-          f"({params / 1e6:.1f} M matrix params)  prompt {a.prompt}, gen {G0}->{G0 + a.gen}")
-    print(f"{'VLEN':>5} {'kind':>10} {'weighted':>14} {'raw':>14} {'vector':>13} "
-          f"{'vec-weighted':>13}  check")
-    for vlen in a.vlen:
-        t0 = time.time()
-        try:
-            res = count_llama(build["driver"], model, a.prompt, a.gen, vlen)
-        except B.PeerError as exc:
-            print(f"{vlen:>5} FAILED: {str(exc).splitlines()[0]}")
-            report["results"].append({"vlen": vlen, "error": str(exc)})
-            continue
-        res["check"] = check_output(res, ref)
-        res["wall_s"] = round(time.time() - t0, 1)
-        report["results"].append(res)
-        for kind in ("per_prompt_token", "per_generated_token"):
-            d = res[kind]
-            print(f"{vlen:>5} {kind[4:]:>10} {d['weighted']:>14,.0f} {d['raw']:>14,.0f} "
-                  f"{d['vector_insns']:>13,.0f} {d['lmul_weighted_vector_ops']:>13,.0f}  "
-                  f"{'ok' if res['check'].get('ok') else res['check'].get('ok', 'n/a')}")
-        print(f"      check {json.dumps(res['check'])}  ({res['wall_s']} s)")
+    first = next(iter(builds.values()))
+    report = {"llama_cpp_commit": first["commit"], "zig": first["zig"], "config": a.config,
+              "cfg": cfg, "qtype": a.qtype, "params": params, "gguf": str(model), "isa": a.isa,
+              "qemu_cpu": B.qemu_prefix(0, a.isa)[-1].replace("vlen=0", "vlen=N"),
+              "builds": {v: {k: b[k] for k in ("mcpu", "march", "cmake_opts", "seconds")}
+                         for v, b in builds.items()},
+              "gguf_s": round(t_gguf, 1), "results": []}
+    print(f"llama.cpp {first['commit'][:12]}  zig {first['zig']}  {a.config} {a.qtype} "
+          f"({params / 1e6:.1f} M matrix params)  prompt {a.prompt}, gen {G0}->{G0 + a.gen}  "
+          f"QEMU -cpu {report['qemu_cpu']}")
+    for v, b in builds.items():
+        print(f"  {v}: ggml-cpu -march={b['march']} (zig -mcpu={b['mcpu']} + its extensions)")
+    print(f"{'variant':>7} {'VLEN':>5} {'kind':>10} {'weighted':>14} {'raw':>14} "
+          f"{'vector':>13} {'vec-weighted':>13} {'/block':>7}  check")
+    for variant, build in builds.items():
+        for vlen in a.vlen:
+            t0 = time.time()
+            try:
+                res = count_llama(build["driver"], model, a.prompt, a.gen, vlen, a.isa, variant)
+            except B.PeerError as exc:
+                print(f"{variant:>7} {vlen:>5} FAILED: {str(exc).splitlines()[0]}")
+                report["results"].append({"variant": variant, "vlen": vlen, "error": str(exc)})
+                continue
+            res["check"] = check_output(res, ref)
+            res["wall_s"] = round(time.time() - t0, 1)
+            report["results"].append(res)
+            for kind in ("per_prompt_token", "per_generated_token"):
+                d = res[kind]
+                d["weighted_per_block"] = d["weighted"] / (params / 32)
+                print(f"{variant:>7} {vlen:>5} {kind[4:]:>10} {d['weighted']:>14,.0f} "
+                      f"{d['raw']:>14,.0f} {d['vector_insns']:>13,.0f} "
+                      f"{d['lmul_weighted_vector_ops']:>13,.0f} {d['weighted_per_block']:>7.1f}  "
+                      f"{'ok' if res['check'].get('ok') else res['check'].get('ok', 'n/a')}")
+            rp = res["repack"]
+            print(f"        weights: {', '.join(f'{k} {v:.1f} MiB' for k, v in rp['buffers'].items())}"
+                  f"; repacked: {rp['repacked'] or 'none'}")
+            print(f"        check {json.dumps(res['check'])}  ({res['wall_s']} s)")
     if a.json:
         a.json.write_text(json.dumps(report, indent=1, default=str))
     return 0 if all("error" not in r for r in report["results"]) else 1

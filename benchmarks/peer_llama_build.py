@@ -6,14 +6,18 @@ Everything lives under a work directory outside the repository (default
   src/llama.cpp-<commit>/  llama.cpp at LLAMA_COMMIT, exported with `git archive` from a bare
                            mirror (PEER_LLAMA_GIT, or the first /work/.mirror/*/repo holding the
                            commit; docs/ and models/ are left out: the mirrors lack their big files)
-  zig/                     zig's clang (PyPI `ziglang`) wrapped for riscv64 + RVV by
-                           peer_ncnn_build.zig_wrappers (-march=rv64gcv -> -mcpu=baseline_rv64+v)
-  rv64/                    libllama.a + libggml*.a for riscv64-linux-gnu (GGML_RVV=ON, no
-                           Zfh/Zvfh/Zicbop/Zihintpause, no OpenMP). NOT llama.cpp's K1
-                           default: without Zvfh it skips its repacked Q4_0/Q8_0 kernels. The
-                           reason once given, that QEMU 7.2 lacks Zvfh, was wrong (it runs
-                           Zvfh code unchecked); docs/benchmarks.md says so (issue 42)
-                           and bin/llama-peer-driver, the small driver below linked against them
+  zig/, zig-k1/             zig's clang (PyPI `ziglang`) wrapped for riscv64 + RVV by
+                           peer_ncnn_build.zig_wrappers (plain RVV; for the K1, a -march's
+                           Zfh/Zvfh/Zicbop/Zihintpause become -mcpu features)
+  rv64/                    variant "fp32": libllama.a + libggml*.a for riscv64-linux-gnu
+                           (GGML_RVV=ON, no Zfh/Zvfh/Zicbop/Zihintpause, no OpenMP): plain RVV,
+                           where Q4_0/Q8_0 run the per-block dot products of arch/riscv/quants.c
+  rv64-k1/                 variant "k1": llama.cpp's own RISC-V defaults (GGML_RV_ZFH, _ZVFH,
+                           _ZICBOP, _ZIHINTPAUSE on; its CMake then compiles ggml-cpu with
+                           -march=rv64gcv_zfh_zvfh_zicbop_zihintpause), as on a K1: Q4_0/Q8_0
+                           weights are repacked at load and its 16x1 GEMV/GEMM kernels run
+                           (ggml-cpu/repack.cpp, under __riscv_zvfh, at VLEN 256 only)
+  each with bin/llama-peer-driver, the small driver below linked against them
 """
 from __future__ import annotations
 
@@ -37,15 +41,27 @@ LLAMA_COMMIT = "82bb48500a9a6b3374da2cf5811695369278e4d3"
 MIRROR_ROOT = Path("/work/.mirror")
 DEFAULT_WORK = Path.home() / ".cache" / "rvvkit-peer-llama"
 
-CMAKE_OPTS = [
+COMMON_OPTS = [
     "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF",
     "-DGGML_OPENMP=OFF", "-DGGML_CCACHE=OFF", "-DGGML_BACKEND_DL=OFF",
-    "-DGGML_RVV=ON", "-DGGML_RV_ZFH=OFF", "-DGGML_RV_ZVFH=OFF", "-DGGML_RV_ZICBOP=OFF",
-    "-DGGML_RV_ZIHINTPAUSE=OFF", "-DGGML_RV_ZVFBFWMA=OFF", "-DGGML_XTHEADVECTOR=OFF",
     "-DLLAMA_BUILD_COMMON=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF",
-    "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
 ]
+# Plain RVV: every RISC-V option but the vector extension off (llama.cpp's defaults are on).
+PLAIN_RVV = ["-DGGML_RVV=ON", "-DGGML_RV_ZFH=OFF", "-DGGML_RV_ZVFH=OFF", "-DGGML_RV_ZICBOP=OFF",
+             "-DGGML_RV_ZIHINTPAUSE=OFF", "-DGGML_RV_ZVFBFWMA=OFF", "-DGGML_XTHEADVECTOR=OFF"]
+# Per variant: the wrappers (peer_ncnn_build.VARIANTS), CMake's RISC-V options, the build
+# directory and the extensions ggml-cpu's -march must (k1) or must not (fp32) name. "k1" passes
+# no RISC-V option: at LLAMA_COMMIT ggml/CMakeLists.txt defaults GGML_RVV, GGML_RV_ZFH,
+# GGML_RV_ZVFH, GGML_RV_ZICBOP, GGML_RV_ZIHINTPAUSE to ON and GGML_RV_ZVFBFWMA,
+# GGML_XTHEADVECTOR to OFF; GGML_RV_ZBA is no option there (unset: off).
+VARIANTS = {
+    "fp32": {"opts": PLAIN_RVV, "build": "rv64", "march_has": (), "march_lacks": ("zvfh", "zfh")},
+    "k1": {"opts": [], "build": "rv64-k1", "march_has": ("zfh", "zvfh", "zicbop"),
+           "march_lacks": ()},
+}
+CMAKE_OPTS = COMMON_OPTS + PLAIN_RVV    # the fp32 variant's, as before
 LIBS = ("src/libllama.a", "ggml/src/libggml.a", "ggml/src/libggml-cpu.a",
         "ggml/src/libggml-base.a")
 
@@ -158,33 +174,41 @@ def fetch_source(work: Path, commit: str = LLAMA_COMMIT) -> Path:
     return src
 
 
-def build_llama(work: Path = DEFAULT_WORK, jobs: int = 2, commit: str = LLAMA_COMMIT) -> dict:
-    """llama.cpp's libraries for riscv64 + RVV and the driver (cached); returns
-    {"driver", "build", "src", "commit", "zig", "cmake_opts", "seconds"}."""
+def build_llama(work: Path = DEFAULT_WORK, jobs: int = 2, commit: str = LLAMA_COMMIT,
+                variant: str = "fp32") -> dict:
+    """llama.cpp's libraries for riscv64 + RVV as `variant` (VARIANTS) and the driver (cached);
+    returns {"driver", "build", "src", "commit", "zig", "mcpu", "cmake_opts", "march",
+    "variant", "seconds"}."""
     import time
+    from peer_ncnn_build import toolchain_file
     t0 = time.time()
     work = Path(work)
+    v = VARIANTS[variant]
     src = fetch_source(work, commit)
-    z = zig_wrappers(work)
-    build = work / "rv64"
-    key = {"commit": commit, "zig": z["version"], "opts": CMAKE_OPTS}
+    z = zig_wrappers(work, variant)
+    build = work / v["build"]
+    opts = COMMON_OPTS + list(v["opts"])
+    key = {"commit": commit, "zig": z["version"], "opts": opts, "mcpu": z["mcpu"]}
     stamp = build / ".peer-stamp"
     if not (all((build / lib).is_file() for lib in LIBS) and _stamp_ok(stamp, key)):
-        tc = work / "zig" / "riscv64-zig.cmake"
-        tc.write_text("set(CMAKE_SYSTEM_NAME Linux)\nset(CMAKE_SYSTEM_PROCESSOR riscv64)\n"
-                      f"set(CMAKE_C_COMPILER {z['cc']})\nset(CMAKE_CXX_COMPILER {z['c++']})\n"
-                      f"set(CMAKE_AR {z['ar']} CACHE FILEPATH \"\")\n"
-                      f"set(CMAKE_RANLIB {z['ranlib']} CACHE FILEPATH \"\")\n")
         cmake = need("cmake", "apt-get install cmake, or pip install cmake")
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         build.mkdir(parents=True, exist_ok=True)
-        log(f"configuring llama.cpp in {build}")
-        run([cmake, "-S", src, "-B", build, *gen, f"-DCMAKE_TOOLCHAIN_FILE={tc}", *CMAKE_OPTS],
-            what="llama.cpp cmake configure")
-        log(f"building libllama with {jobs} jobs (takes ~10-20 minutes on 2 cores)")
+        log(f"configuring llama.cpp ({variant}) in {build}")
+        run([cmake, "-S", src, "-B", build, *gen, f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file(z)}",
+             *opts], what="llama.cpp cmake configure")
+        log(f"building libllama ({variant}) with {jobs} jobs (takes ~10-20 minutes on 2 cores)")
         run([cmake, "--build", build, "-j", str(jobs), "--target", "llama"],
             what="llama.cpp build", timeout=7200)
         stamp.write_text(json.dumps(key))
+    march = ggml_cpu_march(build)
+    exts = set(march.split("_")[1:])
+    missing = [e for e in v["march_has"] if e not in exts]
+    extra = [e for e in v["march_lacks"] if e in exts]
+    if missing or extra:
+        raise PeerError(f"llama.cpp ({variant}) compiled ggml-cpu with {march}: "
+                        + (f"{', '.join(missing)} missing" if missing else
+                           f"{', '.join(extra)} should be off"))
     driver = build / "bin" / "llama-peer-driver"
     dsrc = build / "llama_peer_driver.cpp"
     if not dsrc.is_file() or dsrc.read_text() != DRIVER:
@@ -193,22 +217,46 @@ def build_llama(work: Path = DEFAULT_WORK, jobs: int = 2, commit: str = LLAMA_CO
     dstamp = build / "bin" / ".peer-driver-stamp"
     if not (driver.is_file() and _stamp_ok(dstamp, dkey)):
         driver.parent.mkdir(parents=True, exist_ok=True)
-        log("linking the riscv64 llama.cpp driver")
+        log(f"linking the riscv64 llama.cpp driver ({variant})")
         run([z["c++"], "-O2", "-std=c++17", f"-I{src / 'include'}", f"-I{src / 'ggml/include'}",
              dsrc, *[build / lib for lib in LIBS], "-lpthread", "-lm", "-o", driver],
             what="linking llama-peer-driver")
         dstamp.write_text(json.dumps(dkey))
     return {"driver": driver, "build": build, "src": src, "commit": commit, "zig": z["version"],
-            "cmake_opts": CMAKE_OPTS, "seconds": round(time.time() - t0, 1)}
+            "mcpu": z["mcpu"], "cmake_opts": opts, "march": march, "variant": variant,
+            "seconds": round(time.time() - t0, 1)}
 
 
-def qemu_prefix(vlen: int) -> list:
-    """qemu-riscv64 with rvvkit's sysroot and -cpu string for VLEN `vlen` (RVV 1.0)."""
+def ggml_cpu_march(build: Path) -> str:
+    """The -march CMake gave ggml-cpu's repack.cpp (compile_commands.json): what llama.cpp's
+    CMake chose for this variant, before the wrapper turns it into -mcpu features."""
+    try:
+        cmds = json.loads((build / "compile_commands.json").read_text())
+    except (OSError, ValueError):
+        raise PeerError(f"no compile_commands.json in {build}: rebuild it") from None
+    for c in cmds:
+        if c["file"].endswith("ggml-cpu/repack.cpp"):
+            for arg in c.get("command", " ".join(c.get("arguments", []))).split():
+                if arg.startswith("-march="):
+                    return arg[len("-march="):]
+    raise PeerError(f"{build}: ggml-cpu/repack.cpp has no -march in compile_commands.json")
+
+
+def qemu_prefix(vlen: int, isa: str = "") -> list:
+    """qemu-riscv64 with rvvkit's sysroot and -cpu string for VLEN `vlen` (RVV 1.0) plus the
+    QEMU 7.2 properties of ISA profile `isa` (toolchain/isa/; "" or None: plain RVV)."""
     sys.path.insert(0, str(HERE.parent))
     try:
-        from rvvkit.jit import targets
-        rv = targets.riscv()
-        return [rv.qemu_binary, "-L", rv.sysroot, "-cpu", rv.cpu_string(vlen)]
-    except Exception:  # noqa: BLE001 -- rvvkit not importable: the same defaults by hand
+        from rvvkit.errors import RvvkitError
+        from rvvkit.jit import isa as isa_profiles, targets
+    except ImportError:    # rvvkit not importable: the plain-RVV defaults by hand
+        if isa:
+            raise PeerError(f"--isa {isa} needs rvvkit importable (its toolchain/isa/ data)")
         return ["qemu-riscv64", "-L", "/usr/riscv64-linux-gnu", "-cpu",
                 f"rv64,v=true,vlen={vlen},elen=64,vext_spec=v1.0"]
+    rv = targets.riscv()
+    try:
+        props = isa_profiles.profile(isa or None).qemu_props("qemu7")
+    except RvvkitError as exc:
+        raise PeerError(str(exc)) from None
+    return [rv.qemu_binary, "-L", rv.sysroot, "-cpu", rv.cpu_string(vlen) + props]

@@ -7,9 +7,14 @@ Everything is built under a work directory outside the repository (default
             ncnn's tools/quantize from a Tencent/ncnn git checkout at the matching tag (the
             sdist has no tools/ directory)
   zig/      compiler wrappers: zig's clang (PyPI `ziglang`) for riscv64, with -march=rv64gcv
-            mapped to -mcpu=baseline_rv64+v (zig rejects -march)
-  rv64/     libncnn.a for riscv64 + RVV (no Zfh/Zvfh/XTheadVector, no OpenMP, no runtime CPU
-            dispatch) and bin/ncnn_runner (benchmarks/ncnn_runner.cpp linked against it)
+            mapped to -mcpu=baseline_rv64+v (zig rejects -march); zig-k1/ the same for the K1
+            (-mcpu=baseline_rv64+v+zfh+zvfh, and a -march's extensions the K1 has added to it)
+  rv64/     variant "fp32": libncnn.a for riscv64 + RVV (no Zfh/Zvfh/XTheadVector, no OpenMP,
+            no runtime CPU dispatch) and bin/ncnn_runner (benchmarks/ncnn_runner.cpp linked
+            against it, fp16/bf16 options off)
+  rv64-k1/  variant "k1": the same with NCNN_ZFH/NCNN_ZVFH on (ncnn's defaults for a compiler
+            that has them) and a runner that keeps ncnn's default options: fp16 storage and
+            arithmetic, as ncnn runs on a K1 (it finds Zfh/Zvfh by probing an instruction)
   host/     libncnn.a for the host and bin/ncnn2table, bin/ncnn2int8 (int8 only)
 """
 from __future__ import annotations
@@ -43,6 +48,33 @@ COMMON = ["-DCMAKE_BUILD_TYPE=Release", "-DNCNN_VULKAN=OFF", "-DNCNN_OPENMP=OFF"
 # (it runs Zvfh code unchecked). docs/benchmarks.md says so beside the tables (issue 42).
 RISCV = ["-DNCNN_RVV=ON", "-DNCNN_ZFH=OFF", "-DNCNN_ZVFH=OFF", "-DNCNN_XTHEADVECTOR=OFF",
          "-DNCNN_RUNTIME_CPU=OFF"]
+# ncnn as a K1 user builds it: Zfh/Zvfh on (its own default once the compiler has them); its
+# CMake then compiles the library with -march=rv64gcv_zfh_zvfh (src/CMakeLists.txt).
+RISCV_K1 = ["-DNCNN_RVV=ON", "-DNCNN_ZFH=ON", "-DNCNN_ZVFH=ON", "-DNCNN_XTHEADVECTOR=OFF",
+            "-DNCNN_RUNTIME_CPU=OFF"]
+# The K1's extensions a -march may name (toolchain/isa/k1.toml) plus Zihintpause, which
+# RVA22U64 mandates (llama.cpp's default -march names it; `pause` is a hint, a no-op elsewhere).
+K1_EXTENSIONS = ("zfh", "zfhmin", "zvfh", "zvfhmin", "zba", "zbb", "zbs", "zicbom", "zicbop",
+                 "zicboz", "zihintpause")
+# Per peer variant: the compiler wrappers' base -mcpu features and the extensions a -march may
+# add, ncnn's RISC-V CMake options, the build directory and the runner's extra defines.
+VARIANTS = {
+    "fp32": {"zig": "zig", "features": ("v",), "march_ok": (), "cmake": RISCV,
+             "build": "rv64", "runner_defs": ()},
+    "k1": {"zig": "zig-k1", "features": ("v", "zfh", "zvfh"), "march_ok": K1_EXTENSIONS,
+           "cmake": RISCV_K1, "build": "rv64-k1",
+           "runner_defs": ("-DNCNN_RUNNER_DEFAULT_OPTIONS",)},
+}
+PEER_VARIANTS = ("k1", "fp32")   # the order tables show them in
+
+
+def variants(choice: str) -> tuple:
+    """--peer-variant k1|fp32|both as the tuple of variants to build and count."""
+    if choice == "both":
+        return PEER_VARIANTS
+    if choice not in VARIANTS:
+        raise PeerError(f"--peer-variant {choice!r}: expected k1, fp32 or both")
+    return (choice,)
 # tarfile's "data" filter (path traversal checks) exists from Python 3.11.4 / 3.10.12 on.
 _SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 HOST = ["-DNCNN_SIMPLEOCV=ON", "-DNCNN_RUNTIME_CPU=OFF", "-DNCNN_AVX512=OFF"]
@@ -128,32 +160,47 @@ def fetch_source(work: Path) -> Path:
     return src
 
 
-def zig_wrappers(work: Path) -> dict:
-    """Executables cc, c++, ar, ranlib that run zig for riscv64-linux-gnu with RVV."""
+def zig_wrappers(work: Path, variant: str = "fp32") -> dict:
+    """Executables cc, c++, ar, ranlib that run zig for riscv64-linux-gnu with RVV and the
+    variant's features (VARIANTS)."""
     try:
         import ziglang
     except ImportError:
         raise PeerError("zig not found: pip install ziglang (PyPI) -- it provides the clang "
                         "that builds ncnn's RVV code") from None
+    v = VARIANTS[variant]
     zig = Path(ziglang.__file__).parent / "zig"
-    out = work / "zig"
+    out = work / v["zig"]
     out.mkdir(parents=True, exist_ok=True)
-    body = {"cc": "cc", "c++": "c++"}
+    mcpu = "baseline_rv64" + "".join(f"+{f}" for f in v["features"])
+    allowed = " ".join(v["march_ok"])
     paths = {}
-    for name, sub in body.items():
+    for name in ("cc", "c++"):
         p = out / f"rv64-{name}"
         p.write_text(f"""#!/bin/bash
-# zig's clang for riscv64 + RVV; zig rejects -march, so rv64gcv becomes -mcpu=baseline_rv64+v
-# and any other -march (Zfh, XTheadVector probes) fails like an unsupported feature.
+# zig's clang for riscv64 + RVV ({variant}); zig rejects -march, so -march=rv64gc[v][_ext...]
+# becomes -mcpu={mcpu} plus each _ext, if it is one of: {allowed or "(none)"}.
+# Any other -march (XTheadVector probes, an extension the board lacks) fails like an
+# unsupported feature, so a CMake probe for it turns the option off.
 args=()
+cpu="{mcpu}"
 for a in "$@"; do
   case "$a" in
-    -march=rv64gcv) ;;
+    -march=rv64gcv|-march=rv64gc) ;;
+    -march=rv64gc_*|-march=rv64gcv_*)
+      rest="${{a#-march=rv64gc}}"; rest="${{rest#v}}"; rest="${{rest#_}}"
+      IFS=_ read -ra exts <<< "$rest"
+      for e in "${{exts[@]}}"; do
+        case " {allowed} " in
+          *" $e "*) case "+${{cpu#*+}}+" in *"+$e+"*) ;; *) cpu="$cpu+$e" ;; esac ;;
+          *) echo "rv64-{name}: unsupported $a" >&2; exit 1 ;;
+        esac
+      done ;;
     -march=*) echo "rv64-{name}: unsupported $a" >&2; exit 1 ;;
     *) args+=("$a") ;;
   esac
 done
-exec "{zig}" {sub} --target=riscv64-linux-gnu -mcpu=baseline_rv64+v "${{args[@]}}"
+exec "{zig}" {name} --target=riscv64-linux-gnu -mcpu="$cpu" "${{args[@]}}"
 """)
         p.chmod(0o755)
         paths[name] = p
@@ -163,8 +210,19 @@ exec "{zig}" {sub} --target=riscv64-linux-gnu -mcpu=baseline_rv64+v "${{args[@]}
         p.chmod(0o755)
         paths[tool] = p
     paths["zig"] = zig
+    paths["mcpu"] = mcpu
     paths["version"] = run([zig, "version"], what="zig version").strip()
     return paths
+
+
+def toolchain_file(z: dict) -> Path:
+    """A CMake toolchain file using the wrappers `z` (written beside them)."""
+    tc = Path(z["cc"]).parent / "riscv64-zig.cmake"
+    tc.write_text("set(CMAKE_SYSTEM_NAME Linux)\nset(CMAKE_SYSTEM_PROCESSOR riscv64)\n"
+                  f"set(CMAKE_C_COMPILER {z['cc']})\nset(CMAKE_CXX_COMPILER {z['c++']})\n"
+                  f"set(CMAKE_AR {z['ar']} CACHE FILEPATH \"\")\n"
+                  f"set(CMAKE_RANLIB {z['ranlib']} CACHE FILEPATH \"\")\n")
+    return tc
 
 
 def _cmake_build(src: Path, build: Path, opts: list, jobs: int, what: str, targets) -> None:
@@ -178,32 +236,50 @@ def _cmake_build(src: Path, build: Path, opts: list, jobs: int, what: str, targe
         what=f"{what} (cmake build)", timeout=7200)
 
 
-def build_riscv(work: Path, src: Path, jobs: int) -> dict:
-    """libncnn.a for riscv64 RVV and the runner; returns paths and the compiler's version."""
-    z = zig_wrappers(work)
-    build = work / "rv64"
+def build_riscv(work: Path, src: Path, jobs: int, variant: str = "fp32") -> dict:
+    """libncnn.a for riscv64 RVV and the runner of `variant` (VARIANTS); returns paths, the
+    compiler's version and the build's seconds (0 when cached)."""
+    import time
+    t0 = time.time()
+    v = VARIANTS[variant]
+    z = zig_wrappers(work, variant)
+    build = work / v["build"]
     lib = build / "src" / "libncnn.a"
-    key = {"ncnn": NCNN_VERSION, "zig": z["version"], "opts": COMMON + RISCV}
+    opts = COMMON + list(v["cmake"])
+    key = {"ncnn": NCNN_VERSION, "zig": z["version"], "opts": opts}
+    if variant != "fp32":    # the fp32 key is what earlier builds stamped: keep them valid
+        key["mcpu"] = z["mcpu"]
     stamp = build / ".peer-stamp"
     if not (lib.is_file() and _stamp_ok(stamp, key)):
-        tc = work / "zig" / "riscv64-zig.cmake"
-        tc.write_text("set(CMAKE_SYSTEM_NAME Linux)\nset(CMAKE_SYSTEM_PROCESSOR riscv64)\n"
-                      f"set(CMAKE_C_COMPILER {z['cc']})\nset(CMAKE_CXX_COMPILER {z['c++']})\n"
-                      f"set(CMAKE_AR {z['ar']} CACHE FILEPATH \"\")\n"
-                      f"set(CMAKE_RANLIB {z['ranlib']} CACHE FILEPATH \"\")\n")
-        _cmake_build(src, build, [f"-DCMAKE_TOOLCHAIN_FILE={tc}", *COMMON, *RISCV], jobs,
-                     "libncnn.a riscv64", ["ncnn"])
+        _cmake_build(src, build, [f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file(z)}", *opts], jobs,
+                     f"libncnn.a riscv64 ({variant})", ["ncnn"])
+        _check_cache(build, opts)
         stamp.write_text(json.dumps(key))
     runner = build / "bin" / "ncnn_runner"
+    defs = list(v["runner_defs"])
     rkey = dict(key, runner=_file_hash(RUNNER_SOURCE), lib=_file_hash(lib))
+    if defs:
+        rkey["defs"] = defs
     rstamp = build / "bin" / ".peer-stamp"
     if not (runner.is_file() and _stamp_ok(rstamp, rkey)):
         runner.parent.mkdir(parents=True, exist_ok=True)
-        log("linking the riscv64 ncnn runner")
-        run([z["c++"], "-O2", "-std=c++11", f"-I{src / 'src'}", f"-I{build / 'src'}",
+        log(f"linking the riscv64 ncnn runner ({variant})")
+        run([z["c++"], "-O2", "-std=c++11", *defs, f"-I{src / 'src'}", f"-I{build / 'src'}",
              RUNNER_SOURCE, lib, "-lpthread", "-o", runner], what="building ncnn_runner")
         rstamp.write_text(json.dumps(rkey))
-    return {"runner": runner, "zig": z["version"]}
+    return {"runner": runner, "zig": z["version"], "variant": variant, "mcpu": z["mcpu"],
+            "cmake": list(v["cmake"]), "seconds": round(time.time() - t0, 1)}
+
+
+def _check_cache(build: Path, opts: list) -> None:
+    """Fail when CMake turned an -DNCNN_...=ON option off (its compiler probe failed): a
+    variant that silently lost Zvfh would be counted as if it had it."""
+    cache = (build / "CMakeCache.txt").read_text(errors="replace")
+    for opt in opts:
+        name, _, want = opt[2:].partition("=")
+        if name.startswith("NCNN_") and want == "ON" and f"{name}:BOOL=ON" not in cache:
+            raise PeerError(f"ncnn's CMake turned {name} off in {build} (its compiler probe "
+                            "failed): see CMakeFiles/CMakeConfigureLog.yaml")
 
 
 def riscv_int8_note(src: Path) -> str:
