@@ -86,6 +86,38 @@ def _table_row(r: Dict) -> List:
             f"{r['macs_per_instruction']:.2f}" if counted else "-"]
 
 
+CLASS_HEADERS = ["executor", "VLEN", "class", "instructions", "LMUL-weighted", "VL-weighted"]
+
+
+def _class_rows(r: Dict) -> List[List]:
+    """--classes: one line per vector class (VL-weighted only where QEMU 10 counted)."""
+    where = r["executor"] + run_suffix(r.get("isa"), bool(r.get("isa_checked")))
+    lw, vw = (r.get(f"instruction_classes_{k}_weighted", {}) for k in ("lmul", "vl"))
+    out = []
+    for cls, keys in sorted(r["instruction_classes"].items()):
+        if cls.startswith("v"):
+            out.append([where, r.get("vlen") or "-", cls, f"{sum(keys.values()):,}",
+                        f"{sum(lw[cls].values()):,}" if cls in lw else "-",
+                        f"{sum(vw.get(cls, {}).values()):,}" if vw or lw else "-"])
+    totals = [r.get(k) for k in ("lmul_weighted_vector_ops", "vl_weighted_vector_ops")]
+    out.append([where, r.get("vlen") or "-", "all vector", f"{r['vector_instructions']:,}",
+                *(f"{t:,}" if t is not None else "-" for t in totals)])
+    return out
+
+
+def _print_classes(rows: List[Dict]) -> None:
+    with_classes = [r for r in rows if "instruction_classes" in r]
+    if not with_classes:
+        return
+    print("\nvector instructions by class (one inference; counted by "
+          f"{', '.join(sorted({r['classes_counted_by'] for r in with_classes}))}):")
+    print(table(CLASS_HEADERS, [x for r in with_classes for x in _class_rows(r)],
+                align="lrlrrr"))
+    if any("vl_weighted_vector_ops" not in r for r in with_classes):
+        print("VL-weighted (elements processed) needs the counting QEMU 10: run "
+              "scripts/qemu_plugins.sh")
+
+
 def cmd_bench(args) -> int:
     args.verified = verified(args, args.artifact)  # read and checked once, for every row
     results = _bench_rows(args)
@@ -99,6 +131,7 @@ def cmd_bench(args) -> int:
         return 1 if failed else 0
     if rows:
         print(table(HEADERS, [_table_row(r) for r in rows], align="lrllrrrrr"))
+        _print_classes(rows)
     if any(r.get("emulated") for r in rows):
         print("\nqemu latency is emulation speed, not a board's; compare RVV code by "
               "instruction counts (exact, per inference, start-up subtracted), and code that "
@@ -130,8 +163,10 @@ def add_parser(sub) -> None:
                     f"--json row's modelled_cycles/modelled_ms (default {DEFAULT_BOARD}; a "
                     "model, not a measurement)")
     bn.add_argument("--classes", action="store_true",
-                    help="qemu: also count instructions by class x LMUL x SEW and weight "
-                    "vector ones by the registers they process (slower runs; in --json)")
+                    help="qemu: also count instructions by class x LMUL x SEW, weight vector "
+                    "ones by the registers they process and, where scripts/qemu_plugins.sh "
+                    "built QEMU 10 with plugins, by the elements they process (vl); slower "
+                    "runs; a table per class, all of it in --json")
     bn.add_argument("--json", action="store_true", help="print rows as JSON")
     bn.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     add_require_option(bn)

@@ -37,7 +37,8 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
     """One row of `rvvkit bench`: latency, MACs, and (qemu) instruction counts, per thread
     too, with the modelled time on board `cycle_model` (a toolchain/boards/ preset); with
     `classes`, also the counts by class x LMUL x SEW and the work-weighted vector ops
-    (rvvkit.runtime.iclass; slower runs)."""
+    (rvvkit.runtime.iclass; slower runs), and where scripts/qemu_plugins.sh built the counting
+    QEMU 10 the VL-weighted ones, in total and per class (rvvkit.runtime.vcount)."""
     feeds = feeds if feeds is not None else sess.random_feeds()
     meta = sess.artifact.meta
     desc = sess.describe()
@@ -66,4 +67,9 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
             by_class = sess.instruction_classes(feeds)
             row["work_weighted_vector_ops"] = by_class["work_weighted_vector_ops"]
             row["instruction_classes"] = by_class["classes"]
+            row["classes_counted_by"] = by_class["counted_by"]
+            if "vl_weighted_vector_ops" in by_class:   # the counting QEMU 10 (vcount.py)
+                row["vl_weighted_vector_ops"] = by_class["vl_weighted_vector_ops"]
+                row["instruction_classes_lmul_weighted"] = by_class["lmul_weighted"]
+                row["instruction_classes_vl_weighted"] = by_class["vl_weighted"]
     return row
