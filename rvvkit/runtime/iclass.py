@@ -11,7 +11,8 @@ and the weights), built and cached as the counting plugin is (icount.plugin_path
 (widening and narrowing ones their double-width side, loads and stores their EMUL, scalar
 moves and mask logic 1), where the counting plugin's LMUL-weighted figure counts the register
 group of the vtype in force whatever the instruction does with it. A VL-weighted figure
-(elements processed) needs the vl register, which QEMU 7.2's plugins cannot read."""
+(elements processed) needs the vl register, which QEMU 7.2's plugins cannot read: vcount.py
+counts it under a QEMU 10 built with plugins (scripts/qemu_plugins.sh)."""
 from __future__ import annotations
 
 import json
