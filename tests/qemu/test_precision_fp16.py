@@ -11,7 +11,7 @@ import pytest
 import rvvkit
 from qemu_support import make_model, needs_qemu, node
 from rvvkit.errors import CompileError
-from rvvkit.codegen.kernels.conv.half import pack_half, rows_for
+from rvvkit.codegen.kernels.conv.half_gemm import HalfGemm, rows_for
 
 # (name, conv attributes, x shape, output channels, bias, residual, activation)
 CASES = [
@@ -25,7 +25,22 @@ CASES = [
      (2, 6, 9, 10), 8, True, True, None),
     ("3x3_s3_asym", dict(kernel_shape=[3, 3], strides=[3, 3], pads=[0, 1, 2, 0]),
      (1, 4, 10, 11), 5, True, False, None),
+    # few positions, many channels: the GEMM runs transposed (vectors along channels)
+    ("pointwise_7x7_transposed", dict(kernel_shape=[1, 1]), (1, 20, 7, 7), 70, True, True,
+     "Relu"),
+    ("3x3_s2_transposed", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+     (2, 8, 9, 9), 45, True, False, "Clip"),
 ]
+# 3x3 stride-1 convs that Winograd takes: their 36 GEMMs run in float16 on transformed
+# operands, whose rounding the output transform amplifies (F(4x4, 3x3): ~1e-2 of the largest
+# output, as a numpy model of the same rounding predicts), so they are held to float32 only
+WINOGRAD_CASES = [
+    ("winograd_7x7_transposed", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     (1, 32, 7, 7), 33, True, False, "Relu"),
+    ("winograd_16x15_res", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     (1, 64, 16, 15), 24, True, True, None),
+]
+WINOGRAD_TOLERANCE = 2e-2
 VLENS = (128, 256, 512, 1024)
 # float16 operands, float32 sums: what the float16 form must reproduce, up to summation order
 SAME_ROUNDING = 1e-5
@@ -77,15 +92,21 @@ def _ort(model, feeds):
 
 # -- build-time facts (no emulator) ----------------------------------------------------------
 
-def test_weights_pack_as_float16_panels_of_rows():
-    w = np.arange(5 * 3 * 2 * 2, dtype=np.float32).reshape(5, 3, 2, 2) - 20.0
-    w[0, 0, 0, 0] = 1e6     # beyond float16: clamped, not infinite
-    p = pack_half(w, 4)
-    assert p.dtype == np.float16 and p.shape == (2, 12, 4)
-    assert p[0, 0, 0] == np.float16(65504.0)
-    assert p[0, 5, 2] == np.float16(w[2].reshape(-1)[5])
-    assert not p[1, :, 1:].any()                       # rows 5..7 are padding
+def test_weights_pack_as_float16_in_either_orientation():
+    w = np.arange(5 * 12, dtype=np.float32).reshape(5, 12) - 20.0
+    w[0, 0] = 1e6     # beyond float16: clamped, not infinite
+    normal = HalfGemm(5, 12, 100, False)
+    packed = normal.pack(w).reshape(-1, 12, normal.rows)   # panels [m / R][k][R]
+    assert packed.dtype == np.float16 and packed[0, 0, 0] == np.float16(65504.0)
+    assert packed[0, 5, 2] == np.float16(w[2, 5])
+    trans = HalfGemm(5, 12, 9, True)
+    t = trans.pack(w).reshape(12, 5)                        # [k][m]
+    assert t[5, 2] == np.float16(w[2, 5]) and t.shape == (12, 5)
     assert rows_for(16) == 4 and rows_for(19) == 5 and rows_for(14) == 7
+    assert normal.weight_halves == 60 and trans.weight_halves == 60
+    padded = HalfGemm(9, 3, 100, False)                     # 9 rows: two panels of 5
+    panels = padded.pack(np.ones((9, 3))).reshape(2, 3, 5)
+    assert padded.weight_halves == 30 and not panels[1, :, 4].any() and panels[1, :, :4].all()
 
 
 def test_build_records_precision_and_stores_float16_weights():
@@ -126,6 +147,23 @@ def test_float16_form_on_k1_profile(case, precision):
         np.testing.assert_allclose(y, same, rtol=0, atol=SAME_ROUNDING * scale, err_msg=vlen)
         np.testing.assert_allclose(y, exact, rtol=0, atol=FP32_TOLERANCE * scale,
                                    err_msg=vlen)
+
+
+@needs_qemu
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=[c[0] for c in WINOGRAD_CASES])
+def test_winograd_float16_gemms_on_k1_profile(case):
+    model, feeds = _case(*case)
+    exact = _ort(model, feeds)
+    scale = float(np.abs(exact).max())
+    for precision in ("auto", "fp16"):
+        art = rvvkit.build(model, precision=precision)
+        assert "winograd" in art.c_source, "the case must take the Winograd form"
+        for vlen in (128, 512):
+            with rvvkit.load(art, on="qemu", vlen=vlen, isa="k1", tail_ones=True) as s:
+                y = s.run(feeds)["y"]
+            assert np.abs(y - exact).max() > 1e-6 * scale, (precision, vlen)
+            np.testing.assert_allclose(y, exact, rtol=0, atol=WINOGRAD_TOLERANCE * scale,
+                                       err_msg=f"{precision} {vlen}")
 
 
 @needs_qemu

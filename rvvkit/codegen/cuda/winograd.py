@@ -11,6 +11,7 @@ code."""
 from __future__ import annotations
 
 from ...ops.activations import cuda_act_expr as act_expr
+from ...errors import ModelError
 from ..kernel import Kernel
 from ..kernels.conv import winograd_transforms as wg
 from ..kernels.conv.winograd import geometry
@@ -86,6 +87,10 @@ def _output(g, total: int, bias: bool, residual: bool, act) -> str:
 
 @generator("conv_winograd")
 def conv_winograd(spec: dict, kernel: Kernel) -> CudaKernel:
+    half = spec["half_rows"] is not None       # kernels/conv/half.py: float16 U beside or alone
+    if half and not any(p.name == "wh" for p in kernel.params):
+        raise ModelError("a conv built with --precision fp16 has only float16 weights, which "
+                         "the CUDA kernels do not read: build with --precision auto for CUDA")
     xs, ws_, ys = spec["x_shape"], spec["w_shape"], spec["y_shape"]
     g = geometry(xs, ws_, ys, spec["pads"])
     if g.n * g.m * g.ho * g.wo == 0:
@@ -113,7 +118,8 @@ def conv_winograd(spec: dict, kernel: Kernel) -> CudaKernel:
     gname, gtext, glaunch = tiled(pr, choose_tile(pr.p, pr.q))
     oargs = "ws + " + str(vsz) + ("LL, b" if bias else "LL") + (", r" if residual else "") + ", y"
     # a kernel carrying the direct form's weights too (conv.by_target): the GPU takes Winograd
-    unused = "    (void)wd;\n" if spec["direct_panel"] is not None else ""
+    unused = ("    (void)wd;\n" if spec["direct_panel"] is not None else "") + \
+        ("    (void)wh;\n" if half else "")
     launch = (f"{unused}    RVK_LAUNCH({iname}, dim3({cdiv(nin, NT)}), dim3({NT}), (x, ws));\n"
               f"    {glaunch}\n"
               f"    RVK_LAUNCH({oname}, dim3({cdiv(nout, NT)}), dim3({NT}), ({oargs}));\n")

@@ -123,12 +123,13 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
     if winograd.eligible(xs, ws_, group, strides, dil):
         where = use_winograd(plan[0], winograd.cost(xs, ws_, ys, pads),
                              winograd.prefers_direct_off_riscv(xs, ws_, ys, pads))
-    # a float16 build leaves a conv that Winograd takes on RISC-V to it (in float32): it needs
-    # fewer register groups so than the float16 direct form (squeezenet's 3x3 expand layers,
-    # measured under the counting plugin)
-    if wants_half() and half.eligible(group, act) and where == "nowhere":
+    # a conv that Winograd takes on RISC-V keeps it in a float16 build, with float16 GEMMs:
+    # squeezenet under the counting plugin (K1 profile, VLEN 256) needed 44.9 M weighted
+    # instructions with float32 Winograd against 58.6 M with every 3x3 in the float16 direct form
+    half_form = precision() if wants_half() and half.eligible(group, act) else None
+    if half_form and where == "nowhere":
         geometry = (strides, pads, dil)
-        if precision() == "fp16":
+        if half_form == "fp16":
             return half.half_only(xs, ws_, ys, geometry, bias, residual, act,
                                   _params(bias, residual),
                                   _spec(xs, ws_, ys, group, strides, pads, dil, bias, residual,
@@ -137,7 +138,9 @@ def _gemm_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act) -> L
     if where == "nowhere":
         return direct()
     wino = winograd.winograd_conv(xs, ws_, ys, pads, bias, residual, act,
-                                  _params(bias, residual))
+                                  _params(bias, residual), half_form)
+    if half_form == "fp16":     # float16 only: no other target runs it
+        return wino
     return wino if where == "everywhere" else by_target(wino, direct("wd"))
 
 
@@ -159,7 +162,10 @@ def by_target(wino: Lowered, direct: Lowered) -> Lowered:
     spec = dict(wk.spec, direct_panel=dk.spec["w_panel"])
     kern = Kernel("conv3x3_riscv_winograd", params, indent(body) + "\n",
                   max(wk.workspace, dk.workspace), support, wk.macs, spec=spec)
-    return Lowered(kern, dict(wino.transforms), ((2, 1, direct.transforms[1]),))
+    # wd goes in at 2 first; the Winograd kernel's own extra forms (its float16 U) move up one
+    extra = ((2, 1, direct.transforms[1]),) + tuple((pos + 1 if pos >= 2 else pos, src, fn)
+                                                    for pos, src, fn in wino.extra_weights)
+    return Lowered(kern, dict(wino.transforms), extra)
 
 
 def _direct_conv(xs, ws_, ys, group, strides, pads, dil, bias, residual, act, pg: PhaseGrid,

@@ -23,9 +23,11 @@ import numpy as np
 
 from ....ops.activations import Act, act_expr, act_rvv_support, has_vector_form
 from ...cfmt import indent
-from ...kernel import Kernel, Lowered, declare_spec, make_spec
+from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ...loops import cdiv
 from ...rvv import GUARD, header, vle, vop, vse
+from . import half_gemm as hg
+from .half import NO_FP16
 from . import winograd_transforms as wg
 from ..gemm.core import core
 from ..gemm.spec import Epilogue, Side
@@ -33,8 +35,9 @@ from ..gemm.tiling import choose_tile, pack_panels, tile_cost
 
 # direct_panel: None, or the w_panel of the direct form's weights a kernel carries beside U
 # (conv.by_target: Winograd on RISC-V only)
+# half_rows: None, or the rows of the float16 panels of U (kernels/conv/half.py) it carries
 declare_spec("conv_winograd", ("x_shape", "w_shape", "y_shape", "pads", "bias", "residual",
-                               "act", "u_panel", "trans", "direct_panel"))
+                               "act", "u_panel", "trans", "direct_panel", "half_rows"))
 
 STRIP = 64      # tiles per RVV strip at most: bounds the scratch for any VLEN (m1 holds VLEN/32)
 # The cost model (units: a MAC at full rate, as gemm_tiling.tile_cost) is fitted to the
@@ -327,8 +330,10 @@ def _pool_trio(part: str, args, units: int, work: int, scratch: int) -> tuple:
 
 
 def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[Act],
-                  params) -> Lowered:
-    """The Winograd lowering of conv2d (params x, w, [b], [r], y as conv2d.py's)."""
+                  params, half_form: Optional[str] = None) -> Lowered:
+    """The Winograd lowering of conv2d (params x, w, [b], [r], y as conv2d.py's). half_form
+    "auto" adds the float16 GEMMs (weights `wh` after `w`) for Zvfh targets, "fp16" has only
+    them (`w` then holds float16 panels): see _half_gemms."""
     g = geometry(xs, ws_, ys, pads)
     _, trans, mr, nr = _gemm_plan(g)
     vside = Side("strided", si=1, sk=g.t)
@@ -351,7 +356,9 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
     support[f"{base}_out"] = _output_part(f"{base}_out", g, ooff, bias, residual, act)
     tws = max(g.tw, STRIP)
     sc_in, sc_out = g.ph * g.pw + wg.NE * tws, g.oh * g.ow + 24 * tws
-    scratch = max(sc_in, sc_out, c.workspace)
+    g16 = hg.plan(g.m, g.c, g.t)
+    hscratch = cdiv(hg.operand_halves(g16), 2) if half_form else 0    # V_e in float16
+    scratch = max(sc_in, sc_out, c.workspace, hscratch)
     vsz, msz = wg.NE * g.c * g.t, wg.NE * g.m * g.t
     tin, tin_c, call_in = _pool_trio(f"{base}_in", [("const float *", "x"), ("float *", "v")],
                                      g.n * g.c, wg.NE * g.c * g.t * 8, scratch)
@@ -360,12 +367,12 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
     tout, tout_c, call_out = _pool_trio(f"{base}_out", oargs, g.n * g.m,
                                         wg.NE * g.m * g.t * 6, scratch)
     support[tin], support[tout] = tin_c, tout_c
-    support.update(c.support)
+    gemm_support = dict(c.support)     # the float32 GEMMs' helpers (none in a float16 kernel)
     ops = ("v + (ptrdiff_t)e * {ct}, w + (ptrdiff_t)e * {usz}" if trans else
            "w + (ptrdiff_t)e * {usz}, v + (ptrdiff_t)e * {ct}")
     ops = ops.format(ct=g.c * g.t, usz=usz)
     gpart = f"{base}_gemm"
-    support[gpart] = f"""static void {gpart}(const float *__restrict w, const float *__restrict v,
+    gemm_support[gpart] = f"""static void {gpart}(const float *__restrict w, const float *__restrict v,
     float *__restrict mb, float *__restrict sc, int e) {{   /* OUT_e = U_e . V_e */
     {c.range}({ops}, mb + (ptrdiff_t)e * {g.m * g.t}, sc, 0, {c.extent});
 }}
@@ -373,15 +380,18 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
     tg, tg_c, call_gemm = _pool_trio(gpart, [("const float *", "w"), ("const float *", "v"),
                                              ("float *", "mb")],
                                      wg.NE, wg.NE * g.m * g.t * g.c, c.workspace)
-    support[tg] = tg_c
-    body = f"""float *__restrict v = ws, *__restrict mb = ws + {vsz}, *__restrict sc = ws + {vsz + msz};
-{call_in}
-{call_gemm}
-{call_out}
-"""
+    gemm_support[tg] = tg_c
+    if half_form != "fp16":
+        support.update(gemm_support)
+    decls = (f"float *__restrict v = ws, *__restrict mb = ws + {vsz}, "
+             f"*__restrict sc = ws + {vsz + msz};")
+    body = f"{decls}\n{call_in}\n{call_gemm}\n{call_out}\n"
+    if half_form:
+        body = _half_gemms(g, g16, base, support, half_form, decls,
+                           (call_in, call_gemm, call_out), hscratch)
     spec = make_spec("conv_winograd", x_shape=xs, w_shape=ws_, y_shape=ys, pads=tuple(pads),
                      bias=bias, residual=residual, act=act, u_panel=upw, trans=trans,
-                     direct_panel=None)
+                     direct_panel=None, half_rows=g16.rows if half_form else None)
     macs = g.n * g.m * g.ho * g.wo * g.c * 9        # the convolution's, not the GEMMs'
     kern = Kernel("conv3x3_winograd", params, indent(body) + "\n", vsz + msz + scratch,
                   support, macs, spec=spec)
@@ -389,4 +399,46 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
     def transform(wt: np.ndarray) -> np.ndarray:
         u = wg.weights(wt)
         return np.concatenate([pack_panels(u[e], upw) for e in range(wg.NE)])
+
+    def transform16(wt: np.ndarray) -> np.ndarray:
+        u = wg.weights(wt)
+        return np.concatenate([g16.pack(u[e]) for e in range(wg.NE)])
+    if half_form == "fp16":
+        kern.params = tuple(Param(p.name, p.const, "float16") if p.name == "w" else p
+                            for p in kern.params)
+        return Lowered(kern, {1: transform16})
+    if half_form == "auto":
+        kern.params = kern.params[:2] + (Param("wh", True, "float16"),) + kern.params[2:]
+        return Lowered(kern, {1: transform}, ((2, 1, transform16),))
     return Lowered(kern, {1: transform})
+
+
+def _half_gemms(g: Geo, g16: "hg.HalfGemm", base: str, support, form: str, decls: str,
+                calls, hscratch: int) -> str:
+    """The body with the 36 GEMMs in float16 (half.gemm_function: V_e converted to float16
+    in each thread's scratch, float32 sums): alone ("fp16"), or beside the float32 GEMMs
+    ("auto"), the compiler's target keeping one (both compiled where Zvfh is, so neither's
+    helpers go unused)."""
+    call_in, call_gemm, call_out = calls
+    hsz = g16.weight_halves                           # float16 weights per element e
+    wname = "w" if form == "fp16" else "wh"
+    fn, part = f"{base}_gemm16_fn", f"{base}_gemm16"
+    support[fn] = hg.gemm_function(fn, g16)
+    support[part] = f"""{hg.FP16_GUARD}
+static void {part}(const rvk_half *__restrict wh, const float *__restrict v,
+    float *__restrict mb, float *__restrict sc, int e) {{   /* OUT_e = U_e . V_e in float16 */
+    {fn}((const _Float16 *)wh + (ptrdiff_t)e * {hsz}, v + (ptrdiff_t)e * {g.c * g.t},
+        mb + (ptrdiff_t)e * {g.m * g.t}, (_Float16 *)sc);
+}}
+#endif
+"""
+    task, text, call16 = _pool_trio(part, [("const rvk_half *", wname), ("const float *", "v"),
+                                           ("float *", "mb")],
+                                    wg.NE, wg.NE * g.m * g.t * g.c, hscratch)
+    support[task] = f"{hg.FP16_GUARD}\n{text}#endif\n"
+    if form == "fp16":
+        return (f"{hg.FP16_GUARD}\n{decls}\n{call_in}\n{call16}\n{call_out}\n#else\n"
+                f"{NO_FP16}\n#endif\n")
+    return (f"{decls}\n{call_in}\n{hg.FP16_GUARD}\nconst int half = 1;\n#else\n"
+            f"const int half = 0;\n#endif\nif (half) {{\n{hg.FP16_GUARD}\n{call16}\n"
+            f"#endif\n}} else {{\n{call_gemm}\n}}\n{call_out}\n(void)wh;\n")
