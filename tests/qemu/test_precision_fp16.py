@@ -30,6 +30,13 @@ CASES = [
      "Relu"),
     ("3x3_s2_transposed", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
      (2, 8, 9, 9), 45, True, False, "Clip"),
+    # depthwise: the grid sweep in float16 (weights converted per channel)
+    ("depthwise_3x3", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=32),
+     (1, 32, 14, 14), 32, True, False, "Clip"),
+    ("depthwise_3x3_s2", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                              group=16), (1, 16, 15, 14), 16, True, False, "Relu"),
+    ("depthwise_5x5_res_small", dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2], group=8),
+     (2, 8, 6, 5), 8, False, True, None),
 ]
 # 3x3 stride-1 convs that Winograd takes: their 36 GEMMs run in float16 on transformed
 # operands, whose rounding the output transform amplifies (F(4x4, 3x3): ~1e-2 of the largest
@@ -61,7 +68,8 @@ def _case(name, attrs, xs, m, bias, residual, act, round_operands=False):
     """(model, feeds): seeded weights and inputs; with round_operands, the weights and x are
     rounded to float16 values (kept float32), which is what the float16 form computes on."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    w = (rng.standard_normal((m, xs[1], *attrs["kernel_shape"])) * 0.3).astype(np.float32)
+    cg = xs[1] // attrs.get("group", 1)
+    w = (rng.standard_normal((m, cg, *attrs["kernel_shape"])) * 0.3).astype(np.float32)
     ho, wo = _out_hw(attrs, *xs[2:])
     feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
     if residual:

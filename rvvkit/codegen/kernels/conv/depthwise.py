@@ -12,6 +12,9 @@ from ...loops import cdiv, loop
 from ...rvv import GUARD, guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vt
 from .im2col import PhaseGrid, tag
 from ..gemm.emit import NOINLINE
+from ...precision import precision, wants_half
+from .half import NO_FP16
+from .half_gemm import FP16_GUARD
 
 DW_ROWS, DW_COLS = 4, 32          # register block of the depthwise kernel: 8 zmm here
 DW_CHUNK = DW_ROWS * DW_COLS
@@ -96,9 +99,60 @@ for (size_t q0 = 0; q0 < {cols};) {{
 }}{post}"""
 
 
-def _grid(pg: PhaseGrid, act: Optional[Act], residual: bool, tname: str) -> Tuple[str, str]:
+def _strip_half(pg: PhaseGrid, act: Optional[Act], L: int) -> str:
+    """One strip of vl grid cells in float16 (Zvfh): per tap a float16 load at LMUL L and a
+    widening multiply-add into float32 accumulators (LMUL 2L), then bias and activation."""
+    A, nt = 2 * L, len(pg.taps)
+    w = (lambda i: f"h{i}") if nt <= DW_UNROLL else (lambda i: f"(_Float16)wc[{i}]")
+
+    def load(t: str) -> str:
+        return f"__riscv_vle16_v_f16m{L}(xh + q0 + {t}, vl)"
+    if nt <= DW_UNROLL:
+        taps = "\n".join(f"acc = __riscv_vfwmacc_vf_f32m{A}(acc, {w(i)}, {load(str(t))}, vl);"
+                         for i, t in enumerate(pg.taps[1:], 1))
+    else:
+        taps = f"""for (int k = 1; k < {nt}; ++k)
+    acc = __riscv_vfwmacc_vf_f32m{A}(acc, (_Float16)wc[k], {load('tap[k]')}, vl);"""
+    fin = f"\nacc = {act.rvv_expr('acc', A)};" if act else ""
+    return f"""const size_t vl = left < {L} * v16 ? left : {L} * v16;
+vfloat32m{A}_t acc = __riscv_vfwmul_vf_f32m{A}({load(str(pg.taps[0]))}, {w(0)}, vl);
+{taps}
+acc = __riscv_vfadd_vf_f32m{A}(acc, bias, vl);{fin}
+__riscv_vse32_v_f32m{A}(g + q0, acc, vl);
+q0 += vl;"""
+
+
+def _grid_half(pg: PhaseGrid, act: Optional[Act]) -> str:
+    """The float16 sweep (`--precision fp16|auto`, Zvfh): the split plane converted once to
+    float16 in `xh` (its slack included: the strips read up to a chunk past the cells), then
+    strips at LMUL 2 (accumulators at 4), the last one at 1 where it fits."""
+    nt, size = len(pg.taps), pg.size + DW_CHUNK
+    tab = (f"static const int tap[{nt}] = {{{', '.join(str(t) for t in pg.taps)}}};\n"
+           if nt > DW_UNROLL else
+           "const _Float16 " + ", ".join(f"h{i} = (_Float16)wc[{i}]" for i in range(nt)) +
+           ";\n")
+    return f"""for (size_t i = 0, vl; i < {size}; i += vl) {{
+    vl = __riscv_vsetvl_e32m8({size} - i);
+    __riscv_vse16_v_f16m4(xh + i, __riscv_vfncvt_f_f_w_f16m4(
+        __riscv_vle32_v_f32m8(xp + i, vl), vl), vl);
+}}
+{tab}const size_t v16 = __riscv_vsetvlmax_e16m1();
+for (size_t q0 = 0; q0 < {pg.cols};) {{
+    const size_t left = {pg.cols} - q0;
+    if (left > v16) {{
+{indent(_strip_half(pg, act, 2), 2)}
+    }} else {{
+{indent(_strip_half(pg, act, 1), 2)}
+    }}
+}}"""
+
+
+def _grid(pg: PhaseGrid, act: Optional[Act], residual: bool, tname: str,
+          half: Optional[str] = None) -> Tuple[str, str]:
     """(name, C definition) of the sweep g = act(conv + bias) over one channel's grid cells
-    (act left to the caller when a residual is added first)."""
+    (act left to the caller when a residual is added first). With `half` (a precision,
+    codegen/precision.py) the RVV sweep is float16 where Zvfh is (`xh`: the float16 plane's
+    scratch); "fp16" refuses to compile elsewhere."""
     ch, nt = DW_CHUNK, len(pg.taps)
     qpad = cdiv(pg.cols, ch) * ch
     name = f"rvk_dwconv_grid_{pg.h}x{pg.w}_k{pg.kh}x{pg.kw}_" \
@@ -111,11 +165,17 @@ for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};"""
         chunk = f"for (int q0 = 0; q0 < {qpad}; q0 += {ch}) {{\n{indent(chunk)}\n}}"
     else:
         chunk = f"const int q0 = 0;\n{chunk}"
+    sweep = "(void)xhp;\n" + _grid_rvv(pg, act if not residual else None)
+    if half and has_vector_form(act):
+        sweep = (f"{FP16_GUARD}\n_Float16 *__restrict xh = (_Float16 *)xhp;\n"
+                 f"{_grid_half(pg, act if not residual else None)}\n#else\n"
+                 + (f"{NO_FP16}\n" if half == "fp16" else "") + f"{sweep}\n#endif")
     return name, f"""static void {name}(const float *__restrict xp, const float *__restrict wc,
-    float bias, float *__restrict g) {{
+    float bias, float *__restrict g, void *xhp) {{
 {GUARD}
-{indent(_grid_rvv(pg, act if not residual else None))}
+{indent(sweep)}
 #else
+    (void)xhp;
     static const int tap[{nt}] = {{{", ".join(str(t) for t in pg.taps)}}};
     float t[{ch}];
 {indent(chunk)}
@@ -189,7 +249,8 @@ def dwconv(xs, ws_, ys, strides, pads, dil, bias, residual, act, params, spec) -
     qpad = cdiv(pg.cols, ch) * ch
     sname, scode = pg.split(ch, zero=False)   # zeroed once per thread: `clear`, below
     tname, tcode = _dw_taps()
-    gname, gcode = _grid(pg, act, residual, tname)
+    half_form = precision() if wants_half() else None
+    gname, gcode = _grid(pg, act, residual, tname, half_form)
     gbuf = pg.size + ch
     yrow = f"y + (ptrdiff_t)nc * {ho * wo} + i * {wo}"
     if residual:   # rare for depthwise: a plain loop is fine
@@ -215,14 +276,14 @@ rvk_vcopy_rows(y + (ptrdiff_t)nc * {ho * wo}, {wo}, g, {pg.wq}, 1, {wo}, {ho});
     body = f"""{"" if parts else clear}for (int nc = {first}; nc < {last}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
     {sname}(x + (ptrdiff_t)nc * {h * w}, ws);
-    {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf});
+    {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf}, ws + {gbuf + qpad});
 {indent(store)}
 }}
 """
     support = {**header(), **act_rvv_support(act, 1), **act_rvv_support(act, 2),
                **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
     code = indent(body) + "\n"
-    wsize = gbuf + qpad
+    wsize = gbuf + qpad + (cdiv(gbuf, 2) if half_form else 0)   # the float16 plane
     if small:   # RVV keeps the vector grid sweep; other targets take the direct loop
         scode_, swords = _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act)
         code = guarded(code, scode_)
