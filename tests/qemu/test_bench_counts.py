@@ -112,11 +112,16 @@ def test_cli_bench_json(artifact_path):
                     + r["lmul_weighted_vector_ops"])
         assert weighted / len(threads) <= r["critical_path_instructions"] <= weighted, r
         assert r["cycle_model"].startswith("k1 (VLEN 256")
-    # the K1 model (VLEN 256, assumed 256-bit datapath, 1.6 GHz) applies to the VLEN 256 run
-    # only; there a vector instruction costs its LMUL, so cycles = critical-path instructions
+    # the K1 model (VLEN 256, the X60's 128-bit datapath, 1.6 GHz: toolchain/boards/k1.toml)
+    # applies to the VLEN 256 run only; there a vector instruction costs twice its LMUL, so
+    # the slowest thread's cycles lie between its weighted count and twice that, and below
+    # every thread's scalar instructions plus twice their vector work
     assert rows[1]["modelled_cycles"] is rows[1]["modelled_ms"] is None
     k1 = rows[2]
-    assert k1["modelled_cycles"] == k1["critical_path_instructions"]
+    every = k1["dynamic_instructions"] - k1["vector_instructions"] + \
+        2 * k1["lmul_weighted_vector_ops"]
+    crit = k1["critical_path_instructions"]
+    assert crit < k1["modelled_cycles"] <= min(2 * crit, every), k1
     assert k1["modelled_ms"] == pytest.approx(k1["modelled_cycles"] / 1.6e6)
     assert rows[2]["dynamic_instructions"] < rows[1]["dynamic_instructions"]
     assert "per_thread_instructions" not in rows[0]  # host: no counts
