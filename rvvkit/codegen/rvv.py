@@ -31,6 +31,9 @@ from __future__ import annotations
 from .cfmt import indent
 
 GUARD = "#if defined(__riscv_v_intrinsic)"
+# the float16 forms (codegen/precision.py): intrinsics and Zvfh, the vector half-precision
+# arithmetic (Zvfh implies Zfh's scalar _Float16 loads the kernels use)
+FP16_GUARD = "#if defined(__riscv_v_intrinsic) && defined(__riscv_zvfh)"
 
 # Support key of the header: every kernel that uses the macros or intrinsics lists it first in
 # its support dict, so the emitter writes it once, before any helper that needs it.

@@ -9,12 +9,11 @@ from ...cfmt import indent
 from ...kernel import Kernel, Lowered
 from ...parallel import Split
 from ...loops import cdiv, loop
-from ...rvv import GUARD, guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vt
+from ...rvv import FP16_GUARD, GUARD, guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vt
 from .im2col import PhaseGrid, tag
 from ..gemm.emit import NOINLINE
 from ...precision import precision, wants_half
 from .half import NO_FP16
-from .half_gemm import FP16_GUARD
 
 DW_ROWS, DW_COLS = 4, 32          # register block of the depthwise kernel: 8 zmm here
 DW_CHUNK = DW_ROWS * DW_COLS
@@ -123,19 +122,15 @@ q0 += vl;"""
 
 
 def _grid_half(pg: PhaseGrid, act: Optional[Act]) -> str:
-    """The float16 sweep (`--precision fp16|auto`, Zvfh): the split plane converted once to
-    float16 in `xh` (its slack included: the strips read up to a chunk past the cells), then
-    strips at LMUL 2 (accumulators at 4), the last one at 1 where it fits."""
-    nt, size = len(pg.taps), pg.size + DW_CHUNK
+    """The float16 sweep (`--precision fp16|auto`, Zvfh) over the float16 plane `xh` that
+    PhaseGrid.split_half wrote: strips at LMUL 2 (accumulators at 4), the last one at 1 where
+    it fits."""
+    nt = len(pg.taps)
     tab = (f"static const int tap[{nt}] = {{{', '.join(str(t) for t in pg.taps)}}};\n"
            if nt > DW_UNROLL else
            "const _Float16 " + ", ".join(f"h{i} = (_Float16)wc[{i}]" for i in range(nt)) +
            ";\n")
-    return f"""for (size_t i = 0, vl; i < {size}; i += vl) {{
-    vl = __riscv_vsetvl_e32m8({size} - i);
-    __riscv_vse16_v_f16m4(xh + i, __riscv_vfncvt_f_f_w_f16m4(
-        __riscv_vle32_v_f32m8(xp + i, vl), vl), vl);
-}}
+    return f"""(void)xp;
 {tab}const size_t v16 = __riscv_vsetvlmax_e16m1();
 for (size_t q0 = 0; q0 < {pg.cols};) {{
     const size_t left = {pg.cols} - q0;
@@ -272,18 +267,28 @@ rvk_vcopy_rows(y + (ptrdiff_t)nc * {ho * wo}, {wo}, g, {pg.wq}, 1, {wo}, {ho});
     parts = not small and n * cin > 1
     first, last = ("rvk_lo", "rvk_hi") if parts else ("0", str(n * cin))
     # the split planes' padding is never written: cleared once per thread, not per plane
-    clear = f"RVK_MEMZERO(ws, (size_t){gbuf} * sizeof(float));\n"
+    hbuf = cdiv(gbuf, 2) if half_form else 0         # the float16 plane (and its slack)
+    clear = f"RVK_MEMZERO(ws, (size_t){gbuf + qpad + hbuf} * sizeof(float));\n"
+    split = f"{sname}(x + (ptrdiff_t)nc * {h * w}, ws);"
+    if half_form:
+        hname, hcode = pg.split_half()
+        split = (f"if (half) {{\n{FP16_GUARD}\n    {hname}(x + (ptrdiff_t)nc * {h * w}, "
+                 f"(_Float16 *)(ws + {gbuf + qpad}));\n#endif\n}} else {{\n    {split}\n}}")
     body = f"""{"" if parts else clear}for (int nc = {first}; nc < {last}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
-    {sname}(x + (ptrdiff_t)nc * {h * w}, ws);
+{indent(split)}
     {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf}, ws + {gbuf + qpad});
 {indent(store)}
 }}
 """
     support = {**header(), **act_rvv_support(act, 1), **act_rvv_support(act, 2),
                **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
+    if half_form:
+        body = (f"{FP16_GUARD}\nconst int half = 1;\n#else\nconst int half = 0;\n#endif\n"
+                + body)
+        support[hname] = hcode
     code = indent(body) + "\n"
-    wsize = gbuf + qpad + (cdiv(gbuf, 2) if half_form else 0)   # the float16 plane
+    wsize = gbuf + qpad + hbuf
     if small:   # RVV keeps the vector grid sweep; other targets take the direct loop
         scode_, swords = _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act)
         code = guarded(code, scode_)

@@ -23,7 +23,8 @@ from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param
 from ...loops import cdiv
 from ...rvv import header
-from .half_gemm import FP16_GUARD, HalfGemm, operand_halves, plan, to_half
+from ...rvv import FP16_GUARD
+from .half_gemm import HalfGemm, convert_run, operand_halves, plan, to_half
 
 NO_FP16 = ('#error "this artifact was built with --precision fp16: compile it for a core with '
            'Zvfh (e.g. rvvkit run --on qemu --isa k1), or rebuild with --precision auto"')
@@ -75,8 +76,6 @@ def _im2col_half(xs, ws_, ys, strides, pads, dil) -> str:
     _, _, kh, kw = ws_
     _, _, ho, wo = ys
     (sh, sw), (pt, pl), (dh, dw) = strides, pads[:2], dil
-    load = ("__riscv_vle32_v_f32m8(src + o, vl)" if sw == 1 else
-            f"__riscv_vlse32_v_f32m8(src + o * {sw}, {4 * sw}, vl)")
     return f"""/* the implicit im2col matrix in float16, once: every output channel reads all of it */
 for (int c = 0; c < {cin}; ++c)
 for (int r = 0; r < {kh}; ++r)
@@ -97,10 +96,7 @@ for (int s = 0; s < {kw}; ++s) {{
         for (int o = hi; o < {wo}; ++o) d[o] = (_Float16)0.0f;
         const float *__restrict src = xn + (ptrdiff_t)c * {h * w} + ih * {w} + off + lo * {sw};
         d += lo;
-        for (size_t o = 0, vl; o < (size_t)(hi - lo); o += vl) {{
-            vl = __riscv_vsetvl_e32m8((size_t)(hi - lo) - o);
-            __riscv_vse16_v_f16m4(d + o, __riscv_vfncvt_f_f_w_f16m4({load}, vl), vl);
-        }}
+{indent(convert_run("d", "src", "hi - lo", wo, sw), 2)}
     }}
 }}"""
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from ...cfmt import indent
 from ...loops import cdiv
+from ...rvv import FP16_GUARD
 from ..gemm.rvv_lmul import target_vlen
 
-FP16_GUARD = "#if defined(__riscv_v_intrinsic) && defined(__riscv_zvfh)"
 MAX_ROWS = 7
 HALF_MAX = 65504.0          # the largest finite float16
 DEFAULT_VLEN = 256
@@ -82,21 +82,19 @@ class HalfGemm:
         m, k, cols, r = self.m, self.k, self.cols, self.rows
         first = "\n".join(f"vfloat32m4_t c{i} = __riscv_vfwmul_vf_f32m4(xv, wm[{i}], vl);"
                           for i in range(r))
-        step = "\n".join(f"c{i} = __riscv_vfwmacc_vf_f32m4(c{i}, wk[{i}], xv, vl);"
-                         for i in range(r))
+
+        def step(at: str) -> str:
+            return "\n".join(f"c{i} = __riscv_vfwmacc_vf_f32m4(c{i}, wk[{at}{i}], xv, vl);"
+                             for i in range(r))
         return f"""for (int m0 = 0; m0 < {m}; m0 += {r}) {{
     const _Float16 *__restrict wm = wp + (ptrdiff_t)m0 * {k};
     for (size_t j = 0, vl; j < {cols}; j += vl) {{
         /* vl in scalar code: clang 16's vsetvl intrinsic would re-issue vsetvli in the k loop */
         vl = {cols} - j < vmax ? {cols} - j : vmax;
-        const _Float16 *__restrict xk = xh + j;
+        const _Float16 *__restrict xk = xh + j, *__restrict wk = wm;
         vfloat16m2_t xv = __riscv_vle16_v_f16m2(xk, vl);
 {indent(first, 2)}
-        for (const _Float16 *__restrict wk = wm + {r}; wk != wm + {k * r}; wk += {r}) {{
-            xk += {cols};
-            xv = __riscv_vle16_v_f16m2(xk, vl);
-{indent(step, 3)}
-        }}
+{indent(_k_steps(k, "xk", cols, "wk", r, "xv", step), 2)}
 {indent(self._rows(store, "m0", m), 2)}
     }}
 }}"""
@@ -105,8 +103,10 @@ class HalfGemm:
         m, k, cols, r = self.m, self.k, self.cols, self.rows
         first = "\n".join(f"vfloat32m4_t c{i} = __riscv_vfwmul_vf_f32m4(wv, xk[{i}], vl);"
                           for i in range(r))
-        step = "\n".join(f"c{i} = __riscv_vfwmacc_vf_f32m4(c{i}, xk[{i}], wv, vl);"
-                         for i in range(r))
+
+        def step(at: str) -> str:
+            return "\n".join(f"c{i} = __riscv_vfwmacc_vf_f32m4(c{i}, xk[{at}{i}], wv, vl);"
+                             for i in range(r))
         return f"""for (size_t m0 = 0, vl; m0 < {m}; m0 += vl) {{
     vl = {m} - m0 < vmax ? {m} - m0 : vmax;
     for (int t0 = 0; t0 < {cols}; t0 += {r}) {{
@@ -115,15 +115,33 @@ class HalfGemm:
         const _Float16 *__restrict wk = wp + m0;
         vfloat16m2_t wv = __riscv_vle16_v_f16m2(wk, vl);
 {indent(first, 2)}
-        for (const _Float16 *const wend = wp + m0 + (ptrdiff_t){k * m}; wk + {m} != wend;) {{
-            wk += {m};
-            xk += {cols};
-            wv = __riscv_vle16_v_f16m2(wk, vl);
-{indent(step, 3)}
-        }}
+{indent(_k_steps(k, "wk", m, "xk", cols, "wv", step), 2)}
 {indent(self._rows(store, "t0", cols), 2)}
     }}
 }}"""
+
+
+def _k_steps(k: int, vec: str, vstride: int, sc: str, sstride: int, reg: str, step) -> str:
+    """C: steps 1..k-1 of the k loop (step 0 is peeled), two per iteration: the vector operand
+    of step u at vec + u * vstride, the scalars at sc[u * sstride + i]; the pointers move once
+    per pair (two pointer bumps and a branch per two steps instead of per step)."""
+    pairs, odd = divmod(k - 1, 2)
+
+    def one(u: int) -> str:
+        return (f"{reg} = __riscv_vle16_v_f16m2({vec} + {u * vstride}, vl);\n"
+                + step(f"{u * sstride} + "))
+    out = []
+    if pairs:
+        end = f"{sc} + (ptrdiff_t){2 * pairs * sstride}"
+        out.append(f"""for (const _Float16 *const end = {end}; {sc} != end;) {{
+{indent(one(1))}
+{indent(one(2))}
+    {vec} += {2 * vstride};
+    {sc} += {2 * sstride};
+}}""")
+    if odd:
+        out.append(one(1))
+    return "\n".join(out)
 
 
 def plan(m: int, k: int, cols: int) -> HalfGemm:
@@ -138,6 +156,24 @@ def plan(m: int, k: int, cols: int) -> HalfGemm:
 def operand_halves(g: HalfGemm) -> int:
     """Halves of the operand buffer: k x cols, plus the transposed form's overread."""
     return g.k * g.cols + (g.rows if g.trans else 0)
+
+
+_F16_OF = {1: "mf2", 2: "m1", 4: "m2", 8: "m4"}   # float16 LMUL of a float32 LMUL
+
+
+def convert_run(dst: str, src: str, n: str, longest: int, stride: int = 1) -> str:
+    """C: n floats from `src` (every `stride`-th) to float16 at `dst`, strip-mined at the
+    smallest LMUL whose register group holds `longest` floats at the build's VLEN (a row of 7
+    at LMUL 8 would cost eight registers' work for one register's elements)."""
+    per_reg = (target_vlen() or DEFAULT_VLEN) // 32
+    L = next((l for l in (1, 2, 4) if l * per_reg >= longest), 8)
+    h = _F16_OF[L]
+    load = (f"__riscv_vle32_v_f32m{L}({src} + j, vl)" if stride == 1 else
+            f"__riscv_vlse32_v_f32m{L}({src} + j * {stride}, {4 * stride}, vl)")
+    return f"""for (size_t j = 0, vl; j < (size_t)({n}); j += vl) {{
+    vl = __riscv_vsetvl_e32m{L}((size_t)({n}) - j);
+    __riscv_vse16_v_f16{h}({dst} + j, __riscv_vfncvt_f_f_w_f16{h}({load}, vl), vl);
+}}"""
 
 
 def to_half(n_elems: int, src: str = "xn") -> str:

@@ -7,7 +7,8 @@ from typing import Tuple
 
 from ...cfmt import indent
 from ...loops import cdiv, loop
-from ...rvv import GUARD, vle, vlse, vse, vsetvl, vsplat
+from .half_gemm import convert_run
+from ...rvv import FP16_GUARD, GUARD, vle, vlse, vse, vsetvl, vsplat
 
 
 def tag(*parts) -> str:
@@ -183,6 +184,31 @@ rvk_vcopy_rows({dst(ilo)}, {wq}, {src(ilo)}, {sh * w}, {sw}, {n}, {ihi - ilo});
         return name, f"""static void {name}(const float *__restrict x, float *__restrict xp) {{
 {indent(clear + body)}
 }}
+"""
+
+    def split_half(self) -> Tuple[str, str]:
+        """The float16 form of split(zero=False) (Zvfh; kernels/conv/half.py): x -> phase
+        planes in float16, the valid rectangles converted row by row (strided loads for
+        sw > 1); the caller zeroes the buffer once. Defined only where Zvfh is."""
+        name = f"rvk_conv_phase_split_f16_{self.cin}x{self.h}x{self.w}_{tag(self.key(), 0)}"
+        h, w, sh, sw, wq = self.h, self.w, self.sh, self.sw, self.wq
+        pt, pl = self.pads[0], self.pads[1]
+        blocks = []
+        for ph, a, b, ilo, ihi, jlo, jhi in self.rects():
+            run = convert_run("d", "r", str(jhi - jlo), jhi - jlo, sw)
+            blocks.append(f"""for (int i = {ilo}; i < {ihi}; ++i) {{
+    const float *__restrict r = xc + (i * {sh} + {a - pt}) * {w} + {jlo * sw + b - pl};
+    _Float16 *__restrict d =
+        xh + (ptrdiff_t)({ph * self.cin} + c) * {self.plane} + i * {wq} + {jlo};
+{indent(run)}
+}}""")
+        body = loop("c", 0, self.cin, f"const float *__restrict xc = x + (ptrdiff_t)c * {h * w};\n"
+                    + "\n".join(blocks), flat=True)
+        return name, f"""{FP16_GUARD}
+static void {name}(const float *__restrict x, _Float16 *__restrict xh) {{
+{indent(body)}
+}}
+#endif
 """
 
     def row_packer(self, pw: int, kc: int) -> Tuple[str, str]:
