@@ -192,3 +192,79 @@ def test_fp16_refuses_the_plain_rvv_profile():
     art = rvvkit.build(model, precision="fp16")
     with pytest.raises(CompileError, match="Zvfh"):
         rvvkit.load(art, on="qemu", vlen=256, isa="rv64gcv").run(feeds)
+
+
+# -- the generated source compiles warning-clean with every float16 form ---------------------
+
+def _every_form_model():
+    """A pointwise conv, a Winograd 3x3, a depthwise 3x3 (a large and a small plane), a strided
+    3x3 (im2col) and a pointwise conv on a 7x7 map (transposed GEMM)."""
+    rng = np.random.default_rng(7)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+    nodes = [node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
+             node("Conv", ["a", "w2"], ["b"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             node("Conv", ["b", "w3"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=32),
+             node("Conv", ["c", "w4"], ["d"], kernel_shape=[3, 3], strides=[2, 2],
+                  pads=[1, 1, 1, 1]),
+             node("Conv", ["d", "w5"], ["e"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=40),
+             node("Conv", ["e", "w6"], ["y"], kernel_shape=[1, 1])]
+    inits = {"w1": w(32, 16, 1, 1), "w2": w(32, 32, 3, 3), "w3": w(32, 1, 3, 3),
+             "w4": w(40, 32, 3, 3), "w5": w(40, 1, 3, 3), "w6": w(64, 40, 1, 1)}
+    return make_model(nodes, [("x", [1, 16, 14, 14])], [("y", [1, 64, 7, 7])], inits)
+
+
+def _compilers(tmp_path):
+    """(name, argv prefix) of the riscv64 compilers here that target the K1 profile."""
+    import shutil
+    import subprocess
+    import sys
+    from rvvkit.jit import isa
+    k1 = isa.profile("k1")
+    out = []
+    if shutil.which("clang-16"):
+        ver = subprocess.run(["clang-16", "--version"], capture_output=True, text=True).stdout
+        out.append(("clang-16", ["clang-16", "--target=riscv64-linux-gnu", "-O2",
+                                 *k1.arch_flags("clang", ver)]))
+    if subprocess.run([sys.executable, "-m", "ziglang", "version"],
+                      capture_output=True).returncode == 0:
+        out.append(("zig", [sys.executable, "-m", "ziglang", "cc", "--target=riscv64-linux-gnu",
+                            "-O2", *k1.arch_flags("zig")]))
+    return out
+
+
+@pytest.mark.parametrize("precision", ["auto", "fp16"])
+def test_float16_source_compiles_warning_clean_as_c_and_cpp(precision, tmp_path):
+    import subprocess
+    art = rvvkit.build(_every_form_model(), precision=precision, cuda=False)
+    src = art.c_source
+    assert src.count("vfwmacc") >= 5 and "rvk_conv_phase_split_f16" in src and "gemm16" in src
+    (tmp_path / "m.c").write_text(src)
+    compilers = _compilers(tmp_path)
+    if not compilers:
+        pytest.skip("no riscv64 compiler with Zvfh here (clang-16 or zig: scripts/setup.sh)")
+    for name, cc in compilers:
+        for lang in (["-x", "c", "-std=c11"], ["-x", "c++", "-std=c++11"]):
+            proc = subprocess.run([*cc, "-Wall", "-Wextra", "-Werror", *lang, "-c",
+                                   str(tmp_path / "m.c"), "-o", str(tmp_path / "m.o")],
+                                  capture_output=True, text=True)
+            assert proc.returncode == 0 and not proc.stderr.strip(), \
+                (name, lang, proc.stderr[:3000])
+
+
+def test_auto_source_compiles_warning_clean_without_zvfh(tmp_path):
+    """auto's float32 side: the host compilers and plain RVV see no float16 code."""
+    import shutil
+    import subprocess
+    src = tmp_path / "m.c"
+    src.write_text(rvvkit.build(_every_form_model(), precision="auto", cuda=False).c_source)
+    ccs = [[c, "-O2"] for c in ("gcc", "clang") if shutil.which(c)]
+    if shutil.which("clang-16"):
+        ccs.append(["clang-16", "--target=riscv64-linux-gnu", "-march=rv64gcv", "-O2"])
+    for cc in ccs:
+        for lang in (["-x", "c", "-std=c11"], ["-x", "c++", "-std=c++11"]):
+            proc = subprocess.run([*cc, "-Wall", "-Wextra", "-Werror", *lang, "-c", str(src),
+                                   "-o", str(tmp_path / "m.o")], capture_output=True, text=True)
+            assert proc.returncode == 0 and not proc.stderr.strip(), \
+                (cc, lang, proc.stderr[:3000])
