@@ -2,6 +2,7 @@
 conv forms run under the K1 profile (Zvfh) at every VLEN with poisoned tails and give what
 float32 arithmetic gives on float16-rounded operands; `auto` computes float32 where the target
 lacks Zvfh; `fp16` refuses to compile there, with a message saying why."""
+import os
 import zlib
 
 import numpy as np
@@ -268,3 +269,28 @@ def test_auto_source_compiles_warning_clean_without_zvfh(tmp_path):
                                    "-o", str(tmp_path / "m.o")], capture_output=True, text=True)
             assert proc.returncode == 0 and not proc.stderr.strip(), \
                 (cc, lang, proc.stderr[:3000])
+
+
+@needs_qemu
+@pytest.mark.parametrize("profile", ["rv64gcv", "k1"])
+def test_auto_build_uses_only_the_profiles_extensions(profile):
+    """Under the checking QEMU (which traps an extension the -cpu leaves out): auto's plain-RVV
+    build uses no Zvfh/Zfh and computes float32; its K1 build runs its float16 forms."""
+    from rvvkit.jit import isa
+    from rvvkit.errors import RvvkitError
+    try:
+        qemu = isa.check_qemu()
+    except RvvkitError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(str(exc))
+    model = _every_form_model()
+    feeds = {"x": np.random.default_rng(3).standard_normal((1, 16, 14, 14)).astype(np.float32)}
+    exact = _ort(model, feeds)
+    art = rvvkit.build(model, precision="auto", cuda=False)
+    with rvvkit.load(art, on="qemu", vlen=256, isa=profile, check=True, qemu=qemu) as s:
+        y = s.run(feeds)["y"]
+    err = np.abs(y - exact).max() / np.abs(exact).max()
+    assert err < (1e-5 if profile == "rv64gcv" else 2e-2), err
+    if profile == "k1":
+        assert err > 1e-6, "the float16 forms did not run"
