@@ -15,7 +15,7 @@ from ..resources import load_toml, toolchain_dir
 PLUGIN_CLASSES = (
     "vset", "vload.unit", "vload.strided", "vload.indexed", "vstore.unit", "vstore.strided",
     "vstore.indexed", "vmem.whole", "vmem.mask", "vfma", "vima", "vwfma", "vwiden", "vnarrow",
-    "vred", "vperm", "vmove.scalar", "vmask", "vmove.whole", "valu",
+    "vred", "vperm", "vmove.scalar", "vmask", "vmove.whole", "valu", "vfwfma",
     "int", "fp", "mem", "branch", "other")
 LMULS = ("mf8", "mf4", "mf2", "m1", "m2", "m4", "m8")
 _LMUL_VALUE = dict(zip(LMULS, (0.125, 0.25, 0.5, 1, 2, 4, 8)))

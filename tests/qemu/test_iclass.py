@@ -26,6 +26,7 @@ PASS = [
     ("vfwcvt.f.f.v v16, v4", "vwiden", "m4.e32", 8),            # the e64 m8 destination
     ("vsetvli t0, zero, e16, m2, ta, ma", "vset", "m2.e16", 1),
     ("vwmacc.vv v16, v2, v2", "vwfma", "m2.e16", 4),
+    ("vfwmacc.vv v16, v2, v2", "vfwfma", "m2.e16", 4),          # float: a class of its own
     ("vmacc.vv v6, v2, v2", "vima", "m2.e16", 2),
     ("vnsrl.wi v2, v4, 8", "vnarrow", "m2.e16", 4),
     ("vmand.mm v0, v1, v2", "vmask", "m2.e16", 1),

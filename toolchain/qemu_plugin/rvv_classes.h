@@ -8,7 +8,8 @@
  * Classes (QEMU 7.2's disassembler knows no RVV, so they come from the opcode tables):
  *   vector  vset; vload.unit/.strided/.indexed, vstore.unit/.strided/.indexed; vmem.whole
  *           (vl<n>re / vs<n>r), vmem.mask (vlm / vsm); vfma (float multiply-add), vima
- *           (integer multiply-add), vwfma (widening multiply-add, float and integer), vwiden
+ *           (integer multiply-add), vwfma (integer widening multiply-add), vfwfma (float
+ *           widening multiply-add: another pipe on some cores, e.g. the X60), vwiden
  *           (other widening arithmetic and conversions), vnarrow (narrowing shifts, clips,
  *           conversions), vred (reductions, widening ones too), vperm (gathers, slides,
  *           compress), vmove.scalar (vmv.x.s, vfmv.f.s, vmv.s.x, vfmv.s.f), vmask (mask
@@ -26,13 +27,13 @@
 enum cls {
     C_VSET, C_VLOAD_UNIT, C_VLOAD_STRIDED, C_VLOAD_INDEXED, C_VSTORE_UNIT, C_VSTORE_STRIDED,
     C_VSTORE_INDEXED, C_VMEM_WHOLE, C_VMEM_MASK, C_VFMA, C_VIMA, C_VWFMA, C_VWIDEN, C_VNARROW,
-    C_VRED, C_VPERM, C_VMOVE_SCALAR, C_VMASK, C_VMOVE_WHOLE, C_VALU,
+    C_VRED, C_VPERM, C_VMOVE_SCALAR, C_VMASK, C_VMOVE_WHOLE, C_VALU, C_VFWFMA,
     C_INT, C_FP, C_MEM, C_BRANCH, C_OTHER, N_CLS
 };
 static const char *const CLS_NAMES[N_CLS] = {
     "vset", "vload.unit", "vload.strided", "vload.indexed", "vstore.unit", "vstore.strided",
     "vstore.indexed", "vmem.whole", "vmem.mask", "vfma", "vima", "vwfma", "vwiden", "vnarrow",
-    "vred", "vperm", "vmove.scalar", "vmask", "vmove.whole", "valu",
+    "vred", "vperm", "vmove.scalar", "vmask", "vmove.whole", "valu", "vfwfma",
     "int", "fp", "mem", "branch", "other",
 };
 #define FIRST_SCALAR C_INT
@@ -131,7 +132,7 @@ static int classify_opv(uint32_t w)
         if (f6 >= 0x28 && f6 <= 0x2f)
             return C_VFMA;                                 /* vfmadd ... vfnmsac */
         if (f6 >= 0x3c)
-            return C_VWFMA;                                /* vfwmacc ... vfwnmsac */
+            return C_VFWFMA;                               /* vfwmacc ... vfwnmsac */
         if (f6 >= 0x30)
             return C_VWIDEN;                               /* vfwadd ... vfwmul */
         return C_VALU;
@@ -215,7 +216,7 @@ static inline uint64_t work_of(const facts *f, unsigned lmul, unsigned sew)
     if (lmul == LMUL_UNKNOWN || lmul == 4)
         return 1;                                /* unknown vtype: a lower bound */
     int l2 = lmul < 4 ? (int)lmul : (int)lmul - 8;             /* log2 LMUL: -3..3 */
-    if (c == C_VWFMA || c == C_VWIDEN || c == C_VNARROW)
+    if (c == C_VWFMA || c == C_VFWFMA || c == C_VWIDEN || c == C_VNARROW)
         l2 += 1;
     else if (f->f.eew != 0xff && sew != SEW_UNKNOWN)
         l2 += (int)f->f.eew - (int)sew;                        /* EMUL = EEW / SEW x LMUL */
