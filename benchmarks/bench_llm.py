@@ -163,6 +163,20 @@ def llama_from_json(paths, form: str, vlen: int, variant: str = "fp32", isa: str
     return {"status": f"no {variant} {qtype} VLEN {vlen} in --llama-json"}
 
 
+def rvvkit_from_json(path, form: str, vlen: int, isa: str, precision: str, prompt,
+                     prefill: int):
+    """rvvkit's per-token counts from an earlier `counts --json` file of the same form, VLEN,
+    profile, precision, prompts and prefill (counts are exact: the same build counts the
+    same), or None."""
+    if not path:
+        return None
+    for d in json.loads(Path(path).read_text()):
+        if (d["form"], d["vlen"], d.get("isa"), d.get("precision"), list(d["prompts"]),
+                d["prefill_tokens"]) == (form, vlen, isa, precision, list(prompt), prefill):
+            return d["rvvkit"]
+    return None
+
+
 def prompt_lengths(art) -> tuple:
     """The two prompt lengths whose difference gives the per prompt token count: one whole
     prefill chunk apart (each prompt's last token runs alone, the rest in full chunks), or
@@ -173,7 +187,7 @@ def prompt_lengths(art) -> tuple:
 
 def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=(),
            prefill: int = 16, isa: str = "k1", variants=("k1", "fp32"),
-           precision: str = "fp32") -> list:
+           precision: str = "fp32", rvvkit_json=None) -> list:
     base = zoo_llm.SMALL[config]
     rows, doc = [], []
     k1 = cycle_model.board_model("k1")
@@ -186,8 +200,10 @@ def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=()
         prompt = prompt_lengths(art)
         size = int(art.meta["memory"]["weights_bytes"])
         for vlen in vlens:
-            with rvvkit.load(art, on="qemu", vlen=vlen, threads=1, isa=isa) as sess:
-                ours = _per_token(sess, *prompt, *gen)
+            ours = rvvkit_from_json(rvvkit_json, form, vlen, isa, precision, prompt, prefill)
+            if ours is None:
+                with rvvkit.load(art, on="qemu", vlen=vlen, threads=1, isa=isa) as sess:
+                    ours = _per_token(sess, *prompt, *gen)
             peers = {}
             for v in variants if (llama_json or use_llama) else ():
                 peers[v] = llama_from_json(llama_json, form, vlen, v, isa) if llama_json \
@@ -251,6 +267,9 @@ def main(argv=None) -> int:
                    help="llama.cpp at its K1 defaults, plain RVV, or both (default)")
     c.add_argument("--precision", choices=R.PRECISIONS, default="fp32",
                    help="rvvkit's build precision, where its builder has the option (fp32)")
+    c.add_argument("--rvvkit-json", metavar="FILE",
+                   help="rvvkit's counts from an earlier --json file where it has the same "
+                        "form, VLEN, profile, precision and prompts (else counted)")
     c.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.what == "numerics":
@@ -265,7 +284,7 @@ def main(argv=None) -> int:
     doc = counts(args.config, [int(v) for v in args.vlens.split(",")],
                  args.forms.split(","), args.llama, llama_json=args.llama_json,
                  prefill=args.prefill, isa=args.isa, variants=variants,
-                 precision=args.precision)
+                 precision=args.precision, rvvkit_json=args.rvvkit_json)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0

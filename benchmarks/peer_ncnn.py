@@ -375,7 +375,7 @@ def side_by_side(rows) -> tuple:
                 *[_m(pr["counts"]["weighted"]) + ("" if pr["ok"] is not False else " (wrong)")
                   if pr else "-" for pr in peers],
                 _m(r["rvvkit"]["weighted"]),
-                *[f"**{pr['rvvkit_over_ncnn']:.2f}**" if pr else "-" for pr in peers]]
+                *[f"{pr['rvvkit_over_ncnn']:.2f}" if pr else "-" for pr in peers]]
         k1 = r["peers"].get("k1")
         if "k1" in vs:
             c = (k1 or {}).get("check") or {}

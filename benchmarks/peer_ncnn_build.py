@@ -63,7 +63,9 @@ VARIANTS = {
              "build": "rv64", "runner_defs": ()},
     "k1": {"zig": "zig-k1", "features": ("v", "zfh", "zvfh"), "march_ok": K1_EXTENSIONS,
            "cmake": RISCV_K1, "build": "rv64-k1",
-           "runner_defs": ("-DNCNN_RUNNER_DEFAULT_OPTIONS",)},
+           # ncnn's headers use __fp16, which clang has not for riscv64: ncnn's CMake maps it
+           # to _Float16 for its own sources, and the runner includes those headers
+           "runner_defs": ("-DNCNN_RUNNER_DEFAULT_OPTIONS", "-D__fp16=_Float16")},
 }
 PEER_VARIANTS = ("k1", "fp32")   # the order tables show them in
 
