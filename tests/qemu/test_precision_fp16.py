@@ -50,11 +50,14 @@ WINOGRAD_CASES = [
 ]
 WINOGRAD_TOLERANCE = 2e-2
 VLENS = (128, 256, 512, 1024)
-# float16 operands, float32 sums: what the float16 form must reproduce, up to summation order
-SAME_ROUNDING = 1e-5
-# against float32 arithmetic (onnxruntime): the operands' rounding, relative to the largest
-# output; measured 2.4e-4..5.2e-4 on these cases (docs/guide/precision.md)
-FP32_TOLERANCE = 2e-3
+# Against float32 arithmetic on float16-rounded operands, relative to the largest output: the
+# depthwise form widens every product into float32 sums (equal up to summation order); the GEMM
+# forms sum blocks of 8 products in float16 first (half_gemm.BLOCK), whose rounding adds
+# 2e-4..5e-4 on these cases
+SAME_ROUNDING = {"widened": 1e-5, "blocked": 2e-3}
+# against float32 arithmetic (onnxruntime): the operands' and the partial sums' rounding;
+# measured 3e-4..1.1e-3 on these cases (docs/guide/precision.md)
+FP32_TOLERANCE = 3e-3
 
 
 def _out_hw(attrs, h, w):
@@ -153,7 +156,9 @@ def test_float16_form_on_k1_profile(case, precision):
             y = s.run(feeds)["y"]
         # the float16 form ran (float32 arithmetic would be ~1e-7 off), on float16 operands
         assert np.abs(y - exact).max() > 1e-6 * scale, vlen
-        np.testing.assert_allclose(y, same, rtol=0, atol=SAME_ROUNDING * scale, err_msg=vlen)
+        form = "widened" if "group" in case[1] else "blocked"
+        np.testing.assert_allclose(y, same, rtol=0, atol=SAME_ROUNDING[form] * scale,
+                                   err_msg=vlen)
         np.testing.assert_allclose(y, exact, rtol=0, atol=FP32_TOLERANCE * scale,
                                    err_msg=vlen)
 

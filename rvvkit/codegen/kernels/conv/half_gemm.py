@@ -22,14 +22,17 @@ from ...loops import cdiv
 from ...rvv import FP16_GUARD
 from ..gemm.rvv_lmul import target_vlen
 
-MAX_ROWS = 7
+MAX_ROWS = 7                # float32 accumulators (4 registers) + the operand (2): 7 x 4 + 2
+MAX_ROWS_BLOCKED = 5        # + a float16 partial sum (2) per row: 5 x 6 + 2
+BLOCK = 8                   # products summed in float16 before each widening add
 HALF_MAX = 65504.0          # the largest finite float16
 DEFAULT_VLEN = 256
 
 
-def rows_for(n: int) -> int:
+def rows_for(n: int, block: int = 0) -> int:
     """Rows per panel for n rows: the fewest padded rows, then the most rows per panel."""
-    return min(range(4, MAX_ROWS + 1), key=lambda r: (cdiv(n, r) * r, -r))
+    top = MAX_ROWS_BLOCKED if block else MAX_ROWS
+    return min(range(4, top + 1), key=lambda r: (cdiv(n, r) * r, -r))
 
 
 def _clamped(w2: np.ndarray) -> np.ndarray:
@@ -39,14 +42,19 @@ def _clamped(w2: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class HalfGemm:
+    """block 0: every product widened into the float32 sums (`vfwmacc.vf`); block B: B
+    products summed in float16 (`vfmacc.vf` at SEW 16, half the FP pipe's time per product on
+    an X60, whose widening multiply-add costs as much as a float32 one) and each such partial
+    sum added to the float32 sums (`vfwadd.wv`)."""
     m: int
     k: int
     cols: int
     trans: bool
+    block: int = 0
 
     @property
     def rows(self) -> int:
-        return rows_for(self.cols if self.trans else self.m)
+        return rows_for(self.cols if self.trans else self.m, self.block)
 
     @property
     def weight_halves(self) -> int:
@@ -92,9 +100,7 @@ class HalfGemm:
         /* vl in scalar code: clang 16's vsetvl intrinsic would re-issue vsetvli in the k loop */
         vl = {cols} - j < vmax ? {cols} - j : vmax;
         const _Float16 *__restrict xk = xh + j, *__restrict wk = wm;
-        vfloat16m2_t xv = __riscv_vle16_v_f16m2(xk, vl);
-{indent(first, 2)}
-{indent(_k_steps(k, "xk", cols, "wk", r, "xv", step), 2)}
+{indent(self._k_loop(first, step, "xk", cols, "wk", r, "xv"), 2)}
 {indent(self._rows(store, "m0", m), 2)}
     }}
 }}"""
@@ -113,12 +119,54 @@ class HalfGemm:
         /* the last group may read up to {r - 1} columns past the operand (padded; unused) */
         const _Float16 *__restrict xk = xh + t0;
         const _Float16 *__restrict wk = wp + m0;
-        vfloat16m2_t wv = __riscv_vle16_v_f16m2(wk, vl);
-{indent(first, 2)}
-{indent(_k_steps(k, "wk", m, "xk", cols, "wv", step), 2)}
+{indent(self._k_loop(first, step, "wk", m, "xk", cols, "wv"), 2)}
 {indent(self._rows(store, "t0", cols), 2)}
     }}
 }}"""
+
+
+    def _k_loop(self, first: str, step, vec: str, vstride: int, sc: str, sstride: int,
+                reg: str) -> str:
+        """The k loop: widening every product (block 0: `first` is the peeled step 0), or
+        in blocks of float16 partial sums."""
+        if self.block:
+            return _blocked(self.k, self.block, vec, vstride, sc, sstride, self.rows, reg)
+        return (f"vfloat16m2_t {reg} = __riscv_vle16_v_f16m2({vec}, vl);\n{first}\n"
+                + _k_steps(self.k, vec, vstride, sc, sstride, reg, step))
+
+
+def _blocked(k: int, block: int, vec: str, vstride: int, sc: str, sstride: int, r: int,
+             reg: str) -> str:
+    """C: the k loop in blocks of `block` products summed in float16 (h<i>), each block's sums
+    then widened into the float32 sums c<i> (the first block by conversion); full blocks loop,
+    the last short block is unrolled after them."""
+    def one_block(n: int, first: bool) -> str:
+        lines = []
+        for u in range(n):
+            lines.append(f"{reg} = __riscv_vle16_v_f16m2({vec} + {u * vstride}, vl);")
+            for i in range(r):
+                s = f"{sc}[{u * sstride + i}]"
+                lines.append(f"h{i} = __riscv_vfmul_vf_f16m2({reg}, {s}, vl);" if u == 0 else
+                             f"h{i} = __riscv_vfmacc_vf_f16m2(h{i}, {s}, {reg}, vl);")
+        for i in range(r):
+            lines.append(f"c{i} = __riscv_vfwcvt_f_f_v_f32m4(h{i}, vl);" if first else
+                         f"c{i} = __riscv_vfwadd_wv_f32m4(c{i}, h{i}, vl);")
+        return "\n".join(lines)
+    bump = f"{vec} += {block * vstride};\n{sc} += {block * sstride};"
+    full, tail = divmod(k, block)
+    out = [f"vfloat16m2_t {reg}, " + ", ".join(f"h{i}" for i in range(r)) + ";",
+           "vfloat32m4_t " + ", ".join(f"c{i}" for i in range(r)) + ";"]
+    if full:
+        out += [one_block(block, True), bump]
+        if full > 1:
+            end = f"{sc} + (ptrdiff_t){(full - 1) * block * sstride}"
+            out.append(f"""for (const _Float16 *const end = {end}; {sc} != end;) {{
+{indent(one_block(block, False))}
+{indent(bump)}
+}}""")
+    if tail:
+        out.append(one_block(tail, not full))
+    return "\n".join(out)
 
 
 def _k_steps(k: int, vec: str, vstride: int, sc: str, sstride: int, reg: str, step) -> str:
@@ -144,13 +192,13 @@ def _k_steps(k: int, vec: str, vstride: int, sc: str, sstride: int, reg: str, st
     return "\n".join(out)
 
 
-def plan(m: int, k: int, cols: int) -> HalfGemm:
+def plan(m: int, k: int, cols: int, block: int = BLOCK) -> HalfGemm:
     """The orientation that leaves fewer lanes and rows empty at the build's VLEN."""
     lanes = (target_vlen() or DEFAULT_VLEN) * 2 // 16
-    rn, rt = rows_for(m), rows_for(cols)
+    rn, rt = rows_for(m, block), rows_for(cols, block)
     normal = cdiv(m, rn) * rn * cdiv(cols, lanes) * lanes
     trans = cdiv(cols, rt) * rt * cdiv(m, lanes) * lanes
-    return HalfGemm(m, k, cols, trans < 0.9 * normal)
+    return HalfGemm(m, k, cols, trans < 0.9 * normal, block)
 
 
 def operand_halves(g: HalfGemm) -> int:
