@@ -8,7 +8,9 @@ onnxruntime's float32.
 
 Per model, precision and VLEN: raw, vector and LMUL-weighted instructions of one inference on
 one thread (and the VL-weighted elements where the counting QEMU 10 is built:
-scripts/qemu_plugins.sh), the weighted ratio auto/fp32, and against onnxruntime float32: the
+scripts/qemu_plugins.sh), the weighted ratio auto/fp32, at the K1's VLEN (256) the K1 cost
+model's time (docs/cost-model.md: LLVM's X60 table, compute only; a MODEL, +39 % off the one
+published point it could run), and against onnxruntime float32: the
 largest absolute error relative to the largest output, and whether the top-1 class agrees.
 Models: the `onnx` wheel's light models with seeded random weights (rvvkit.zoo) and MobileNetV2
 at 224x224 (benchmarks/mobilenet.py). resnet50's seeded weights make logits near +-2e5, beyond
@@ -32,11 +34,13 @@ from onnx import numpy_helper  # noqa: E402
 
 import rvvkit  # noqa: E402
 from rvvkit.errors import RvvkitError  # noqa: E402
+from rvvkit.measure import cycle_model  # noqa: E402
 from rvvkit.measure.reference import ort_session  # noqa: E402
 from rvvkit.measure.report import table  # noqa: E402
 from rvvkit.zoo import light_model, sample_inputs  # noqa: E402
 
 DEFAULT_MODELS = ("squeezenet", "mobilenet_v2", "resnet50")
+K1 = cycle_model.board_model("k1")
 
 
 def _resnet_scaled(model, scale: float):
@@ -79,12 +83,16 @@ def measure(name: str, vlens, resnet_scale: float, isa: str):
                 except RvvkitError:        # no counting QEMU 10: LMUL-weighted only
                     c = s.instruction_counts(feeds)
                 out = list(s.run(feeds).values())[0]
+                x60 = None
+                if vlen == K1.vlen:
+                    by_class = s.instruction_classes(feeds)["classes"]
+                    x60 = cycle_model.classes_fields(by_class, K1, vlen)["class_model_ms"]
             err = float(np.abs(out - ref).max() / np.abs(ref).max())
             rows.append({"model": name, "precision": precision, "vlen": vlen, "isa": isa,
                          "insns": c["insns"], "vector_insns": c["vector_insns"],
                          "weighted": weighted(c),
                          "vl_weighted": c.get("vl_weighted_vector_ops"),
-                         "rel_error": err,
+                         "rel_error": err, "x60_model_ms": x60,
                          "top1_agrees": bool(out.reshape(out.shape[0], -1).argmax(1).tolist()
                                              == ref.reshape(ref.shape[0], -1).argmax(1).tolist()),
                          "weights_bytes": art.meta["memory"]["weights_bytes"],
@@ -100,12 +108,14 @@ def report(rows) -> str:
         if r["precision"] != "auto":
             continue
         f = fp32[(r["model"], r["vlen"])]
+        ms = (f"{f['x60_model_ms']:.1f} / {r['x60_model_ms']:.1f}"
+              if r.get("x60_model_ms") else "-")
         out.append([r["model"], r["vlen"], f"{f['weighted'] / 1e6:.2f} M",
                     f"{r['weighted'] / 1e6:.2f} M", f"{r['weighted'] / f['weighted']:.3f}",
-                    f"{f['rel_error']:.1e}", f"{r['rel_error']:.1e}",
+                    ms, f"{f['rel_error']:.1e}", f"{r['rel_error']:.1e}",
                     "yes" if r["top1_agrees"] else "NO"])
     return table(["model", "VLEN", "fp32 weighted", "auto weighted", "auto/fp32",
-                  "fp32 error", "auto error", "top-1 same"], out)
+                  "X60 model ms fp32 / auto", "fp32 error", "auto error", "top-1 same"], out)
 
 
 def main(argv=None) -> int:

@@ -19,7 +19,7 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
-from .cycle_model import DEFAULT_BOARD, bench_fields, board_model
+from .cycle_model import DEFAULT_BOARD, bench_fields, board_model, classes_fields
 from ..runtime.session import Session
 
 
@@ -72,4 +72,10 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
                 row["vl_weighted_vector_ops"] = by_class["vl_weighted_vector_ops"]
                 row["instruction_classes_lmul_weighted"] = by_class["lmul_weighted"]
                 row["instruction_classes_vl_weighted"] = by_class["vl_weighted"]
+            # the board's class model (docs/cost-model.md: per-class pipe occupancy), on the
+            # threads' shares of the work; compute only (the bytes an inference moves are the
+            # caller's to give)
+            if model.cost is not None:
+                row.update(classes_fields(by_class["classes"], model, desc.get("vlen"),
+                                          per_thread=counts.get("per_thread")))
     return row

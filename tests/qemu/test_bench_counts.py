@@ -126,3 +126,22 @@ def test_cli_bench_json(artifact_path):
     assert rows[2]["dynamic_instructions"] < rows[1]["dynamic_instructions"]
     assert "per_thread_instructions" not in rows[0]  # host: no counts
     assert rows[0]["latency_ms"] > 0
+
+
+@needs_qemu
+def test_cli_bench_classes_adds_the_class_model(artifact_path):
+    """`--classes` at the K1's VLEN: the counts by class, and the K1 class model's time from
+    them (docs/cost-model.md), at least the busiest pipe's share of the classes' cycles."""
+    proc = subprocess.run([sys.executable, "-m", "rvvkit", "bench", str(artifact_path),
+                           "--on", "qemu", "--board", "k1", "--threads", "1", "--repeat", "1",
+                           "--classes", "--compiler", CLANG, "--json"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)[0]
+    assert row["vlen"] == 256 and row["class_model"].startswith("k1 (SpacemiT X60")
+    assert row["class_model_cycles"] > 0 and row["class_model_ms"] == pytest.approx(
+        row["class_model_cycles"] / 1.6e6, rel=1e-3)
+    # two instructions issue per cycle at most: the model is never below half the count
+    assert row["class_model_cycles"] >= row["dynamic_instructions"] / 2
+    assert sum(n for per in row["instruction_classes"].values() for n in per.values()) == \
+        row["dynamic_instructions"]
