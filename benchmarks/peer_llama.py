@@ -387,8 +387,8 @@ def _main(a) -> int:
                       f"{d['lmul_weighted_vector_ops']:>13,.0f} {d['weighted_per_block']:>7.1f}  "
                       f"{'ok' if res['check'].get('ok') else res['check'].get('ok', 'n/a')}")
             rp = res["repack"]
-            print(f"        weights: {', '.join(f'{k} {v:.1f} MiB' for k, v in rp['buffers'].items())}"
-                  f"; repacked: {rp['repacked'] or 'none'}")
+            bufs = ", ".join(f"{k} {v:.1f} MiB" for k, v in rp["buffers"].items())
+            print(f"        weights: {bufs}; repacked: {rp['repacked'] or 'none'}")
             print(f"        check {json.dumps(res['check'])}  ({res['wall_s']} s)")
     if a.json:
         a.json.write_text(json.dumps(report, indent=1, default=str))

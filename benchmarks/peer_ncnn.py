@@ -410,8 +410,8 @@ def print_tables(rows, checks, markdown: bool) -> None:
                     for r, n in sel]
             if body:
                 what = VARIANT_NAMES[v] if prec == "fp32" else "ncnn int8"
-                print(f"\n{prec}: {what} vs rvvkit (one inference, dynamic instructions under "
-                      "QEMU)\n")
+                print(f"\n{prec} model: {what} vs rvvkit (one inference, dynamic instructions "
+                      "under QEMU)\n")
                 _emit(heads, body, markdown, table)
     both = [(r, v, n) for r in rows for v, n in r["peers"].items() if "innerproduct" in n]
     if both:

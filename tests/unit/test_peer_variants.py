@@ -66,6 +66,9 @@ def test_tinyllama_config_counts_its_matrices():
     # 22 layers x (q, o: 2048^2; k, v: 2048x256; gate, up, down: 2048x5632) + the token table
     assert P.matrix_params(cfg) == 32000 * 2048 + 22 * (
         2 * 2048 ** 2 + 2 * 2048 * 256 + 3 * 2048 * 5632)
+    # a prompt token (not the last) skips the tied LM head; a generated token runs it
+    assert P.block_params(cfg, "per_generated_token") == P.matrix_params(cfg)
+    assert P.block_params(cfg, "per_prompt_token") == P.matrix_params(cfg) - 32000 * 2048
 
 
 def test_precision_passes_through_only_where_supported(monkeypatch):
