@@ -33,7 +33,8 @@ other instructions as 1); the vector-only LMUL-weighted figures; MACs per raw in
 
 ncnn: the PyPI sdist (version pinned in peer_ncnn_build.py and printed), libncnn.a built for
 riscv64 + RVV with zig's clang (PyPI ziglang), benchmarks/ncnn_runner.cpp linked against it,
-one thread, default options with fp16/bf16 storage and arithmetic off. Models are converted
+one thread, default options (the fp32 variant with fp16/bf16 storage and arithmetic off; see
+--peer-variant below). Models are converted
 with pnnx (PyPI) and checked against onnxruntime on the same seeded input before anything is
 counted (largest difference over the output's range <= --tolerance on the logits, same top-1,
 at VLEN 128); a conversion that does not match is not reported. Each counted VLEN is checked
