@@ -296,7 +296,8 @@ def peer_row(p, name, prec, vlen, work, runner, args, variant: str) -> dict:
     if chk is not None and not chk["agrees"]:
         # pnnx's form is wrong here (ncnn's Gemm kernel has no code for this VLEN): count
         # the equivalent InnerProduct form instead, if the model has one and it is right
-        p.setdefault("alt", innerproduct_form(p))
+        if "alt" not in p:     # rewritten once per model, then reused by every VLEN
+            p["alt"] = innerproduct_form(p)
         alt = p["alt"]
         achk = alt and vlen_check(p, alt, "ip", runner, vlen, tol, variant)
         if achk and achk["agrees"]:
