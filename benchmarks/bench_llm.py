@@ -44,7 +44,7 @@ import rvvkit  # noqa: E402
 import peer_rvvkit as R  # noqa: E402
 from rvvkit.measure import cycle_model  # noqa: E402
 from rvvkit.zoo import llm as zoo_llm  # noqa: E402
-from rvvkit.runtime import icount  # noqa: E402
+from rvvkit.runtime.counting import icount  # noqa: E402
 from rvvkit.measure.report import table  # noqa: E402
 
 K1_BYTES_PER_S = 10.66e9

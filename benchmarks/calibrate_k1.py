@@ -6,7 +6,7 @@ toolchain/boards/k1.toml [model]) against published SpacemiT K1 figures.
 
 Each published point names the workload a K1 ran; this script counts the same work under QEMU
 (VLEN 256, the K1's ISA profile: toolchain/isa/k1.toml) with rvvkit's class-counting plugin
-(rvvkit.runtime.iclass), runs the counts and the bytes the step moves through the model at
+(rvvkit.runtime.counting.iclass), runs the counts and the bytes the step moves through the model at
 the published thread count, and prints modelled against published with the error
 (modelled / published - 1) and the source. The model is accepted where every point it can run
 lands within +-35 %.
@@ -114,7 +114,7 @@ def qemu_k1(vlen: int = 256) -> list:
 
 def class_run(driver, gguf, n_prompt: int, n_gen: int, n_ctx: int) -> dict:
     """One llama.cpp driver run under the class-counting plugin: its class counts."""
-    from rvvkit.runtime import iclass
+    from rvvkit.runtime.counting import iclass
     with tempfile.TemporaryDirectory(prefix="calibrate-k1-") as tmp:
         out = Path(tmp) / "classes.json"
         argv = [*qemu_k1(), *iclass.qemu_class_args(out), str(driver), str(gguf),
@@ -143,7 +143,7 @@ def per_token_classes(build: dict, quant: str, kinds=("gen", "prompt"), prompt: 
     """Class counts of one TinyLlama token of each of `kinds` ("gen", "prompt"), from 1- and
     2-layer models: count(1) + 21 x (count(2) - count(1))."""
     import peer_llama as P
-    from rvvkit.runtime.iclass import class_difference
+    from rvvkit.runtime.counting.iclass import class_difference
     qtype = {"iq4_nl": "q4_0"}.get(quant, quant)   # the GGUF writer knows Q4_0 and Q8_0
     g0 = P.G0
     n_ctx = 256

@@ -20,7 +20,7 @@ matrices, token embedding included (it is also the tied output head), in Q4_0 or
 and q/k/v biases in float32, and a byte-level "gpt2" vocabulary. llama.cpp (pinned commit,
 peer_llama_build.py) runs it through a small driver on one thread: decode a batch of P fixed
 token ids, then G single tokens, each sampled greedily. rvvkit's QEMU plugin
-(rvvkit.runtime.icount) counts three runs, (P, g0), (P, g0 + G) and (2P, g0) with g0 = 2:
+(rvvkit.runtime.counting.icount) counts three runs, (P, g0), (P, g0 + G) and (2P, g0) with g0 = 2:
 
     per generated token = (count(P, g0 + G) - count(P, g0)) / G
     per prompt token    = (count(2P, g0) - count(P, g0)) / P     (prompt decoded as one batch)
@@ -227,7 +227,7 @@ def run_counted(driver, gguf_path, n_prompt: int, n_gen: int, n_ctx: int, vlen: 
                 timeout: float = 7200, isa: str = "k1") -> dict:
     """One driver run under qemu (ISA profile `isa`) with rvvkit's counting plugin: counts,
     output, wall time and what its verbose log says about repacked weights."""
-    from rvvkit.runtime import icount
+    from rvvkit.runtime.counting import icount
     with tempfile.TemporaryDirectory(prefix="peer-llama-") as tmp:
         out = Path(tmp) / "counts.json"
         # verbose (-v) in every run alike: the log lines are printed while loading, the same

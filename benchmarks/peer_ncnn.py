@@ -159,7 +159,7 @@ def subprocess_run(argv: list) -> None:
 def ncnn_counts(runner, model: dict, inp: Path, shape, vlen: int, jobs: int) -> dict:
     """One inference: a run with REPEAT=1 minus one with REPEAT=0 (in parallel if jobs > 1)."""
     from concurrent.futures import ThreadPoolExecutor
-    from rvvkit.runtime.icount import COUNT_KEYS, count_instructions, per_run
+    from rvvkit.runtime.counting.icount import COUNT_KEYS, count_instructions, per_run
 
     def count(repeat: int) -> dict:
         with tempfile.TemporaryDirectory(prefix="peer-ncnn-") as d:
@@ -172,7 +172,7 @@ def ncnn_counts(runner, model: dict, inp: Path, shape, vlen: int, jobs: int) -> 
 
 
 def rvvkit_counts(art, feeds: dict, vlen: int) -> dict:
-    from rvvkit.runtime.icount import COUNT_KEYS
+    from rvvkit.runtime.counting.icount import COUNT_KEYS
     from rvvkit.runtime.qemu import QemuSession
     with QemuSession(art, vlen=vlen, isa=ISA) as sess:
         # One thread, as ncnn runs (ncnn_runner.cpp): the session's default is the machine's

@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 
 import peer_ncnn as P  # noqa: E402
 from rvvkit.measure import cycle_model  # noqa: E402
-from rvvkit.runtime import iclass  # noqa: E402
+from rvvkit.runtime.counting import iclass  # noqa: E402
 
 SHAPE = (3, 224, 224)     # every model peer_ncnn.py converts for this table takes one image
 K1 = cycle_model.board_model("k1")

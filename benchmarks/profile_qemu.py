@@ -1,5 +1,5 @@
 """Where one inference's RVV instructions go: LMUL-weighted counts per kernel function under
-QEMU (exact, from the counting plugin's block profile; rvvkit.runtime.iprofile), one thread.
+QEMU (exact, from the counting plugin's block profile; rvvkit.runtime.counting.iprofile), one thread.
 
     python3 benchmarks/profile_qemu.py resnet50 --vlen 512 [--top 25] [--functions] [--markdown]
 
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     from rvvkit.measure.cycle_model import weighted_instructions
     from rvvkit.errors import RvvkitError
     from rvvkit.measure.report import table
-    from rvvkit.runtime.iprofile import family
+    from rvvkit.runtime.counting.iprofile import family
     from rvvkit.runtime.qemu import QemuSession
     from peer_ncnn_build import PeerError
     try:

@@ -196,7 +196,7 @@ def _qemu_rows() -> Rows:
         qrows += [("qemu-riscv64", f"{qemu}: {_tool_version([qemu, '--version'])}"),
                   ("sysroot", q.resolve_sysroot()), ("VLEN", f"{q.resolve_vlen()} bits "
                    f"(--vlen / RVVKIT_VLEN: {', '.join(map(str, q.VLENS))})")]
-        from .runtime.icount import plugin_path
+        from .runtime.counting.icount import plugin_path
         qrows.append(("counting plugin", f"built: {plugin_path()}"))
     except RvvkitError as exc:
         if platform.machine() == targets.riscv().arch:

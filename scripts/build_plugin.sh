@@ -8,10 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-path="$("$PY" -c 'from rvvkit.runtime.icount import plugin_path; print(plugin_path())')"
+path="$("$PY" -c 'from rvvkit.runtime.counting.icount import plugin_path; print(plugin_path())')"
 printf 'build_plugin: QEMU counting plugin at %s\n' "$path" >&2
-classes="$("$PY" -c 'from rvvkit.runtime.icount import plugin_path
-from rvvkit.runtime.iclass import CLASSES_SOURCE
+classes="$("$PY" -c 'from rvvkit.runtime.counting.icount import plugin_path
+from rvvkit.runtime.counting.iclass import CLASSES_SOURCE
 print(plugin_path(source_file=CLASSES_SOURCE))')"
 printf 'build_plugin: QEMU class-counting plugin at %s\n' "$classes" >&2
 printf '%s\n' "$path"

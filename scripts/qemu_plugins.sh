@@ -4,7 +4,7 @@
 # registers, so the counting plugin there also counts the elements each vector instruction
 # processes (vl). URL, hash and configure options: [qemu.counting] of
 # toolchain/targets/riscv64-linux-gnu.toml. Result, in the user's cache
-# (rvvkit.runtime.vcount.counting_dir()): qemu-riscv64, the tree's qemu-plugin.h, and a stamp.
+# (rvvkit.runtime.counting.vcount.counting_dir()): qemu-riscv64, the tree's qemu-plugin.h, and a stamp.
 # Idempotent: a stamp that matches the pinned hash and options means nothing to do.
 # Needs: curl, a C compiler, libglib2.0-dev, python3-venv, flex, bison, ninja-build (setup.sh's
 # apt list), meson >= 1.5 and pycotap (pip, installed here when missing).
@@ -15,7 +15,7 @@ PY="${PYTHON:-python3}"
 log() { printf 'qemu_plugins: %s\n' "$*" >&2; }
 read -r VERSION URL SHA DEST OPTS < <("$PY" - <<'PYEOF'
 from rvvkit.jit import targets
-from rvvkit.runtime import vcount
+from rvvkit.runtime.counting import vcount
 c = targets.riscv().get("qemu", "counting")
 print(c["version"], c["url"], c["sha256"], vcount.counting_dir(), ",".join(c["configure"]))
 PYEOF

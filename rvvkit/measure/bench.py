@@ -37,8 +37,8 @@ def bench(sess: Session, feeds: Optional[Mapping[str, np.ndarray]] = None, *,
     """One row of `rvvkit bench`: latency, MACs, and (qemu) instruction counts, per thread
     too, with the modelled time on board `cycle_model` (a toolchain/boards/ preset); with
     `classes`, also the counts by class x LMUL x SEW and the work-weighted vector ops
-    (rvvkit.runtime.iclass; slower runs), and where scripts/qemu_plugins.sh built the counting
-    QEMU 10 the VL-weighted ones, in total and per class (rvvkit.runtime.vcount)."""
+    (rvvkit.runtime.counting.iclass; slower runs), and where scripts/qemu_plugins.sh built the counting
+    QEMU 10 the VL-weighted ones, in total and per class (rvvkit.runtime.counting.vcount)."""
     feeds = feeds if feeds is not None else sess.random_feeds()
     meta = sess.artifact.meta
     desc = sess.describe()

@@ -1,5 +1,5 @@
 """Modelled time of one step on a board from instruction counts by class x LMUL x SEW
-(rvvkit.runtime.iclass) and the bytes the step moves: a MODEL, not a measurement.
+(rvvkit.runtime.counting.iclass) and the bytes the step moves: a MODEL, not a measurement.
 
 Compute, per core (the cost table of toolchain/cost/, e.g. x60.toml from LLVM's X60 model):
 every instruction holds its pipe `occupancy` cycles; the core is in-order and issues

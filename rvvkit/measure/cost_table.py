@@ -1,5 +1,5 @@
 """A core's cost table (toolchain/cost/<name>.toml): per instruction class of the counting
-plugin (rvvkit.runtime.iclass), the pipe it occupies and for how many cycles by LMUL (and
+plugin (rvvkit.runtime.counting.iclass), the pipe it occupies and for how many cycles by LMUL (and
 element width, for strided and indexed memory), and the latency the scalar core waits for
 where the table marks a class `exposed`. Loaded and checked here; used by class_model."""
 from __future__ import annotations

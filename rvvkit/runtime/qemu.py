@@ -183,9 +183,9 @@ class QemuSession(RunnerSession):
         and the start of worker threads are in both and cancel; the argv strings have equal
         lengths. With `vl`, counted under the counting QEMU 10 (vcount.py), which adds
         vl_weighted_vector_ops and work_weighted_vector_ops, in total and per thread."""
-        from .icount import per_run, qemu_plugin_args, read_counts
+        from .counting.icount import per_run, qemu_plugin_args, read_counts
         if vl:
-            from .vcount import qemu_vcount_args, read_vcounts, require_counting_qemu
+            from .counting.vcount import qemu_vcount_args, read_vcounts, require_counting_qemu
             hi, lo = self._counted_runs(feeds, inferences, lambda d: (
                 qemu_vcount_args(d / "v.json"), lambda: read_vcounts(d / "v.json")),
                 qemu=require_counting_qemu())
@@ -204,8 +204,8 @@ class QemuSession(RunnerSession):
         """The counts of one inference per function (iprofile.KEYS: insns, vector_insns,
         lmul_weighted_vector_ops; the generated kernels by name, other code by its file), as
         instruction_counts: one inference minus none, after a warm-up."""
-        from . import iprofile
-        from .icount import qemu_plugin_args
+        from .counting import iprofile
+        from .counting.icount import qemu_plugin_args
         return iprofile.difference(*self._counted_runs(feeds, 1, lambda d: (
             qemu_plugin_args(d / "counts.json", blocks=d / "blocks.txt"),
             lambda: iprofile.by_function(d / "blocks.txt"))))
@@ -224,7 +224,7 @@ class QemuSession(RunnerSession):
         `vl`: None uses the counting QEMU 10 where scripts/qemu_plugins.sh built it, else QEMU
         7.2 (iclass.py, no VL figures); True requires QEMU 10 (an RvvkitError naming the
         set-up script without it); False uses QEMU 7.2."""
-        from . import vcount
+        from .counting import vcount
         if vl is None:
             vl = vcount.counting_qemu() is not None
         if vl:
@@ -235,7 +235,7 @@ class QemuSession(RunnerSession):
             out["lmul_weighted"] = {c: k for c, k in out["lmul_weighted"].items()
                                     if c.startswith("v")}
             return dict(out, counted_by=f"qemu {vcount.VERSION}")
-        from .iclass import class_difference, qemu_class_args, read_classes
+        from .counting.iclass import class_difference, qemu_class_args, read_classes
         hi, lo = self._counted_runs(feeds, 1, lambda d: (
             qemu_class_args(d / "classes.json"), lambda: read_classes(d / "classes.json")))
         return dict(class_difference(hi, lo), counted_by="qemu 7.2")
@@ -244,7 +244,7 @@ class QemuSession(RunnerSession):
         """The instruction counts (icount.read_counts) of one `runner --generate` process:
         the prompt, then `new_tokens` greedy tokens. Per-token figures are differences of two
         such runs (benchmarks/bench_llm.py)."""
-        from .icount import qemu_plugin_args, read_counts
+        from .counting.icount import qemu_plugin_args, read_counts
         self._need_plugins()
         rundir = self.transport.new_dir()
         try:

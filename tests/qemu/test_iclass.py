@@ -8,8 +8,8 @@ import pytest
 import rvvkit
 from qemu_support import CLANG, QEMU, small_feeds, small_model
 from rvvkit.jit import targets
-from rvvkit.runtime import icount
-from rvvkit.runtime.iclass import class_difference, qemu_class_args, read_classes
+from rvvkit.runtime.counting import icount
+from rvvkit.runtime.counting.iclass import class_difference, qemu_class_args, read_classes
 
 RV = targets.riscv()
 needs = pytest.mark.skipif(not (QEMU and CLANG), reason="qemu-riscv64 or clang-16 + lld-16 "

@@ -17,7 +17,7 @@ import pytest
 
 from rvvkit.errors import ExecutionError
 from rvvkit.jit import targets
-from rvvkit.runtime import icount
+from rvvkit.runtime.counting import icount
 
 RV = targets.riscv()  # toolchain/targets/riscv64-linux-gnu.toml
 SYSROOT = RV.sysroot

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from rvvkit.runtime import icount
+from rvvkit.runtime.counting import icount
 from test_icount import CLANG, CLANG_FLAGS, _VREGS, counts, needs_clang, needs_qemu, qemu_prefix
 
 LMULS = (2, 8, 1)  # worker k runs at LMUL LMULS[k % 3] ...

@@ -123,7 +123,7 @@ def test_instruction_profile_adds_up_to_the_counts(art_path, monkeypatch):
     """The per-function profile of one inference sums to instruction_counts exactly (one
     thread: how often pool workers wake depends on timing), and the work is in the generated
     kernels (named from the kernel library's symbols)."""
-    from rvvkit.runtime.iprofile import KEYS
+    from rvvkit.runtime.counting.iprofile import KEYS
     monkeypatch.setenv("RVVKIT_NUM_THREADS", "1")
     with QemuSession(art_path, vlen=256, compiler=RV_COMPILER) as sess:
         prof = sess.instruction_profile(small_feeds())

@@ -11,7 +11,7 @@ import rvvkit
 from qemu_support import CLANG, QEMU, small_feeds, small_model
 from rvvkit.errors import RvvkitError
 from rvvkit.jit import targets
-from rvvkit.runtime import icount, vcount
+from rvvkit.runtime.counting import icount, vcount
 
 RV = targets.riscv()
 QEMU10 = vcount.counting_qemu()

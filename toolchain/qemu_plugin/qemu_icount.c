@@ -60,7 +60,7 @@
  *                   own addresses, so they give each block's file and offset), then one line
  *                   per translated block that ran: "B <guest vaddr hex> <executions> <insns>
  *                   <vector insns> <LMUL-weighted ops>", the last three summed over its
- *                   executions (rvvkit/runtime/iprofile.py attributes them to functions)
+ *                   executions (rvvkit/runtime/counting/iprofile.py attributes them to functions)
  *   A comma inside PATH must be doubled (QEMU's option syntax).
  *
  * Why it is written this way:

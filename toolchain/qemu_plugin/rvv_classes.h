@@ -3,7 +3,7 @@
  * width of a vector memory operation, the vtype a setter sets, and the weights that follow.
  * Shared by the class-counting plugins: qemu_iclass.c (QEMU 7.2's API) and qemu_vcount.c
  * (QEMU 10's, which also reads vl). Header-only (static functions), included once per plugin;
- * rvvkit/runtime/icount.py pastes it in where a plugin includes it, so the cache key covers it.
+ * rvvkit/runtime/counting/icount.py pastes it in where a plugin includes it, so the cache key covers it.
  *
  * Classes (QEMU 7.2's disassembler knows no RVV, so they come from the opcode tables):
  *   vector  vset; vload.unit/.strided/.indexed, vstore.unit/.strided/.indexed; vmem.whole

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Mapping, Union
 
-from ..jit import targets
+from ...jit import targets
 from .icount import _qemu_opt_escape, plugin_path
 
 CLASSES_SOURCE = targets.riscv().get("qemu", "plugin", "classes_source")

@@ -22,8 +22,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from ..errors import ExecutionError, RvvkitError
-from ..jit import targets
+from ...errors import ExecutionError, RvvkitError
+from ...jit import targets
 from .icount import COUNT_KEYS, _qemu_opt_escape, plugin_path
 
 _FACTS = targets.riscv().get("qemu", "counting")

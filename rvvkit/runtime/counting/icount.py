@@ -47,10 +47,10 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from .. import children
-from ..errors import CompilerNotFound, ExecutionError, RvvkitError
-from ..jit import targets
-from ..resources import toolchain_file
+from ... import children
+from ...errors import CompilerNotFound, ExecutionError, RvvkitError
+from ...jit import targets
+from ...resources import toolchain_file
 
 _PLUGIN = targets.riscv().get("qemu", "plugin")
 PLUGIN_SOURCE = _PLUGIN["source"]  # under toolchain/
@@ -68,7 +68,7 @@ _lock = threading.Lock()
 
 
 def _host_compiler():
-    from ..jit import resolve_compiler
+    from ...jit import resolve_compiler
     errors = []
     for name in HOST_COMPILERS:
         try:
@@ -98,13 +98,13 @@ def plugin_path(*, use_cache: Optional[bool] = None, source_file: str = PLUGIN_S
                 headers: Optional[Mapping[str, Path]] = None,
                 extra_cflags: Sequence[str] = ()) -> Path:
     """The built plugin (a host shared object), compiling it on first use; `source_file` (under
-    toolchain/) picks the companion plugin of rvvkit/runtime/iclass.py, or QEMU 10's of
+    toolchain/) picks the companion plugin of rvvkit/runtime/counting/iclass.py, or QEMU 10's of
     vcount.py (with its `headers` and `extra_cflags`), instead.
 
     Goes through rvvkit's JIT cache (RVVKIT_CACHE_DIR, RVVKIT_NO_CACHE), so the compiler runs
     once per source version and compiler; within a process the result is also memoised, so a
     disabled cache does not mean one temp build per call."""
-    from ..jit import cache_enabled, compile_source
+    from ...jit import cache_enabled, compile_source
     source = plugin_source(source_file, headers)
     comp = _host_compiler()
     use_cache = cache_enabled() if use_cache is None else use_cache

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..errors import RvvkitError
+from ...errors import RvvkitError
 
 KEYS = ("insns", "vector_insns", "lmul_weighted_vector_ops")
 
