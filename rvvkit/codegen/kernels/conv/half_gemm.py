@@ -1,6 +1,9 @@
 """The float16 GEMM of the float16 conv forms (half.py, and Winograd's 36 GEMMs): OUT[m][cols]
-= W[m][k] . X[k][cols] with float16 weights and a float16 operand `xh` (k rows of `cols`), float32
-accumulators (LMUL 4) fed by `vfwmacc.vf` (LMUL 2 operands), in one of two orientations:
+= W[m][k] . X[k][cols] with float16 weights and a float16 operand `xh` (k rows of `cols`) into
+float32 accumulators (LMUL 4), the products at LMUL 2 either summed in blocks of 8 in float16
+(`vfmacc.vf` at SEW 16, each block added by `vfwadd.wv`: the convolutions) or widened one by
+one (`vfwmacc.vf`: Winograd, whose transforms amplify a float16 sum's error), in one of two
+orientations:
 
   normal      vectors along cols (output positions), R panel rows of weights as scalars; the
               weights are stored as panels [m / R][k][R] (zero padded);
@@ -8,8 +11,9 @@ accumulators (LMUL 4) fed by `vfwmacc.vf` (LMUL 2 operands), in one of two orien
               stored [k][m]. For few columns (a 7x7 map, Winograd's 16 tiles of a 13x13 map),
               where a strip along cols would leave most lanes empty.
 
-Registers: R accumulators of 4 plus the vector operand's 2: R <= 7 of 32. A kernel is built
-for any VLEN; the orientation is chosen for the build's VLEN (--vlen), else for 256 (the K1)."""
+Registers: R accumulators of 4 (and, in blocks, R float16 sums of 2) plus the vector operand's
+2: R <= 7 (5) of 32. A kernel is built for any VLEN; the orientation is chosen for the build's
+VLEN (--vlen), else for 256 (the K1)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -106,7 +110,7 @@ class HalfGemm:
 }}"""
 
     def _trans(self, store) -> str:
-        m, k, cols, r = self.m, self.k, self.cols, self.rows
+        m, cols, r = self.m, self.cols, self.rows
         first = "\n".join(f"vfloat32m4_t c{i} = __riscv_vfwmul_vf_f32m4(wv, xk[{i}], vl);"
                           for i in range(r))
 
