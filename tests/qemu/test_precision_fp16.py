@@ -299,3 +299,21 @@ def test_auto_build_uses_only_the_profiles_extensions(profile):
     assert err < (1e-5 if profile == "rv64gcv" else 2e-2), err
     if profile == "k1":
         assert err > 1e-6, "the float16 forms did not run"
+
+
+# -- whole models (benchmarks/precision_models.py runs every light and stored one) ------------
+
+@needs_qemu
+@pytest.mark.parametrize("name", ["squeezenet", "mobilenet_v2_legacy", "resnet18_legacy"])
+def test_models_in_float16_keep_their_top1(name):
+    """A light model (random weights, rvvkit.zoo) and two stored exports, built with auto and
+    run under the K1 profile: within the documented 2e-2 of onnxruntime's float32 logits
+    (relative to their largest magnitude), the same top-1 class."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import precision_models
+    row = precision_models.check(name, 256)
+    assert "error" not in row, row
+    assert row["half_kernels"] > 0 and row["top1"] is True, row
+    assert 1e-6 < row["rel_error"] <= precision_models.LIMIT, row
