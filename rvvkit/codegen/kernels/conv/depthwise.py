@@ -168,7 +168,7 @@ for (int j = 0; j < {ch}; ++j) g[q0 + j] = {fin};"""
     return name, f"""static void {name}(const float *__restrict xp, const float *__restrict wc,
     float bias, float *__restrict g, void *xhp) {{
 {GUARD}
-{indent(sweep)}
+{indent(sweep, directives=True)}
 #else
     (void)xhp;
     static const int tap[{nt}] = {{{", ".join(str(t) for t in pg.taps)}}};
@@ -276,9 +276,9 @@ rvk_vcopy_rows(y + (ptrdiff_t)nc * {ho * wo}, {wo}, g, {pg.wq}, 1, {wo}, {ho});
                  f"(_Float16 *)(ws + {gbuf + qpad}));\n#endif\n}} else {{\n    {split}\n}}")
     body = f"""{"" if parts else clear}for (int nc = {first}; nc < {last}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
-{indent(split)}
+{indent(split, directives=True)}
     {gname}(ws, w + nc % {cin} * {nt}, {bexpr}, ws + {gbuf}, ws + {gbuf + qpad});
-{indent(store)}
+{indent(store, directives=True)}
 }}
 """
     support = {**header(), **act_rvv_support(act, 1), **act_rvv_support(act, 2),
@@ -287,7 +287,7 @@ rvk_vcopy_rows(y + (ptrdiff_t)nc * {ho * wo}, {wo}, g, {pg.wq}, 1, {wo}, {ho});
         body = (f"{FP16_GUARD}\nconst int half = 1;\n#else\nconst int half = 0;\n#endif\n"
                 + body)
         support[hname] = hcode
-    code = indent(body) + "\n"
+    code = indent(body, directives=True) + "\n"
     wsize = gbuf + qpad + hbuf
     if small:   # RVV keeps the vector grid sweep; other targets take the direct loop
         scode_, swords = _dw_small(xs, ws_, ys, strides, pads, dil, bias, residual, act)

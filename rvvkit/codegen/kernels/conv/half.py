@@ -154,7 +154,7 @@ def half_only(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[A
     body = f"{FP16_GUARD}\n{half_body(xs, ws_, ys, geometry, bias, residual, act, 'w')}\n" \
         f"#else\n{NO_FP16}\n#endif\n"
     params = tuple(Param(p.name, p.const, "float16") if p.name == "w" else p for p in params)
-    kern = Kernel(_hint(ws_, geometry, "f16"), params, indent(body) + "\n",
+    kern = Kernel(_hint(ws_, geometry, "f16"), params, indent(body, directives=True) + "\n",
                   workspace_of(ws_, ys), support_of(act),
                   xs[0] * ws_[0] * ys[2] * ys[3] * ws_[1] * ws_[2] * ws_[3],
                   spec=dict(spec, half_rows=gemm_of(ws_, ys).rows))
@@ -174,7 +174,7 @@ def combine(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[Act
     support = dict(dk.support)
     support.update(support_of(act))
     params = dk.params[:2] + (Param("wh", True, "float16"),) + dk.params[2:]
-    kern = Kernel(_hint(ws_, geometry, "auto"), params, indent(body) + "\n",
+    kern = Kernel(_hint(ws_, geometry, "auto"), params, indent(body, directives=True) + "\n",
                   max(dk.workspace, workspace_of(ws_, ys)), support, dk.macs,
                   spec=dict(dk.spec, half_rows=gemm_of(ws_, ys).rows))
     return Lowered(kern, dict(direct.transforms), ((2, 1, pack_weights(ws_, ys)),))

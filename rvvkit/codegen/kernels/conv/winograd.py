@@ -393,7 +393,7 @@ def winograd_conv(xs, ws_, ys, pads, bias: bool, residual: bool, act: Optional[A
                      bias=bias, residual=residual, act=act, u_panel=upw, trans=trans,
                      direct_panel=None, half_rows=g16.rows if half_form else None)
     macs = g.n * g.m * g.ho * g.wo * g.c * 9        # the convolution's, not the GEMMs'
-    kern = Kernel("conv3x3_winograd", params, indent(body) + "\n", vsz + msz + scratch,
+    kern = Kernel("conv3x3_winograd", params, indent(body, directives=True) + "\n", vsz + msz + scratch,
                   support, macs, spec=spec)
 
     def transform(wt: np.ndarray) -> np.ndarray:
