@@ -59,6 +59,8 @@ extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udat
                                            void *userdata);
 extern void qemu_plugin_outs(const char *string);
 
+#include "plugin_out.h"
+
 PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 typedef struct {
@@ -155,17 +157,7 @@ static void write_out(qemu_plugin_id_t id, void *userdata)
     }
     fputs("}}\n", m);
     fclose(m);
-    if (out_path) {
-        FILE *f = fopen(out_path, "w");
-        if (f) {
-            fputs(buf, f);
-            fclose(f);
-        } else {
-            fprintf(stderr, "qemu_iclass: cannot write %s\n", out_path);
-        }
-    } else {
-        qemu_plugin_outs(buf);
-    }
+    plugin_emit("qemu_iclass", out_path, buf);
     free(buf);
 }
 

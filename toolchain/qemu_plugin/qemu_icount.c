@@ -172,6 +172,8 @@ extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udat
 extern void qemu_plugin_outs(const char *string);
 extern uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 
+#include "plugin_out.h"
+
 PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 /* ---- state ----------------------------------------------------------------------------- */
@@ -566,16 +568,7 @@ static void write_counts(qemu_plugin_id_t id, void *userdata)
         fputs("qemu_icount: out of memory writing the counts\n", stderr);
         return;
     }
-    if (!out_path) {
-        qemu_plugin_outs(line);
-        free(line);
-        return;
-    }
-    FILE *f = fopen(out_path, "w");
-    if (!f || fputs(line, f) < 0 || fclose(f) != 0) {
-        /* a lost count must not pass silently */
-        fprintf(stderr, "qemu_icount: cannot write %s: %s\n", out_path, strerror(errno));
-    }
+    plugin_emit("qemu_icount", out_path, line);
     free(line);
 }
 

@@ -52,6 +52,7 @@
 
 #include <qemu-plugin.h>
 
+#include "plugin_out.h"
 #include "rvv_classes.h"
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
@@ -343,15 +344,7 @@ static void write_out(qemu_plugin_id_t id, void *userdata)
     fputs("}\n", m);
     fclose(m);
     g_string_free(threads, true);
-    FILE *f = out_path ? fopen(out_path, "w") : NULL;
-    if (f) {
-        fputs(buf, f);
-        fclose(f);
-    } else if (out_path) {
-        fprintf(stderr, "qemu_vcount: cannot write %s\n", out_path);
-    } else {
-        qemu_plugin_outs(buf);
-    }
+    plugin_emit("qemu_vcount", out_path, buf);
     free(buf);
 }
 

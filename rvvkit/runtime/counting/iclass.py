@@ -43,16 +43,22 @@ def read_classes(path: PathLike) -> Dict[str, Any]:
     return data
 
 
-def class_difference(hi: Mapping[str, Any], lo: Mapping[str, Any]) -> Dict[str, Any]:
-    """hi - lo, key by key: the counts of the work one run does and the other does not."""
-    classes: Dict[str, Dict[str, int]] = {}
-    for cls in sorted(set(hi["classes"]) | set(lo["classes"])):
-        a, b = hi["classes"].get(cls, {}), lo["classes"].get(cls, {})
+def table_difference(hi: Mapping, lo: Mapping, name: str) -> Dict[str, Dict[str, int]]:
+    """hi - lo of one {class: {"m4.e32": n}} table, zero cells dropped; a cell the larger run
+    counts fewer of is an error (`name` says which table)."""
+    out: Dict[str, Dict[str, int]] = {}
+    for cls in sorted(set(hi) | set(lo)):
+        a, b = hi.get(cls, {}), lo.get(cls, {})
         diff = {k: a.get(k, 0) - b.get(k, 0) for k in sorted(set(a) | set(b))}
         if any(v < 0 for v in diff.values()):
-            raise ValueError(f"class {cls} counts fewer in the larger run: {diff}")
+            raise ValueError(f"{name} {cls} counts fewer in the larger run: {diff}")
         diff = {k: v for k, v in diff.items() if v}
         if diff:
-            classes[cls] = diff
+            out[cls] = diff
+    return out
+
+
+def class_difference(hi: Mapping[str, Any], lo: Mapping[str, Any]) -> Dict[str, Any]:
+    """hi - lo, key by key: the counts of the work one run does and the other does not."""
     out = {k: hi[k] - lo[k] for k in ("insns", "work_weighted_vector_ops")}
-    return dict(out, classes=classes)
+    return dict(out, classes=table_difference(hi["classes"], lo["classes"], "class"))

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ...errors import ExecutionError, RvvkitError
 from ...jit import targets
+from .iclass import table_difference
 from .icount import COUNT_KEYS, _qemu_opt_escape, plugin_path
 
 _FACTS = targets.riscv().get("qemu", "counting")
@@ -114,25 +115,12 @@ def read_vcounts(path: PathLike) -> Dict[str, Any]:
     return out
 
 
-def _table_difference(hi: Mapping, lo: Mapping, name: str) -> Dict[str, Dict[str, int]]:
-    out: Dict[str, Dict[str, int]] = {}
-    for cls in sorted(set(hi) | set(lo)):
-        a, b = hi.get(cls, {}), lo.get(cls, {})
-        diff = {k: a.get(k, 0) - b.get(k, 0) for k in sorted(set(a) | set(b))}
-        if any(v < 0 for v in diff.values()):
-            raise ValueError(f"{name} {cls} counts fewer in the larger run: {diff}")
-        diff = {k: v for k, v in diff.items() if v}
-        if diff:
-            out[cls] = diff
-    return out
-
-
 def difference(hi: Mapping[str, Any], lo: Mapping[str, Any]) -> Dict[str, Any]:
     """hi - lo: totals, per thread (icount.per_run's rules) and each class table."""
     from .icount import per_run
     out = per_run(hi, lo, 1, whole=True)
     for name in TABLES:
-        out[name] = _table_difference(hi[name], lo[name], name)
+        out[name] = table_difference(hi[name], lo[name], name)
     return out
 
 
