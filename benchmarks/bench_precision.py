@@ -66,10 +66,6 @@ def load(name: str, resnet_scale: float):
     return model, sample_inputs(model)
 
 
-def weighted(c) -> float:
-    return c["insns"] - c["vector_insns"] + c["lmul_weighted_vector_ops"]
-
-
 def measure(name: str, vlens, resnet_scale: float, isa: str):
     model, feeds = load(name, resnet_scale)
     ref = ort_session(model).run(None, feeds)[0]
@@ -91,7 +87,7 @@ def measure(name: str, vlens, resnet_scale: float, isa: str):
             err = float(np.abs(out - ref).max() / np.abs(ref).max())
             rows.append({"model": name, "precision": precision, "vlen": vlen, "isa": isa,
                          "insns": c["insns"], "vector_insns": c["vector_insns"],
-                         "weighted": weighted(c),
+                         "weighted": cycle_model.weighted_instructions(c),
                          "vl_weighted": c.get("vl_weighted_vector_ops"),
                          "rel_error": err, "x60_model_ms": x60,
                          "top1_agrees": bool(out.reshape(out.shape[0], -1).argmax(1).tolist()

@@ -17,6 +17,8 @@ import contextlib
 import contextvars
 from typing import Iterator, Optional, Tuple
 
+from .rvv import FP16_GUARD
+
 PRECISIONS: Tuple[str, ...] = ("fp32", "fp16", "auto")
 
 _PRECISION: contextvars.ContextVar = contextvars.ContextVar("rvvkit_precision", default="fp32")
@@ -43,3 +45,22 @@ def precision() -> str:
 def wants_half() -> bool:
     """Whether lowerings should emit their float16 forms."""
     return precision() != "fp32"
+
+
+# The C of the two forms, for every kernel that has a float16 one: `fp16` compiles only where
+# Zvfh is; `auto` keeps both branches compiled everywhere (a constant picks one, so neither's
+# helpers go unused), the float16 one's intrinsics under the guard.
+NO_FP16 = ('#error "this artifact was built with --precision fp16: compile it for a core with '
+           'Zvfh (e.g. rvvkit run --on qemu --isa k1), or rebuild with --precision auto"')
+
+
+def fp16_only(half: str) -> str:
+    """C statements: `half` where the code is compiled for Zvfh, else a compile error."""
+    return f"{FP16_GUARD}\n{half.rstrip()}\n#else\n{NO_FP16}\n#endif\n"
+
+
+def fp16_or(half: str, other: str) -> str:
+    """C statements: `half` where the code is compiled for Zvfh, `other` elsewhere."""
+    return (f"{FP16_GUARD}\nconst int half = 1;\n#else\nconst int half = 0;\n#endif\n"
+            f"if (half) {{\n{FP16_GUARD}\n{half.rstrip()}\n#endif\n}} else {{\n"
+            f"{other.rstrip()}\n}}\n")

@@ -221,7 +221,7 @@ def _every_form_model():
     return make_model(nodes, [("x", [1, 16, 14, 14])], [("y", [1, 64, 7, 7])], inits)
 
 
-def _compilers(tmp_path):
+def _compilers():
     """(name, argv prefix) of the riscv64 compilers here that target the K1 profile."""
     import shutil
     import subprocess
@@ -247,7 +247,7 @@ def test_float16_source_compiles_warning_clean_as_c_and_cpp(precision, tmp_path)
     src = art.c_source
     assert src.count("vfwmacc") >= 5 and "rvk_conv_phase_split_f16" in src and "gemm16" in src
     (tmp_path / "m.c").write_text(src)
-    compilers = _compilers(tmp_path)
+    compilers = _compilers()
     if not compilers:
         pytest.skip("no riscv64 compiler with Zvfh here (clang-16 or zig: scripts/setup.sh)")
     for name, cc in compilers:

@@ -12,8 +12,7 @@ from ...loops import cdiv, loop
 from ...rvv import FP16_GUARD, GUARD, guarded, header, vle, vop, vse, vsetvl, vsetvlmax, vt
 from .im2col import PhaseGrid, tag
 from ..gemm.emit import NOINLINE
-from ...precision import precision, wants_half
-from .half import NO_FP16
+from ...precision import NO_FP16, fp16_or, precision, wants_half
 
 DW_ROWS, DW_COLS = 4, 32          # register block of the depthwise kernel: 8 zmm here
 DW_CHUNK = DW_ROWS * DW_COLS
@@ -272,8 +271,8 @@ rvk_vcopy_rows(y + (ptrdiff_t)nc * {ho * wo}, {wo}, g, {pg.wq}, 1, {wo}, {ho});
     split = f"{sname}(x + (ptrdiff_t)nc * {h * w}, ws);"
     if half_form:
         hname, hcode = pg.split_half()
-        split = (f"if (half) {{\n{FP16_GUARD}\n    {hname}(x + (ptrdiff_t)nc * {h * w}, "
-                 f"(_Float16 *)(ws + {gbuf + qpad}));\n#endif\n}} else {{\n    {split}\n}}")
+        split = fp16_or(f"{hname}(x + (ptrdiff_t)nc * {h * w}, "
+                        f"(_Float16 *)(ws + {gbuf + qpad}));", split)
     body = f"""{"" if parts else clear}for (int nc = {first}; nc < {last}; ++nc) {{
     const float *g = ws + {gbuf};   /* written through ws: not restrict */
 {indent(split, directives=True)}
@@ -284,8 +283,6 @@ rvk_vcopy_rows(y + (ptrdiff_t)nc * {ho * wo}, {wo}, g, {pg.wq}, 1, {wo}, {ho});
     support = {**header(), **act_rvv_support(act, 1), **act_rvv_support(act, 2),
                **act_rvv_support(act, 4), sname: scode, tname: tcode, gname: gcode}
     if half_form:
-        body = (f"{FP16_GUARD}\nconst int half = 1;\n#else\nconst int half = 0;\n#endif\n"
-                + body)
         support[hname] = hcode
     code = indent(body, directives=True) + "\n"
     wsize = gbuf + qpad + hbuf

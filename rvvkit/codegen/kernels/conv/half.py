@@ -23,12 +23,8 @@ from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param
 from ...loops import cdiv
 from ...rvv import header
-from ...rvv import FP16_GUARD
-from .half_gemm import HalfGemm, convert_run, operand_halves, plan, to_half
-
-NO_FP16 = ('#error "this artifact was built with --precision fp16: compile it for a core with '
-           'Zvfh (e.g. rvvkit run --on qemu --isa k1), or rebuild with --precision auto"')
-
+from ...precision import fp16_only, fp16_or
+from .half_gemm import HalfGemm, convert_run, operand_halves, plan
 
 def pointwise(ws_, strides, pads) -> bool:
     return tuple(ws_[2:]) == (1, 1) and tuple(strides) == (1, 1) and not any(pads)
@@ -109,7 +105,8 @@ def half_body(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[A
     g = gemm_of(ws_, ys)
     m, hw = g.m, g.cols
     prep = ("/* the input to float16 once: every output channel reads all of it */\n"
-            + to_half(cin * hw) if pointwise(ws_, *geometry[:2]) else
+            + convert_run("xh", "xn", str(cin * hw), cin * hw) if pointwise(ws_, *geometry[:2])
+            else
             _im2col_half(xs, ws_, ys, *geometry))
     gemm = g.loops(lambda i: _epilogue(g, i, bias, residual, act))
     per_image = [f"const float *__restrict xn = x + (ptrdiff_t)n * {cin * h * w};",
@@ -151,8 +148,7 @@ def support_of(act: Optional[Act]) -> dict:
 def half_only(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[Act], params,
               spec) -> Lowered:
     """`--precision fp16`: the float16 form alone, its weights stored as float16."""
-    body = f"{FP16_GUARD}\n{half_body(xs, ws_, ys, geometry, bias, residual, act, 'w')}\n" \
-        f"#else\n{NO_FP16}\n#endif\n"
+    body = fp16_only(half_body(xs, ws_, ys, geometry, bias, residual, act, "w"))
     params = tuple(Param(p.name, p.const, "float16") if p.name == "w" else p for p in params)
     kern = Kernel(_hint(ws_, geometry, "f16"), params, indent(body, directives=True) + "\n",
                   workspace_of(ws_, ys), support_of(act),
@@ -167,10 +163,8 @@ def combine(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[Act
     form (weights `wh`, the parameter after `w`); the compiler's target keeps one. Both are
     compiled everywhere (neither's helpers go unused), the float16 one only under Zvfh."""
     dk = direct.kernel
-    body = (f"{FP16_GUARD}\nconst int half = 1;\n#else\nconst int half = 0;\n#endif\n"
-            f"if (half) {{\n{FP16_GUARD}\n"
-            f"{half_body(xs, ws_, ys, geometry, bias, residual, act, 'wh')}\n#endif\n"
-            f"}} else {{\n{dk.body.rstrip()}\n}}\n(void)wh;\n")
+    body = fp16_or(half_body(xs, ws_, ys, geometry, bias, residual, act, "wh"),
+                   dk.body) + "(void)wh;\n"
     support = dict(dk.support)
     support.update(support_of(act))
     params = dk.params[:2] + (Param("wh", True, "float16"),) + dk.params[2:]

@@ -196,9 +196,14 @@ def _k_steps(k: int, vec: str, vstride: int, sc: str, sstride: int, reg: str, st
     return "\n".join(out)
 
 
+def _vlen() -> int:
+    """The VLEN layouts are chosen for: the build's (--vlen), else the K1's."""
+    return target_vlen() or DEFAULT_VLEN
+
+
 def plan(m: int, k: int, cols: int, block: int = BLOCK) -> HalfGemm:
     """The orientation that leaves fewer lanes and rows empty at the build's VLEN."""
-    lanes = (target_vlen() or DEFAULT_VLEN) * 2 // 16
+    lanes = _vlen() * 2 // 16
     rn, rt = rows_for(m, block), rows_for(cols, block)
     normal = cdiv(m, rn) * rn * cdiv(cols, lanes) * lanes
     trans = cdiv(cols, rt) * rt * cdiv(m, lanes) * lanes
@@ -217,7 +222,7 @@ def convert_run(dst: str, src: str, n: str, longest: int, stride: int = 1) -> st
     """C: n floats from `src` (every `stride`-th) to float16 at `dst`, strip-mined at the
     smallest LMUL whose register group holds `longest` floats at the build's VLEN (a row of 7
     at LMUL 8 would cost eight registers' work for one register's elements)."""
-    per_reg = (target_vlen() or DEFAULT_VLEN) // 32
+    per_reg = _vlen() // 32
     L = next((l for l in (1, 2, 4) if l * per_reg >= longest), 8)
     h = _F16_OF[L]
     load = (f"__riscv_vle32_v_f32m{L}({src} + j, vl)" if stride == 1 else
@@ -225,15 +230,6 @@ def convert_run(dst: str, src: str, n: str, longest: int, stride: int = 1) -> st
     return f"""for (size_t j = 0, vl; j < (size_t)({n}); j += vl) {{
     vl = __riscv_vsetvl_e32m{L}((size_t)({n}) - j);
     __riscv_vse16_v_f16{h}({dst} + j, __riscv_vfncvt_f_f_w_f16{h}({load}, vl), vl);
-}}"""
-
-
-def to_half(n_elems: int, src: str = "xn") -> str:
-    """C: n_elems floats at `src` to float16 in xh."""
-    return f"""for (size_t i = 0, vl; i < {n_elems}; i += vl) {{
-    vl = __riscv_vsetvl_e32m8({n_elems} - i);
-    __riscv_vse16_v_f16m4(xh + i, __riscv_vfncvt_f_f_w_f16m4(
-        __riscv_vle32_v_f32m8({src} + i, vl), vl), vl);
 }}"""
 
 
@@ -250,7 +246,7 @@ def gemm_function(name: str, g: HalfGemm) -> str:
     return f"""{FP16_GUARD}
 static void {name}(const _Float16 *__restrict wp, const float *__restrict xn,
     float *__restrict out, _Float16 *__restrict xh) {{
-{indent(to_half(g.k * g.cols))}
+{indent(convert_run("xh", "xn", str(g.k * g.cols), g.k * g.cols))}
     const size_t vmax = __riscv_vsetvlmax_e16m2();
 {indent(g.loops(store))}
 }}

@@ -25,9 +25,9 @@ from ....ops.activations import Act, act_expr, act_rvv_support, has_vector_form
 from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ...loops import cdiv
-from ...rvv import GUARD, header, vle, vop, vse
+from ...rvv import FP16_GUARD, GUARD, header, vle, vop, vse
 from . import half_gemm as hg
-from .half import NO_FP16
+from ...precision import fp16_only, fp16_or
 from . import winograd_transforms as wg
 from ..gemm.core import core
 from ..gemm.spec import Epilogue, Side
@@ -424,7 +424,7 @@ def _half_gemms(g: Geo, g16: "hg.HalfGemm", base: str, support, form: str, decls
     wname = "w" if form == "fp16" else "wh"
     fn, part = f"{base}_gemm16_fn", f"{base}_gemm16"
     support[fn] = hg.gemm_function(fn, g16)
-    support[part] = f"""{hg.FP16_GUARD}
+    support[part] = f"""{FP16_GUARD}
 static void {part}(const rvk_half *__restrict wh, const float *__restrict v,
     float *__restrict mb, float *__restrict sc, int e) {{   /* OUT_e = U_e . V_e in float16 */
     {fn}((const _Float16 *)wh + (ptrdiff_t)e * {hsz}, v + (ptrdiff_t)e * {g.c * g.t},
@@ -435,10 +435,7 @@ static void {part}(const rvk_half *__restrict wh, const float *__restrict v,
     task, text, call16 = _pool_trio(part, [("const rvk_half *", wname), ("const float *", "v"),
                                            ("float *", "mb")],
                                     wg.NE, wg.NE * g.m * g.t * g.c, hscratch)
-    support[task] = f"{hg.FP16_GUARD}\n{text}#endif\n"
+    support[task] = f"{FP16_GUARD}\n{text}#endif\n"
     if form == "fp16":
-        return (f"{hg.FP16_GUARD}\n{decls}\n{call_in}\n{call16}\n{call_out}\n#else\n"
-                f"{NO_FP16}\n#endif\n")
-    return (f"{decls}\n{call_in}\n{hg.FP16_GUARD}\nconst int half = 1;\n#else\n"
-            f"const int half = 0;\n#endif\nif (half) {{\n{hg.FP16_GUARD}\n{call16}\n"
-            f"#endif\n}} else {{\n{call_gemm}\n}}\n{call_out}\n(void)wh;\n")
+        return fp16_only(f"{decls}\n{call_in}\n{call16}\n{call_out}")
+    return f"{decls}\n{call_in}\n{fp16_or(call16, call_gemm)}{call_out}\n(void)wh;\n"
