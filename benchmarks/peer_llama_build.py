@@ -41,6 +41,9 @@ LLAMA_COMMIT = "82bb48500a9a6b3374da2cf5811695369278e4d3"
 MIRROR_ROOT = Path("/work/.mirror")
 DEFAULT_WORK = Path.home() / ".cache" / "rvvkit-peer-llama"
 
+# GGML_NATIVE off: the target is not the build machine (the variants add their -march); OpenMP
+# off (its default is on): the counts are of one thread, which then runs on ggml's own thread
+# code with nothing to wait for (docs/benchmarks.md says so beside the tables)
 COMMON_OPTS = [
     "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF",
     "-DGGML_OPENMP=OFF", "-DGGML_CCACHE=OFF", "-DGGML_BACKEND_DL=OFF",

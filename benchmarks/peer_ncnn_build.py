@@ -39,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 RUNNER_SOURCE = HERE / "ncnn_runner.cpp"
 TOOL_FILES = ("tools/quantize", "tools/modelwriter.h", "tests/prng.h")
 
+# OpenMP off (ncnn's default is on): the counts are of one thread, and OpenMP's start-up and
+# idle spinning would land in them (docs/benchmarks.md says so beside the tables)
 COMMON = ["-DCMAKE_BUILD_TYPE=Release", "-DNCNN_VULKAN=OFF", "-DNCNN_OPENMP=OFF",
           "-DNCNN_SHARED_LIB=OFF", "-DNCNN_BUILD_EXAMPLES=OFF", "-DNCNN_BUILD_BENCHMARK=OFF",
           "-DNCNN_BUILD_TESTS=OFF", "-DNCNN_PYTHON=OFF", "-DNCNN_BUILD_TOOLS=OFF",
