@@ -51,7 +51,10 @@ class Kernel:
                the emitter spreads over threads (codegen/parallel.py); None: one thread.
     prologue:  C statements a thread runs once before the parts it takes of a split kernel (the
                workspace's setup that every part relies on and no part undoes, e.g. padding
-               cleared once); run before the body wherever the kernel runs whole.
+               cleared once); run before the body wherever the kernel runs whole. It may read
+               the kernel's parameters by name.
+    prologue_shared: the parts only read what the prologue wrote in the workspace, so one
+               run of it can serve all parts (the CUDA form runs it once, not per thread).
     spec:      what the kernel computes, independent of the C body: {"op": ..., shapes and
                attributes, layouts of transformed weights}, built by `make_spec` with exactly
                the keys SPEC_KEYS declares for the kind. Other dialects (CUDA) generate their
@@ -67,6 +70,7 @@ class Kernel:
     status: bool = False
     split: Optional[Split] = None
     prologue: str = ""
+    prologue_shared: bool = False
 
     def signature(self, name: str) -> str:
         ps = [p.decl() for p in self.params]
@@ -77,8 +81,8 @@ class Kernel:
 
     def key(self) -> Tuple:
         """Identity for de-duplication: two kernels with the same key are the same function."""
-        return (tuple(self.params), self.prologue, self.body, self.workspace, self.status,
-                self.split)
+        return (tuple(self.params), self.prologue, self.prologue_shared, self.body,
+                self.workspace, self.status, self.split)
 
 
 # A lowering may ask for a constant input to be stored transformed (for example a weight matrix

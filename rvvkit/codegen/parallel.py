@@ -37,7 +37,11 @@ def define(name: str, kernel, body: str) -> str:
     names = ", ".join(p.name for p in params)
     scratch = ("ws", kernel.workspace) if kernel.workspace else ("(float *)0", 0)
     unused = "" if kernel.workspace else "\n    (void)ws;"
-    prologue = ("\n" + indent(kernel.prologue.strip())) if kernel.prologue else ""
+    prologue = ""
+    if kernel.prologue:   # by the parameters' names, as where the kernel runs whole
+        named = "".join(f"\n    {p.decl()} = {c};\n    (void){p.name};"
+                        for p, c in zip(params, casts))
+        prologue = f"\n    {{{named}\n{indent(kernel.prologue.strip(), 2, directives=True)}\n    }}"
     return f"""static void {name}_rows({', '.join(decls + ['int rvk_lo', 'int rvk_hi'])}) {{
 {body.rstrip()}
 }}
@@ -61,7 +65,8 @@ static void {name}_task(void *ctx, int task, int ntasks, float *ws) {{
 def plain(name: str, kernel, body: str, extra: str = "", prologue: bool = True) -> str:
     """The definition of a kernel that runs on its caller's thread alone (its prologue unless
     `prologue` is False, then `body`)."""
-    pro = indent(kernel.prologue.strip()) + "\n" if kernel.prologue and prologue else ""
+    pro = indent(kernel.prologue.strip(), directives=True) + "\n" \
+        if kernel.prologue and prologue else ""
     return f"{kernel.signature(name)} {{{extra}\n{pro}{body.rstrip()}\n}}\n"
 
 

@@ -43,6 +43,11 @@ NBITS_CASES = [
     ("acc4_b8_bias", 1, 128, 65, 8, 32, "", True),
     ("acc4_b8_zp_rows2", 2, 96, 40, 8, 32, "u8", False),
     ("acc4_b4_blk16_float_zp", 1, 64, 33, 4, 16, "f32", False),   # computed in float
+    # rows two at a time and a last odd one; 16-bit sums that wrap (4 bits, blocks <= 32)
+    ("acc4_b4_rows5_zp_bias", 5, 96, 77, 4, 32, "u8", True),
+    ("acc4_b4_blk16_rows4", 4, 64, 33, 4, 16, "", False),
+    ("acc4_b8_rows3_zp_bias", 3, 128, 65, 8, 32, "u8", True),
+    ("acc4_b4_rows2_k_tail", 2, 200, 40, 4, 32, "", False),
     # scales rounded to bfloat16 values: stored in 16 bits, widened as they are read
     ("s16_b4_gemv", 1, 64, 40, 4, 32, "", False),
     ("s16_b8_bias", 2, 128, 65, 8, 64, "", True),

@@ -4,93 +4,103 @@ output columns, each packed weight byte read once per row:
 
     y[n] = sum_blk sw[blk, n] * (sum_k a[k] * code[k, n] - zp[blk, n] * sum_k a[k])
 
-The block sums of the activation row are computed once per row (workspace); onnxruntime
+The block sums of the activation rows are computed once per thread (the prologue, into the
+workspace), not once per part of the columns; onnxruntime
 dequantizes first and then multiplies, so the two differ by float rounding only."""
 from __future__ import annotations
 
+from ... import rvv
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_columns, row_body,
+from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rows_loop,
                            rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
                                      "scales"))
 
 
-def _block_sums(k: int, nb: int, block: int) -> str:
-    return f"""        const float *__restrict x = a + i * {k};
-        for (long blk = 0; blk < {nb}; ++blk) {{
-            const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
-            float s = 0.0f;
-            for (long t = blk * {block}; t < k1; ++t) s += x[t];
-            asum[blk] = s;
-        }}
+def _block_sums(m: int, k: int, nb: int, block: int) -> str:
+    """C (the prologue): every row's block sums, row i's at ws + i * nb."""
+    body = f"""const float *__restrict x = a + i * {k};
+for (long blk = 0; blk < {nb}; ++blk) {{
+    const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
+    float s = 0.0f;
+    for (long t = blk * {block}; t < k1; ++t) s += x[t];
+    ws[i * {nb} + blk] = s;
+}}
 """
+    return rows_loop(0, m, 1, body)
+
+
+def _row(k: int, nb: int) -> str:
+    return (f"const float *__restrict x = a + i * {k};\n"
+            f"const float *__restrict asum = ws + i * {nb};\n"
+            "(void)asum;   /* unused where the zero point is 0 */\n")
 
 
 def _zero_point(zp_kind: str, bits: int, n: int, col: str) -> str:
     return f"zp[blk * {n} + {col}]" if zp_kind else f"{default_zero_point(bits)!r}f"
 
 
-def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
+def _portable(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
               bias: bool, scales: str) -> str:
     width = width_of(n, bits)
     code = (f"(float)(c < {width} ? (q[t * {width} + c] & 15) : "
             f"(q[t * {width} + c - {width}] >> 4))") if bits == 4 else \
         f"(float)q[t * {width} + c]"
     cols = f"""for (long c = c0; c < c1; ++c) {{
-                float acc = {"bias[c]" if bias else "0.0f"};
-                for (long blk = 0; blk < {nb}; ++blk) {{
-                    const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
-                    float dot = 0.0f;
-                    for (long t = blk * {block}; t < k1; ++t) dot += x[t] * {code};
-                    acc += {scale_at(f"blk * {n} + c", scales)} *
-                           (dot - {_zero_point(zp_kind, bits, n, "c")} * asum[blk]);
-                }}
-                y[i * {n} + c] = acc;
-            }}"""
-    return portable_columns(n, bits, cols)
+    float acc = {"bias[c]" if bias else "0.0f"};
+    for (long blk = 0; blk < {nb}; ++blk) {{
+        const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
+        float dot = 0.0f;
+        for (long t = blk * {block}; t < k1; ++t) dot += x[t] * {code};
+        acc += {scale_at(f"blk * {n} + c", scales)} *
+               (dot - {_zero_point(zp_kind, bits, n, "c")} * asum[blk]);
+    }}
+    y[i * {n} + c] = acc;
+}}"""
+    return rows_loop(0, m, 1, _row(k, nb) + portable_columns(n, bits, cols))
 
 
-def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
+def _rvv(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
          scales: str) -> str:
     width = width_of(n, bits)
 
     def finish(acc: str, col: str, out: str) -> str:
-        return f"""                    {rvv_zero_point(zp_kind, bits, n, acc, col, "asum[blk]")}
-                    {out} = __riscv_vfmacc_vv_f32m4({out}, {acc},
-                        {scale_load(f"blk * {n} + {col}", scales)}, vl);"""
+        return f"""{rvv_zero_point(zp_kind, bits, n, acc, col, "asum[blk]")}
+{out} = __riscv_vfmacc_vv_f32m4({out}, {acc},
+    {scale_load(f"blk * {n} + {col}", scales)}, vl);"""
     zero = "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
     k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
     if bits == 4:
-        per_block = f"""                    vfloat32m4_t flo = {zero}, fhi = flo;
-                    for (long t = blk * {block}; t < {k1}; ++t) {{
-                        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
-                        flo = __riscv_vfmacc_vf_f32m4(flo, x[t], __riscv_vfcvt_f_xu_v_f32m4(
-                            __riscv_vzext_vf4_u32m4(__riscv_vand_vx_u8m1(qv, 15, vl), vl),
-                            vl), vl);
-                        fhi = __riscv_vfmacc_vf_f32m4(fhi, x[t], __riscv_vfcvt_f_xu_v_f32m4(
-                            __riscv_vzext_vf4_u32m4(__riscv_vsrl_vx_u8m1(qv, 4, vl), vl),
-                            vl), vl);
-                    }}
-{finish("flo", "j", "ylo")}
-{finish("fhi", f"j + {width}", "yhi")}"""
+        per_block = f"""vfloat32m4_t flo = {zero}, fhi = flo;
+for (long t = blk * {block}; t < {k1}; ++t) {{
+    const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+    flo = __riscv_vfmacc_vf_f32m4(flo, x[t], __riscv_vfcvt_f_xu_v_f32m4(
+        __riscv_vzext_vf4_u32m4(__riscv_vand_vx_u8m1(qv, 15, vl), vl),
+        vl), vl);
+    fhi = __riscv_vfmacc_vf_f32m4(fhi, x[t], __riscv_vfcvt_f_xu_v_f32m4(
+        __riscv_vzext_vf4_u32m4(__riscv_vsrl_vx_u8m1(qv, 4, vl), vl),
+        vl), vl);
+}}
+{finish("flo", "j", "o0lo")}
+{finish("fhi", f"j + {width}", "o0hi")}"""
     else:
-        per_block = f"""                    vfloat32m4_t facc = {zero};
-                    for (long t = blk * {block}; t < {k1}; ++t)
-                        facc = __riscv_vfmacc_vf_f32m4(facc, x[t], __riscv_vfcvt_f_x_v_f32m4(
-                            __riscv_vsext_vf4_i32m4(
-                                __riscv_vle8_v_i8m1(q + t * {width} + j, vl), vl), vl), vl);
-{finish("facc", "j", "ylo")}"""
-    return rvv_columns(n, bits, bias, nb, per_block)
+        per_block = f"""vfloat32m4_t facc = {zero};
+for (long t = blk * {block}; t < {k1}; ++t)
+    facc = __riscv_vfmacc_vf_f32m4(facc, x[t], __riscv_vfcvt_f_x_v_f32m4(
+        __riscv_vsext_vf4_i32m4(
+            __riscv_vle8_v_i8m1(q + t * {width} + j, vl), vl), vl), vl);
+{finish("facc", "j", "o0lo")}"""
+    return rows_loop(0, m, 1, _row(k, nb) + rvv_columns(n, bits, bias, nb, per_block))
 
 
 def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
                      bias: bool, scales: str = "float32") -> Lowered:
-    """Params as nbits_layout.column_kernel. Workspace: the row's block sums."""
+    """Params as nbits_layout.column_kernel. Workspace: the rows' block sums, written by the
+    prologue."""
     nb = nbits.blocks_of(k, block)
-    per_row = row_body(_block_sums(k, nb, block),
-                       _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
-                       _portable(k, n, bits, block, nb, zp_kind, bias, scales))
-    return column_kernel("matmul_nbits_f32", m, k, n, bits, block, zp_kind, bias,
-                         "    float *__restrict asum = ws;\n", per_row, nb, scales)
+    per_part = rvv.guarded(_rvv(m, k, n, bits, block, nb, zp_kind, bias, scales),
+                           _portable(m, k, n, bits, block, nb, zp_kind, bias, scales))
+    return column_kernel("matmul_nbits_f32", m, k, n, bits, block, zp_kind, bias, "",
+                         per_part, m * nb, scales, prologue=_block_sums(m, k, nb, block))

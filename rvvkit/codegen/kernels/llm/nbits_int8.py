@@ -1,13 +1,19 @@
 """MatMulNBits with int8 activations (accuracy_level 4: onnxruntime quantizes each block of
 the activation row to int8 with scale amax / 127 and sums integer products per block):
 
-    y[n] = sum_blk sa[blk] * sw[blk, n] * (sum_k aq[k] * code[k, n] - zp[blk, n] * sum_k aq[k])
+    y[n] = sum_blk sw[blk, n] * (sa[blk] * (sum_k aq[k] * code[k, n] - zp[blk, n] * sum_k aq[k]))
 
 The weights are in the column layout of nbits_layout.py, so a vector runs along output
-columns. Per k a vector loads one byte per column pair, splits the nibbles and multiplies
-them by the activation scalar into 16-bit sums (16 steps fit: 16 * 128 * 15 < 2^15), which
-are widened into 32-bit sums; each packed weight byte is read once per generated token.
-The portable path computes the same integer sums in scalar C."""
+columns. The activation rows are quantized once per thread (the kernel's prologue), not once
+per part of the columns. Per k a vector loads one byte per column (pair), splits the nibbles
+and multiplies them by the activation scalar into 16-bit sums; each packed weight byte is
+read once per pair of rows (a prompt chunk's rows go two at a time, sharing the loads and
+nibble splits).
+
+At 4 bits with blocks of at most 32 the 16-bit sums need no 32-bit ones: they may wrap, but
+the block's sum of aq * (code - 8) lies within 32 * 127 * 8 = 32512, so the 16-bit sum less
+8 * sum(aq) is that value exactly. The portable path computes the same integer sums in scalar
+C; both apply the scales in one order, so their results are equal."""
 from __future__ import annotations
 
 from textwrap import dedent
@@ -16,15 +22,18 @@ from ... import rvv
 from ...cfmt import indent
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_columns, row_body,
+from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rows_loop,
                            rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
                                      "scales"))
 
+WRAP_BLOCK = 32   # the largest 4-bit block whose 16-bit sums need no 32-bit ones (above)
+
+
 def _quantize_row(k: int, nb: int, block: int) -> str:
-    """C: row i of `a` to int8 blocks in the workspace (aq, sa, asum), as onnxruntime's MLAS
-    does it: scale amax / 127, values times 127 / amax rounded to nearest even."""
+    """C: row `x` to int8 blocks (aq, sa, asum), as onnxruntime's MLAS does it: scale
+    amax / 127, values times 127 / amax rounded to nearest even."""
     # RVV: vfcvt.x.f rounds in the dynamic mode, nearest even by default. (A compiler's own
     # vectorisation of the scalar loop tripped QEMU 7.2's translator: an assertion.)
     rvv_block = """            size_t vl;
@@ -60,8 +69,7 @@ def _quantize_row(k: int, nb: int, block: int) -> str:
             asum[blk] = sum;
 """
     guarded = indent(rvv.guarded(dedent(rvv_block), dedent(portable_block)), directives=True)
-    return f"""const float *__restrict x = a + i * {k};
-for (long blk = 0; blk < {nb}; ++blk) {{
+    return f"""for (long blk = 0; blk < {nb}; ++blk) {{
     const long k0 = blk * {block}, k1 = k0 + {block} < {k} ? k0 + {block} : {k};
 {guarded}
     for (long t = k1; t < k0 + {block}; ++t) aq[t] = 0;   /* K's tail */
@@ -70,84 +78,176 @@ for (long blk = 0; blk < {nb}; ++blk) {{
 """
 
 
-def _portable(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
-              bias: bool, scales: str) -> str:
+class _Layout:
+    """Where the quantized rows lie in the workspace: row i's int8 values at aqs + i * row
+    bytes (a whole number of blocks, rounded up to words), its block scales and sums at
+    sas / asums + i * blocks."""
+
+    def __init__(self, m: int, k: int, block: int):
+        self.m, self.k, self.nb = m, k, nbits.blocks_of(k, block)
+        self.words = -(-self.nb * block // 4)
+        self.size = m * (self.words + 2 * self.nb)
+
+    def pointers(self, const: bool) -> str:
+        c = "const " if const else ""
+        m, nb, w = self.m, self.nb, self.words
+        return f"""    {c}int8_t *__restrict aqs = ({c}int8_t *)ws;
+    {c}float *__restrict sas = ws + {m * w};
+    {c}int32_t *__restrict asums = ({c}int32_t *)(ws + {m * (w + nb)});
+"""
+
+    def row(self, r: int, const: bool = True) -> str:
+        """C: aq<r>, sa<r>, asum<r> of row i + r (no suffix for r None)."""
+        c, s = ("const " if const else ""), ("" if r is None else str(r))
+        at = "i" if not r else f"(i + {r})"
+        return (f"{c}int8_t *__restrict aq{s} = aqs + {at} * {4 * self.words};\n"
+                f"{c}float *__restrict sa{s} = sas + {at} * {self.nb};\n"
+                f"{c}int32_t *__restrict asum{s} = asums + {at} * {self.nb};\n"
+                f"(void)asum{s};   /* unused where the zero point is 0 */\n")
+
+    def prologue(self, block: int) -> str:
+        """C: every row of `a` quantized into the workspace."""
+        body = (self.row(None, const=False) + f"const float *__restrict x = a + i * {self.k};\n"
+                + _quantize_row(self.k, self.nb, block))
+        return "{\n" + self.pointers(False) + indent(rows_loop(0, self.m, 1, body)) + "}\n"
+
+
+def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
+              scales: str) -> str:
     width = width_of(n, bits)
-    z = "zp[blk * {n} + c]".format(n=n) if zp_kind else f"{default_zero_point(bits)!r}f"
+    z = f"zp[blk * {n} + c]" if zp_kind else f"{default_zero_point(bits)!r}f"
     if bits == 4:
         code = f"(c < {width} ? (q[(long)t * {width} + c] & 15) : " \
                f"(q[(long)t * {width} + c - {width}] >> 4))"
     else:
         code = f"q[(long)t * {width} + c]"
+    if _wraps(bits, block) and zp_kind:    # the stored zero points are less 8 (WRAP form)
+        z = f"({z} + 8.0f)"
     cols = f"""for (long c = c0; c < c1; ++c) {{
-                float acc = {"bias[c]" if bias else "0.0f"};
-                for (long blk = 0; blk < {nb}; ++blk) {{
-                    int32_t dot = 0;
-                    for (long t = blk * {block}; t < blk * {block} + {block}; ++t)
-                        dot += (int32_t)aq[t] * (int32_t){code};
-                    acc += sa[blk] * {scale_at(f"blk * {n} + c", scales)} *
-                           ((float)dot - {z} * (float)asum[blk]);
-                }}
-                y[i * {n} + c] = acc;
-            }}"""
-    return portable_columns(n, bits, cols)
+    float acc = {"bias[c]" if bias else "0.0f"};
+    for (long blk = 0; blk < {lay.nb}; ++blk) {{
+        int32_t dot = 0;
+        for (long t = blk * {block}; t < blk * {block} + {block}; ++t)
+            dot += (int32_t)aq[t] * (int32_t){code};
+        acc += {scale_at(f"blk * {n} + c", scales)} *
+               (((float)dot - {z} * (float)asum[blk]) * sa[blk]);
+    }}
+    y[i * {n} + c] = acc;
+}}"""
+    return rows_loop(0, lay.m, 1, lay.row(None) + portable_columns(n, bits, cols))
 
 
-def _rvv(k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
-         scales: str) -> str:
+def _wraps(bits: int, block: int) -> bool:
+    return bits == 4 and block <= WRAP_BLOCK
+
+
+def _sums(rows: int, width: int, bits: int, block: int) -> str:
+    """RVV: the block's integer sums of `rows` rows: s<r>lo/s<r>hi (vint16m2, wrapped) in the
+    WRAP form, else c<r>lo/c<r>hi (4 bits) or c<r>lo (8 bits) as vint32m4."""
+    rs = range(rows)
+    if _wraps(bits, block):
+        zeros = ", ".join(f"s{r}{h} = __riscv_vmv_v_x_i16m2(0, vl)" for r in rs
+                          for h in ("lo", "hi"))
+        macs = "\n".join(f"    s{r}{h} = __riscv_vwmaccsu_vx_i16m2(s{r}{h}, aq{r}[t], {h}, vl);"
+                         for r in rs for h in ("lo", "hi"))
+        # steps of 16 at most: loops of 16 trips are unrolled by the compilers, of 32 not
+        step = min(block, 16)
+        return f"""vint16m2_t {zeros};
+for (long h = blk * {block}; h < blk * {block} + {block}; h += {step}) {{
+    for (long t = h; t < h + {step}; ++t) {{
+        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+        const vuint8m1_t lo = __riscv_vand_vx_u8m1(qv, 15, vl);
+        const vuint8m1_t hi = __riscv_vsrl_vx_u8m1(qv, 4, vl);
+{indent(macs)}
+    }}
+}}
+"""
+    if bits == 4:   # larger blocks, one row: 16 steps fit 16 bits (16 * 128 * 15 < 2^15)
+        return f"""vint32m4_t c0lo = __riscv_vmv_v_x_i32m4(0, vl), c0hi = c0lo;
+for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
+    vint16m2_t slo = __riscv_vmv_v_x_i16m2(0, vl), shi = slo;
+    for (long t = h; t < h + 16; ++t) {{
+        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+        slo = __riscv_vwmaccsu_vx_i16m2(slo, aq0[t], __riscv_vand_vx_u8m1(qv, 15, vl), vl);
+        shi = __riscv_vwmaccsu_vx_i16m2(shi, aq0[t], __riscv_vsrl_vx_u8m1(qv, 4, vl), vl);
+    }}
+    c0lo = __riscv_vwadd_wv_i32m4(c0lo, slo, vl);
+    c0hi = __riscv_vwadd_wv_i32m4(c0hi, shi, vl);
+}}
+"""
+    zeros = ", ".join(f"c{r}lo = __riscv_vmv_v_x_i32m4(0, vl)" for r in rs)
+    # two products fit 16 bits (|aq| <= 127, |code - 128| <= 128); four k per trip, the
+    # 16-bit products all made before the 32-bit sums, so the vector type changes twice per
+    # trip rather than at every product
+    loads = "\n".join(f"    const vint8m1_t w{u} = __riscv_vle8_v_i8m1(q + (t + {u}) * {width} + j, vl);"
+                      for u in range(4))
+    pairs = "\n".join(f"""    const vint16m2_t p{r}{u} = __riscv_vwmacc_vx_i16m2(
+        __riscv_vwmul_vx_i16m2(w{2 * u}, aq{r}[t + {2 * u}], vl), aq{r}[t + {2 * u + 1}],
+        w{2 * u + 1}, vl);""" for r in rs for u in range(2))
+    sums = "\n".join(f"    c{r}lo = __riscv_vwadd_wv_i32m4(__riscv_vwadd_wv_i32m4(c{r}lo, p{r}0, "
+                      f"vl), p{r}1, vl);" for r in rs)
+    return f"""vint32m4_t {zeros};
+for (long t = blk * {block}; t < blk * {block} + {block}; t += 4) {{
+{loads}
+{pairs}
+{sums}
+}}
+"""
+
+
+def _finish(rows: int, n: int, bits: int, block: int, zp_kind: str, scales: str) -> str:
+    """RVV: each row's block sums into its outputs o<r><half>: the zero point's share taken
+    away, times the row's block scale, then the weights' scales (loaded once per half)."""
     width = width_of(n, bits)
-    zero = "__riscv_vmv_v_x_i32m4(0, vl)"
+    out = []
+    for h, col in [("lo", "j")] + ([("hi", f"j + {width}")] if bits == 4 else []):
+        per_row = []
+        for r in range(rows):
+            asum = f"(float)asum{r}[blk]"
+            if _wraps(bits, block):
+                conv = (f"__riscv_vfwcvt_f_x_v_f32m4(__riscv_vsub_vx_i16m2(s{r}{h}, "
+                        f"(int16_t)(8 * asum{r}[blk]), vl), vl)")
+                zp = rvv_zero_point(zp_kind, bits, n, "f", col, asum, default=0.0)
+            else:
+                conv = f"__riscv_vfcvt_f_x_v_f32m4(c{r}{h}, vl)"
+                zp = rvv_zero_point(zp_kind, bits, n, "f", col, asum)
+            per_row.append(f"""{{
+    vfloat32m4_t f = {conv};
+    {zp}
+    f = __riscv_vfmul_vf_f32m4(f, sa{r}[blk], vl);
+    o{r}{h} = __riscv_vfmacc_vv_f32m4(o{r}{h}, f, s, vl);
+}}""")
+        out.append(f"""{{
+    const vfloat32m4_t s = {scale_load(f"blk * {n} + {col}", scales)};
+{indent(chr(10).join(per_row))}
+}}""")
+    return "\n".join(out) + "\n"
 
-    def finish(acc: str, col: str, out: str) -> str:
-        return f"""                    {{
-                        vfloat32m4_t f = __riscv_vfcvt_f_x_v_f32m4({acc}, vl);
-                        {rvv_zero_point(zp_kind, bits, n, "f", col, "(float)asum[blk]")}
-                        const vfloat32m4_t w = __riscv_vfmul_vf_f32m4(
-                            {scale_load(f"blk * {n} + {col}", scales)}, sa[blk], vl);
-                        {out} = __riscv_vfmacc_vv_f32m4({out}, f, w, vl);
-                    }}"""
-    if bits == 4:
-        per_block = f"""                    vint32m4_t ilo = {zero}, ihi = ilo;
-                    for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
-                        vint16m2_t slo = __riscv_vmv_v_x_i16m2(0, vl), shi = slo;
-                        for (long t = h; t < h + 16; ++t) {{
-                            const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
-                            slo = __riscv_vwmaccsu_vx_i16m2(slo, aq[t],
-                                __riscv_vand_vx_u8m1(qv, 15, vl), vl);
-                            shi = __riscv_vwmaccsu_vx_i16m2(shi, aq[t],
-                                __riscv_vsrl_vx_u8m1(qv, 4, vl), vl);
-                        }}
-                        ilo = __riscv_vwadd_wv_i32m4(ilo, slo, vl);
-                        ihi = __riscv_vwadd_wv_i32m4(ihi, shi, vl);
-                    }}
-{finish("ilo", "j", "ylo")}
-{finish("ihi", f"j + {width}", "yhi")}"""
-    else:
-        per_block = f"""                    vint32m4_t iacc = {zero};
-                    for (long t = blk * {block}; t < blk * {block} + {block}; t += 2) {{
-                        /* two products fit 16 bits: |aq| <= 127, |code - 128| <= 128 */
-                        vint16m2_t two = __riscv_vwmul_vx_i16m2(
-                            __riscv_vle8_v_i8m1(q + t * {width} + j, vl), aq[t], vl);
-                        two = __riscv_vwmacc_vx_i16m2(two, aq[t + 1],
-                            __riscv_vle8_v_i8m1(q + (t + 1) * {width} + j, vl), vl);
-                        iacc = __riscv_vwadd_wv_i32m4(iacc, two, vl);
-                    }}
-{finish("iacc", "j", "ylo")}"""
-    return rvv_columns(n, bits, bias, nb, per_block)
+
+def _rvv(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
+         scales: str) -> str:
+    """RVV: rows two at a time (one at a time at 4 bits with blocks over WRAP_BLOCK, whose
+    32-bit sums would not fit the registers twice), then a last odd row."""
+    width = width_of(n, bits)
+    step = 1 if bits == 4 and not _wraps(bits, block) else 2
+
+    def group(rows: int) -> str:
+        per_block = _sums(rows, width, bits, block) + _finish(rows, n, bits, block, zp_kind,
+                                                             scales)
+        return "".join(lay.row(r) for r in range(rows)) + \
+            rvv_columns(n, bits, bias, lay.nb, per_block, rows)
+    paired = lay.m // step * step
+    return rows_loop(0, paired, step, group(step)) + rows_loop(paired, lay.m, 1, group(1))
 
 
 def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
                     bias: bool, scales: str = "float32") -> Lowered:
-    """Params as nbits_layout.column_kernel. Workspace: the quantized row (aq int8, sa float
-    and asum int32 per block)."""
-    nb = nbits.blocks_of(k, block)
-    aq_words = -(-nb * block // 4)
-    setup = f"""    int8_t *__restrict aq = (int8_t *)ws;
-    float *__restrict sa = ws + {aq_words};
-    int32_t *__restrict asum = (int32_t *)(ws + {aq_words + nb});
-"""
-    per_row = row_body(_quantize_row(k, nb, block),
-                       _rvv(k, n, bits, block, nb, zp_kind, bias, scales),
-                       _portable(k, n, bits, block, nb, zp_kind, bias, scales))
-    return column_kernel("matmul_nbits_i8", m, k, n, bits, block, zp_kind, bias, setup,
-                         per_row, aq_words + 2 * nb, scales)
+    """Params as nbits_layout.column_kernel. Workspace: the quantized rows (aq int8, sa float
+    and asum int32 per block), written by the prologue."""
+    lay = _Layout(m, k, block)
+    per_part = rvv.guarded(_rvv(lay, n, bits, block, zp_kind, bias, scales),
+                           _portable(lay, n, bits, block, zp_kind, bias, scales))
+    return column_kernel("matmul_nbits_i8", m, k, n, bits, block, zp_kind, bias,
+                         lay.pointers(True), per_part, lay.size, scales,
+                         prologue=lay.prologue(block),
+                         zp_shift=8.0 if _wraps(bits, block) else 0.0)

@@ -20,7 +20,6 @@ import numpy as np
 from ... import half, rvv
 from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param, make_spec
-from ...loops import loop
 from ...parallel import split_of
 from ....ops.llm import nbits
 
@@ -111,9 +110,12 @@ def scale_support(kind: str) -> Dict[str, str]:
     return {**SCALE_HELPERS[kind], **(half.TO_FLOAT_RVV if kind == "float16" else {})}
 
 
-def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
+def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int,
+                         shift: float = 0.0) -> np.ndarray:
+    """Zero points [N, blocks] -> [blocks, N] floats, in the stored code's terms (at 8 bits
+    the codes are stored less 128), less `shift` (what a kernel already took away)."""
     zf = nbits.zero_points_of(z, n, nbits.blocks_of(k, block), bits)
-    return np.ascontiguousarray(zf.T - (128.0 if bits == 8 else 0.0))
+    return np.ascontiguousarray(zf.T - (128.0 if bits == 8 else 0.0) - shift)
 
 
 def default_zero_point(bits: int) -> float:
@@ -127,19 +129,21 @@ def width_of(n: int, bits: int) -> int:
 
 
 def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_kind: str,
-                  bias: bool, setup: str, per_row: str, workspace: int,
-                  scales: str) -> Lowered:
+                  bias: bool, setup: str, per_part: str, workspace: int, scales: str,
+                  prologue: str = "", zp_shift: float = 0.0) -> Lowered:
     """The kernel around a body: `setup` (workspace pointers), then per part (j0..j1 byte
-    columns) and row i, `per_row`. Params: a [m, k], q (re-laid codes), scales (stored as
-    `scales`, a scale_kind), [zp], [bias], y; the weights' transforms to the layout.
-    `per_row` is written at no indentation (row_body makes it)."""
+    columns) `per_part` (at no indentation: its own loops over the m rows). `prologue`: what
+    every part reads from the workspace and none writes (the rows' block sums, their int8
+    form), computed once per thread rather than once per part. Params: a [m, k], q
+    (re-laid codes), scales (stored as `scales`, a scale_kind), [zp (less `zp_shift`)],
+    [bias], y; the weights' transforms to the layout."""
     width = width_of(n, bits)
     spec: Dict = make_spec(kind, M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
                            bias=bias, pairs=PAIRS, scales=scales)
-    rows = loop("i", 0, m, per_row.rstrip("\n"), "long", flat=True, directives=True)
-    body = f"""{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
+    reads = "    (void)a;   /* read by the prologue */\n" if prologue else ""
+    body = f"""{reads}{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
         const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
-{indent(rows, 2, directives=True)}
+{indent(per_part.rstrip(), 2, directives=True)}
     }}
 """
     split = split_of(-(-width // PAIRS), m * n * k)
@@ -152,65 +156,81 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
     transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
                   2: lambda s: relayout_scales(s, k, n, block)}
     if zp_kind:
-        transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block)
+        transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block, zp_shift)
     return Lowered(Kernel(kind, tuple(params), body, spec=spec, split=split,
                           workspace=workspace, macs=m * n * k,
-                          support={**rvv.header(), **scale_support(scales)}),
+                          support={**rvv.header(), **scale_support(scales)},
+                          prologue=prologue, prologue_shared=bool(prologue)),
                    transforms)
 
 
-def row_body(head: str, rvv_code: str, portable: str) -> str:
-    """What a kernel does per activation row, at no indentation (column_kernel places it):
-    `head`, then the columns by `rvv_code` under the RVV guard, else by `portable`. The three
-    may come at any indentation of their own."""
-    return dedent(head) + rvv.guarded(dedent(rvv_code), dedent(portable))
+def rows_loop(first: int, stop: int, step: int, body: str) -> str:
+    """C: `body` (at no indentation) for rows i = first, first + step, .. < stop: nothing
+    when there are none, once with i fixed when there is one."""
+    if stop <= first:
+        return ""
+    if stop - first <= step:
+        return f"{{\n    const long i = {first};\n{indent(body.rstrip(), 1, directives=True)}\n}}\n"
+    return (f"for (long i = {first}; i < {stop}; i += {step}) {{\n"
+            f"{indent(body.rstrip(), 1, directives=True)}\n}}\n")
 
 
-def rvv_columns(n: int, bits: int, bias: bool, nb: int, per_block: str) -> str:
+def rvv_columns(n: int, bits: int, bias: bool, nb: int, per_block: str, rows: int = 1) -> str:
     """RVV: this part's byte columns j0..j1 strip-mined (vl at e8m1, so i16m2 / i32m4 / f32m4
-    hold as many), float outputs `ylo` (and `yhi`, the high columns at 4 bits) started from
-    the bias, `per_block` run for each block `blk`, then stored (the high half stops at N)."""
+    hold as many) for `rows` rows from row i, float outputs `o<r>lo` (and `o<r>hi`, the high
+    columns at 4 bits) of row i + r started from the bias, `per_block` run for each block
+    `blk`, then stored (the high half stops at N)."""
     width = width_of(n, bits)
     start = "__riscv_vle32_v_f32m4(bias + {col}, vl)" if bias else \
         "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
-    hi = "" if bits == 8 else f"""
-                vfloat32m4_t yhi = {start.format(col=f"j + {width}") if bias else "ylo"};"""
-    store_hi = "" if bits == 8 else f"""
-                const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;
-                if (hi_n > 0) __riscv_vse32_v_f32m4(y + i * {n} + {width} + j, yhi, (size_t)hi_n);"""
-    return f"""            for (long j = j0; j < j1; ) {{
-                const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
-                vfloat32m4_t ylo = {start.format(col="j")};{hi}
-                for (long blk = 0; blk < {nb}; ++blk) {{
-{per_block.rstrip()}
-                }}
-                __riscv_vse32_v_f32m4(y + i * {n} + j, ylo, vl);{store_hi}
-                j += (long)vl;
-            }}
+    halves = [("lo", "j")] + ([("hi", f"j + {width}")] if bits == 4 else [])
+    init = ", ".join(f"o{r}{h} = {start.format(col=col)}" for r in range(rows)
+                     for h, col in halves)
+    stores = []
+    for r in range(rows):
+        out = f"y + (i + {r}) * {n}" if r else f"y + i * {n}"
+        stores.append(f"__riscv_vse32_v_f32m4({out} + j, o{r}lo, vl);")
+        if bits == 4:
+            stores.append(f"if (hi_n > 0) __riscv_vse32_v_f32m4({out} + {width} + j, o{r}hi, "
+                          "(size_t)hi_n);")
+    hi_n = "" if bits == 8 else f"""
+    const long hi_n = j + (long)vl + {width} <= {n} ? (long)vl : {n} - {width} - j;"""
+    store = "\n".join("    " + s for s in stores)
+    return f"""for (long j = j0; j < j1; ) {{
+    const size_t vl = __riscv_vsetvl_e8m1((size_t)(j1 - j));
+    vfloat32m4_t {init};
+    for (long blk = 0; blk < {nb}; ++blk) {{
+{indent(dedent(per_block).rstrip(), 2, directives=True)}
+    }}{hi_n}
+{store}
+    j += (long)vl;
+}}
 """
 
 
-def rvv_zero_point(zp_kind: str, bits: int, n: int, acc: str, col: str, asum: str) -> str:
-    """RVV: acc -= zero point (per column, or the default) * asum, for block blk."""
+def rvv_zero_point(zp_kind: str, bits: int, n: int, acc: str, col: str, asum: str,
+                   default: float = None) -> str:
+    """RVV: acc -= zero point (per column, or `default`, else the format's) * asum, for
+    block blk."""
     if zp_kind:
         return f"{acc} = __riscv_vfnmsac_vf_f32m4({acc}, {asum}, " \
                f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
-    if default_zero_point(bits):
-        return f"{acc} = __riscv_vfsub_vf_f32m4({acc}, " \
-               f"{default_zero_point(bits)!r}f * {asum}, vl);"
-    return ""
+    z = default_zero_point(bits) if default is None else default
+    return f"{acc} = __riscv_vfsub_vf_f32m4({acc}, {z!r}f * {asum}, vl);" if z else ""
 
 
 def portable_columns(n: int, bits: int, cols: str) -> str:
-    """Portable C: `cols` (a loop over columns c0 <= c < c1) over this part's columns: at 4
-    bits its low columns j0..j1, then its high ones (j0..j1 + ceil(N/2), stopping at N)."""
+    """Portable C: `cols` (a loop over columns c0 <= c < c1, at no indentation) over this
+    part's columns: at 4 bits its low columns j0..j1, then its high ones (j0..j1 + ceil(N/2),
+    stopping at N)."""
+    cols = dedent(cols).rstrip()
     if bits == 4:
         width = width_of(n, bits)
-        return f"""            long c0 = j0, c1 = j1;
-            {cols}
-            c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
-            {cols}
+        return f"""long c0 = j0, c1 = j1;
+{cols}
+c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
+{cols}
 """
-    return f"""            const long c0 = j0, c1 = j1;
-            {cols}
+    return f"""const long c0 = j0, c1 = j1;
+{cols}
 """
