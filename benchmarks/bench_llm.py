@@ -44,7 +44,7 @@ import rvvkit  # noqa: E402
 import peer_rvvkit as R  # noqa: E402
 from rvvkit.measure import cycle_model  # noqa: E402
 from rvvkit.zoo import llm as zoo_llm  # noqa: E402
-from rvvkit.runtime.counting import icount  # noqa: E402
+from rvvkit.runtime.counting import icount, vcount  # noqa: E402
 from rvvkit.measure.report import table  # noqa: E402
 
 K1_BYTES_PER_S = 10.66e9
@@ -93,14 +93,17 @@ def weighted(c) -> int:
     return cycle_model.weighted_instructions(c)
 
 
-def _per_token(sess, prompt_lo: int, prompt_hi: int, gen_lo: int, gen_hi: int) -> dict:
-    """Per generated and per prompt token counts from three runner --generate processes."""
-    base = sess.generation_counts([1] * prompt_lo, gen_lo)
-    more_gen = sess.generation_counts([1] * prompt_lo, gen_hi)
-    more_prompt = sess.generation_counts([1] * prompt_hi, gen_lo)
+def _per_token(sess, prompt_lo: int, prompt_hi: int, gen_lo: int, gen_hi: int,
+               vl: bool = False) -> dict:
+    """Per generated and per prompt token counts from three runner --generate processes
+    (with `vl`, under the counting QEMU 10: the VL-weighted elements too)."""
+    base = sess.generation_counts([1] * prompt_lo, gen_lo, vl=vl)
+    more_gen = sess.generation_counts([1] * prompt_lo, gen_hi, vl=vl)
+    more_prompt = sess.generation_counts([1] * prompt_hi, gen_lo, vl=vl)
+    keys = vcount.VL_KEYS if vl else icount.COUNT_KEYS
 
     def per(a, b, n):
-        diff = {k: (b[k] - a[k]) / n for k in icount.COUNT_KEYS}
+        diff = {k: (b[k] - a[k]) / n for k in keys}
         return dict(diff, weighted=weighted(diff))
     return {"gen": per(base, more_gen, gen_hi - gen_lo),
             "prompt": per(base, more_prompt, prompt_hi - prompt_lo)}
@@ -122,7 +125,7 @@ def count_model(cfg):
 
 
 def llama_per_token(config: str, form: str, vlen: int, prompt, gen, variant: str = "fp32",
-                    isa: str = "k1") -> dict:
+                    isa: str = "k1", vl: bool = False) -> dict:
     """llama.cpp's per-token counts for the same configuration (peer_llama.py), or a status."""
     import peer_llama as P
     import peer_llama_build as B
@@ -136,7 +139,7 @@ def llama_per_token(config: str, form: str, vlen: int, prompt, gen, variant: str
         if not gguf.exists():
             P.write_gguf(gguf, P.CONFIGS[name], qtype)
         res = P.count_llama(build["driver"], gguf, prompt[0], gen[1] - gen[0], vlen, isa,
-                            variant)
+                            variant, vl)
     except B.PeerError as exc:
         return {"status": f"failed: {str(exc).splitlines()[0]}"}
     return {"gen": res["per_generated_token"], "prompt": res["per_prompt_token"],
@@ -144,11 +147,13 @@ def llama_per_token(config: str, form: str, vlen: int, prompt, gen, variant: str
             "repack": res["repack"]}
 
 
-def llama_from_json(paths, form: str, vlen: int, variant: str = "fp32", isa: str = "") -> dict:
+def llama_from_json(paths, form: str, vlen: int, variant: str = "fp32", isa: str = "",
+                    vl: bool = False) -> dict:
     """llama.cpp's per-token counts from peer_llama.py --json files (instruction counts are
     exact and repeatable: a file from an earlier run of the same commit counts the same).
     Files older than --peer-variant hold the fp32 (plain RVV) build's rows, run without a
-    profile; a file's profile must be `isa` when it names one."""
+    profile; a file's profile must be `isa` when it names one. With `vl`, only rows counted
+    VL-weighted (peer_llama.py --vl)."""
     qtype = _qtype(form)
     for path in paths:
         doc = json.loads(Path(path).read_text())
@@ -156,15 +161,17 @@ def llama_from_json(paths, form: str, vlen: int, variant: str = "fp32", isa: str
             continue
         for res in doc.get("results", []):
             if res.get("vlen") == vlen and res.get("variant", "fp32") == variant and \
-                    "per_generated_token" in res:
+                    "per_generated_token" in res and \
+                    (not vl or "vl_weighted_vector_ops" in res["per_generated_token"]):
                 return {"gen": res["per_generated_token"], "prompt": res["per_prompt_token"],
                         "commit": doc.get("llama_cpp_commit"), "qtype": qtype, "file": path,
                         "variant": variant, "repack": res.get("repack")}
-    return {"status": f"no {variant} {qtype} VLEN {vlen} in --llama-json"}
+    return {"status": f"no {variant} {qtype} VLEN {vlen}{' VL-weighted' if vl else ''} in "
+                      "--llama-json"}
 
 
 def rvvkit_from_json(path, form: str, vlen: int, isa: str, precision: str, prompt,
-                     prefill: int):
+                     prefill: int, vl: bool = False):
     """rvvkit's per-token counts from an earlier `counts --json` file of the same form, VLEN,
     profile, precision, prompts and prefill (counts are exact: the same build counts the
     same), or None."""
@@ -172,7 +179,8 @@ def rvvkit_from_json(path, form: str, vlen: int, isa: str, precision: str, promp
         return None
     for d in json.loads(Path(path).read_text()):
         if (d["form"], d["vlen"], d.get("isa"), d.get("precision"), list(d["prompts"]),
-                d["prefill_tokens"]) == (form, vlen, isa, precision, list(prompt), prefill):
+                d["prefill_tokens"]) == (form, vlen, isa, precision, list(prompt), prefill) \
+                and (not vl or "vl_weighted_vector_ops" in d["rvvkit"]["gen"]):
             return d["rvvkit"]
     return None
 
@@ -187,7 +195,7 @@ def prompt_lengths(art) -> tuple:
 
 def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=(),
            prefill: int = 16, isa: str = "k1", variants=("k1", "fp32"),
-           precision: str = "fp32", rvvkit_json=None) -> list:
+           precision: str = "fp32", rvvkit_json=None, vl: bool = False) -> list:
     base = zoo_llm.SMALL[config]
     rows, doc = [], []
     k1 = cycle_model.board_model("k1")
@@ -200,14 +208,15 @@ def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=()
         prompt = prompt_lengths(art)
         size = int(art.meta["memory"]["weights_bytes"])
         for vlen in vlens:
-            ours = rvvkit_from_json(rvvkit_json, form, vlen, isa, precision, prompt, prefill)
+            ours = rvvkit_from_json(rvvkit_json, form, vlen, isa, precision, prompt, prefill,
+                                    vl)
             if ours is None:
                 with rvvkit.load(art, on="qemu", vlen=vlen, threads=1, isa=isa) as sess:
-                    ours = _per_token(sess, *prompt, *gen)
+                    ours = _per_token(sess, *prompt, *gen, vl=vl)
             peers = {}
             for v in variants if (llama_json or use_llama) else ():
-                peers[v] = llama_from_json(llama_json, form, vlen, v, isa) if llama_json \
-                    else llama_per_token(config, form, vlen, prompt, gen, v, isa)
+                peers[v] = llama_from_json(llama_json, form, vlen, v, isa, vl) if llama_json \
+                    else llama_per_token(config, form, vlen, prompt, gen, v, isa, vl)
             live = prompt[0] + gen[1]
             mem_tps = K1_BYTES_PER_S / _bytes_per_token(art, cfg, live)
             # the cycle model is the K1's: meaningful for runs at its VLEN only
@@ -242,7 +251,33 @@ def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=()
             heads += [names[v], "ratio"]
     heads.append("K1 tokens/s (model)")
     print(table(heads, rows, align="lr" + "r" * (len(heads) - 2)))
+    if vl:
+        _vl_table(doc, variants if (llama_json or use_llama) else (), names)
     return doc
+
+
+def _vl_table(doc, variants, names) -> None:
+    """The elements vector instructions process per token (VL-weighted; scalar
+    instructions not included) and their ratios, from the same runs."""
+    key = "vl_weighted_vector_ops"
+    heads, rows = ["form", "VLEN"], []
+    for kind in ("gen token", "prompt token"):
+        heads.append(f"rvvkit / {kind}")
+        for v in variants:
+            heads += [names[v], "ratio"]
+    for d in doc:
+        line = [d["form"], d["vlen"]]
+        for kind in ("gen", "prompt"):
+            ours = d["rvvkit"][kind][key]
+            line.append(f"{ours / 1e6:.2f}")
+            for v in variants:
+                peer = (d["llama"].get(v) or {}).get(kind) or {}
+                line += [f"{peer[key] / 1e6:.2f}", f"{ours / peer[key]:.2f}"] if key in peer \
+                    else ["-", "-"]
+        rows.append(line)
+    print("\nVL-weighted: millions of vector elements processed per token (vl summed over "
+          "vector instructions), same runs")
+    print(table(heads, rows, align="lr" + "r" * (len(heads) - 2)))
 
 
 def main(argv=None) -> int:
@@ -270,6 +305,9 @@ def main(argv=None) -> int:
     c.add_argument("--rvvkit-json", metavar="FILE",
                    help="rvvkit's counts from an earlier --json file where it has the same "
                         "form, VLEN, profile, precision and prompts (else counted)")
+    c.add_argument("--vl", action="store_true",
+                   help="count under the counting QEMU 10 (scripts/qemu_plugins.sh): also the "
+                        "VL-weighted elements per token, rvvkit's and llama.cpp's")
     c.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.what == "numerics":
@@ -284,7 +322,7 @@ def main(argv=None) -> int:
     doc = counts(args.config, [int(v) for v in args.vlens.split(",")],
                  args.forms.split(","), args.llama, llama_json=args.llama_json,
                  prefill=args.prefill, isa=args.isa, variants=variants,
-                 precision=args.precision, rvvkit_json=args.rvvkit_json)
+                 precision=args.precision, rvvkit_json=args.rvvkit_json, vl=args.vl)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0

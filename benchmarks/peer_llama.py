@@ -224,15 +224,19 @@ def repack_info(log: str) -> dict:
 
 
 def run_counted(driver, gguf_path, n_prompt: int, n_gen: int, n_ctx: int, vlen: int,
-                timeout: float = 7200, isa: str = "k1") -> dict:
+                timeout: float = 7200, isa: str = "k1", vl: bool = False) -> dict:
     """One driver run under qemu (ISA profile `isa`) with rvvkit's counting plugin: counts,
-    output, wall time and what its verbose log says about repacked weights."""
-    from rvvkit.runtime.counting import icount
+    output, wall time and what its verbose log says about repacked weights. With `vl`,
+    under rvvkit's counting QEMU 10 and its VL-weighted plugin (the elements each vector
+    instruction processes, beside the same LMUL-weighted counts)."""
+    from rvvkit.runtime.counting import icount, vcount
+    plugin, read, keys = (vcount.qemu_vcount_args, vcount.read_vcounts, vcount.VL_KEYS) if vl \
+        else (icount.qemu_plugin_args, icount.read_counts, icount.COUNT_KEYS)
     with tempfile.TemporaryDirectory(prefix="peer-llama-") as tmp:
         out = Path(tmp) / "counts.json"
         # verbose (-v) in every run alike: the log lines are printed while loading, the same
         # in the three runs, so the per-token differences do not include them
-        argv = [*B.qemu_prefix(vlen, isa), *icount.qemu_plugin_args(out), str(driver),
+        argv = [*B.qemu_prefix(vlen, isa, counting10=vl), *plugin(out), str(driver),
                 str(gguf_path), str(n_prompt), str(n_gen), str(n_ctx), "-v"]
         t0 = time.time()
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -241,9 +245,9 @@ def run_counted(driver, gguf_path, n_prompt: int, n_gen: int, n_ctx: int, vlen: 
         if proc.returncode != 0 or not out.exists():
             raise B.PeerError(f"llama.cpp driver failed at VLEN {vlen} (exit {proc.returncode}): "
                               f"{' '.join(argv)}\n{err[-3000:]}")
-        counts = icount.read_counts(out)
+        counts = read(out)
     result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    return {"counts": {k: counts[k] for k in icount.COUNT_KEYS}, "output": result,
+    return {"counts": {k: counts[k] for k in keys}, "output": result,
             "wall_s": round(wall, 1), "repack": repack_info(err), "stderr": err.strip()[-2000:]}
 
 
@@ -252,14 +256,14 @@ def _weighted(c: dict) -> int:
 
 
 def count_llama(bin, gguf, prompt_tokens: int, gen_tokens: int, vlen: int, isa: str = "k1",
-                variant: str = "fp32") -> dict:
+                variant: str = "fp32", vl: bool = False) -> dict:
     """Per-token instruction counts of llama.cpp at VLEN `vlen` from three counted runs.
     PeerError when the k1 variant at VLEN 256 did not use repacked weights."""
     p, g = prompt_tokens, gen_tokens
     n_ctx = 256 * -(-(2 * p + G0 + g + 1) // 256)
     runs = {}
     for key in [(p, G0), (p, G0 + g), (2 * p, G0)]:
-        runs[key] = run_counted(bin, gguf, *key, n_ctx, vlen, isa=isa)
+        runs[key] = run_counted(bin, gguf, *key, n_ctx, vlen, isa=isa, vl=vl)
         check_repack(runs[key]["repack"], variant, vlen)
     base, gen, pro = (runs[k]["counts"] for k in [(p, G0), (p, G0 + g), (2 * p, G0)])
 
@@ -270,6 +274,7 @@ def count_llama(bin, gguf, prompt_tokens: int, gen_tokens: int, vlen: int, isa: 
         return d
     return {"vlen": vlen, "prompt_tokens": p, "gen_tokens": g, "n_ctx": n_ctx,
             "variant": variant, "isa": isa, "repack": runs[(p, G0)]["repack"],
+            "counted_by": "qemu 10 (VL-weighted)" if vl else "qemu 7.2",
             "per_generated_token": per(gen, base, g), "per_prompt_token": per(pro, base, p),
             "runs": {f"p{k[0]}_g{k[1]}": v for k, v in runs.items()}}
 
@@ -330,6 +335,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work-dir", type=Path, default=B.DEFAULT_WORK)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--ref-max-params", type=float, default=5e7)
+    ap.add_argument("--vl", action="store_true",
+                    help="count under rvvkit's counting QEMU 10 (scripts/qemu_plugins.sh): "
+                         "the elements each vector instruction processes as well")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     try:
@@ -356,7 +364,8 @@ def _main(a) -> int:
     first = next(iter(builds.values()))
     report = {"llama_cpp_commit": first["commit"], "zig": first["zig"], "config": a.config,
               "cfg": cfg, "qtype": a.qtype, "params": params, "gguf": str(model), "isa": a.isa,
-              "qemu_cpu": B.qemu_prefix(0, a.isa)[-1].replace("vlen=0", "vlen=N"),
+              "qemu_cpu": B.qemu_prefix(0, a.isa, a.vl)[-1].replace("vlen=0", "vlen=N"),
+              "counted_by": "qemu 10 (VL-weighted)" if a.vl else "qemu 7.2",
               "builds": {v: {k: b[k] for k in ("mcpu", "march", "cmake_opts", "seconds")}
                          for v, b in builds.items()},
               "gguf_s": round(t_gguf, 1), "results": []}
@@ -371,7 +380,8 @@ def _main(a) -> int:
         for vlen in a.vlen:
             t0 = time.time()
             try:
-                res = count_llama(build["driver"], model, a.prompt, a.gen, vlen, a.isa, variant)
+                res = count_llama(build["driver"], model, a.prompt, a.gen, vlen, a.isa, variant,
+                                  a.vl)
             except B.PeerError as exc:
                 print(f"{variant:>7} {vlen:>5} FAILED: {str(exc).splitlines()[0]}")
                 report["results"].append({"variant": variant, "vlen": vlen, "error": str(exc)})

@@ -245,9 +245,10 @@ def ggml_cpu_march(build: Path) -> str:
     raise PeerError(f"{build}: ggml-cpu/repack.cpp has no -march in compile_commands.json")
 
 
-def qemu_prefix(vlen: int, isa: str = "") -> list:
+def qemu_prefix(vlen: int, isa: str = "", counting10: bool = False) -> list:
     """qemu-riscv64 with rvvkit's sysroot and -cpu string for VLEN `vlen` (RVV 1.0) plus the
-    QEMU 7.2 properties of ISA profile `isa` (toolchain/isa/; "" or None: plain RVV)."""
+    QEMU 7.2 properties of ISA profile `isa` (toolchain/isa/; "" or None: plain RVV); with
+    `counting10`, rvvkit's counting QEMU 10 and the profile as QEMU 10 spells it."""
     sys.path.insert(0, str(HERE.parent))
     try:
         from rvvkit.errors import RvvkitError
@@ -259,7 +260,12 @@ def qemu_prefix(vlen: int, isa: str = "") -> list:
                 f"rv64,v=true,vlen={vlen},elen=64,vext_spec=v1.0"]
     rv = targets.riscv()
     try:
-        props = isa_profiles.profile(isa or None).qemu_props("qemu7")
+        props = isa_profiles.profile(isa or None).qemu_props("qemu10" if counting10 else "qemu7")
+        if counting10:
+            from rvvkit.runtime.counting.vcount import require_counting_qemu
+            binary = require_counting_qemu()
+        else:
+            binary = rv.qemu_binary
     except RvvkitError as exc:
         raise PeerError(str(exc)) from None
-    return [rv.qemu_binary, "-L", rv.sysroot, "-cpu", rv.cpu_string(vlen) + props]
+    return [binary, "-L", rv.sysroot, "-cpu", rv.cpu_string(vlen) + props]

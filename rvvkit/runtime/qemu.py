@@ -240,19 +240,27 @@ class QemuSession(RunnerSession):
             qemu_class_args(d / "classes.json"), lambda: read_classes(d / "classes.json")))
         return dict(class_difference(hi, lo), counted_by="qemu 7.2")
 
-    def generation_counts(self, prompt, new_tokens: int) -> Dict:
+    def generation_counts(self, prompt, new_tokens: int, *, vl: bool = False) -> Dict:
         """The instruction counts (icount.read_counts) of one `runner --generate` process:
         the prompt, then `new_tokens` greedy tokens. Per-token figures are differences of two
-        such runs (benchmarks/bench_llm.py)."""
+        such runs (benchmarks/bench_llm.py). With `vl`, counted under the counting QEMU 10
+        (vcount.read_vcounts: vl_weighted_vector_ops too)."""
         from .counting.icount import qemu_plugin_args, read_counts
-        self._need_plugins()
+        if vl:
+            from .counting.vcount import qemu_vcount_args, read_vcounts, require_counting_qemu
+            args, read, qemu = qemu_vcount_args, read_vcounts, require_counting_qemu()
+        else:
+            self._need_plugins()
+            args, read, qemu = qemu_plugin_args, read_counts, None
         rundir = self.transport.new_dir()
+        self._counting_qemu = qemu
         try:
             out = rundir / "counts.json"
             self.run_raw(rundir, argv=self.generate_argv(rundir, list(prompt), new_tokens),
-                         extra_args=qemu_plugin_args(out))
-            return read_counts(out)
+                         extra_args=args(out))
+            return read(out)
         finally:
+            self._counting_qemu = None
             self.transport.remove(rundir)
 
     def _need_plugins(self) -> None:

@@ -181,6 +181,23 @@ def test_one_inference_agrees_between_qemu_7_2_and_10(threads):
     assert sum(sum(k.values()) for k in classes["vl_weighted"].values()) == vl_total
 
 
+def test_generation_counts_agree_between_qemu_7_2_and_10():
+    """A decoder's `runner --generate` process (benchmarks/bench_llm.py's per-token counts):
+    under QEMU 10 the vector, setter and LMUL-weighted counts equal QEMU 7.2's, and it adds
+    the VL-weighted elements."""
+    _need_qemu10()
+    from rvvkit.zoo import llm as zoo_llm
+    cfg = zoo_llm.DecoderConfig(vocab=64, hidden=64, heads=2, kv_heads=1, layers=1,
+                                intermediate=32, qkv_bias=False)
+    art = rvvkit.build(zoo_llm.decoder(cfg), max_seq=32, cuda=False)
+    with rvvkit.load(art, on="qemu", vlen=256, threads=1, compiler=CLANG) as sess:
+        c7 = sess.generation_counts([1, 2, 3], 2)
+        c10 = sess.generation_counts([1, 2, 3], 2, vl=True)
+    for k in icount.COUNT_KEYS[1:]:
+        assert c10[k] == c7[k], k
+    assert c10["vl_weighted_vector_ops"] > c10["lmul_weighted_vector_ops"] > 0
+
+
 @pytest.mark.skipif(not (QEMU and CLANG), reason="qemu-riscv64 or clang-16 missing")
 def test_without_qemu_10_lmul_counts_work_and_vl_fails_clearly(tmp_path, monkeypatch):
     """No counting QEMU 10 (an empty cache): the LMUL-weighted counts and the classes still

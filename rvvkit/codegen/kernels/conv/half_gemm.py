@@ -27,7 +27,7 @@ from ...rvv import FP16_GUARD
 from ..gemm.rvv_lmul import target_vlen
 
 MAX_ROWS = 7                # float32 accumulators (4 registers) + the operand (2): 7 x 4 + 2
-MAX_ROWS_BLOCKED = 5        # + a float16 partial sum (2) per row: 5 x 6 + 2
+MAX_ROWS_BLOCKED = 4        # + a float16 partial sum (2) per row: 4 x 6 + 2, room for the next operand
 BLOCK = 8                   # products summed in float16 before each widening add
 HALF_MAX = 65504.0          # the largest finite float16
 DEFAULT_VLEN = 256
@@ -207,7 +207,7 @@ def plan(m: int, k: int, cols: int, block: int = BLOCK) -> HalfGemm:
     rn, rt = rows_for(m, block), rows_for(cols, block)
     normal = cdiv(m, rn) * rn * cdiv(cols, lanes) * lanes
     trans = cdiv(cols, rt) * rt * cdiv(m, lanes) * lanes
-    return HalfGemm(m, k, cols, trans < 0.9 * normal, block)
+    return HalfGemm(m, k, cols, trans < (1.0 if k >= 256 else 0.9) * normal, block)
 
 
 def operand_halves(g: HalfGemm) -> int:
