@@ -225,7 +225,7 @@ def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=()
             line = [form, vlen]
             for kind in ("gen", "prompt"):
                 line.append(f"{ours[kind]['weighted'] / 1e6:.2f}")
-                for v in variants:
+                for v in variants if (llama_json or use_llama) else ():
                     peer = peers.get(v) or {}
                     if peer.get(kind):
                         line += [f"{peer[kind]['weighted'] / 1e6:.2f}",

@@ -69,6 +69,13 @@ def _is_half(model) -> bool:
                for o in model.graph.output)
 
 
+def _seed(form: str) -> int:
+    """The form's weights seed: its place in the test list, not the order a worker happens to
+    build forms in (that made a form's model, and any near-tie in its tokens, depend on how
+    pytest-xdist shared the tests out)."""
+    return (sorted(FORMS) + sorted(TF_FORMS) + sorted(ONNX_FORMS)).index(form)
+
+
 def built(form: str):
     """(model, artifact, onnxruntime's tokens and logits), once per form per session."""
     if form not in _BUILT:
@@ -76,9 +83,9 @@ def built(form: str):
         if form in TF_FORMS:
             model = stored_decoder(*TF_FORMS[form])
         elif form in ONNX_FORMS:
-            model = zoo_llm_onnx.decoder(ONNX_FORMS[form], seed=len(_BUILT))
+            model = zoo_llm_onnx.decoder(ONNX_FORMS[form], seed=_seed(form))
         else:
-            model = zoo_llm.decoder(FORMS[form], seed=len(_BUILT))
+            model = zoo_llm.decoder(FORMS[form], seed=_seed(form))
         cfg = {**FORMS, **ONNX_FORMS}.get(form)
         if cfg is not None and cfg.tied:   # the embedding quantized as the head is
             model = quantize_model(model, cfg.bits, cfg.block, embeddings=True)[0]

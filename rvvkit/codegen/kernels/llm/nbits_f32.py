@@ -12,7 +12,7 @@ from __future__ import annotations
 from ... import rvv
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rows_loop,
+from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows_loop,
                            rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
@@ -44,22 +44,15 @@ def _zero_point(zp_kind: str, bits: int, n: int, col: str) -> str:
 
 def _portable(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
               bias: bool, scales: str) -> str:
-    width = width_of(n, bits)
-    code = (f"(float)(c < {width} ? (q[t * {width} + c] & 15) : "
-            f"(q[t * {width} + c - {width}] >> 4))") if bits == 4 else \
-        f"(float)q[t * {width} + c]"
-    cols = f"""for (long c = c0; c < c1; ++c) {{
-    float acc = {"bias[c]" if bias else "0.0f"};
-    for (long blk = 0; blk < {nb}; ++blk) {{
-        const long k1 = blk * {block} + {block} < {k} ? blk * {block} + {block} : {k};
-        float dot = 0.0f;
-        for (long t = blk * {block}; t < k1; ++t) dot += x[t] * {code};
-        acc += {scale_at(f"blk * {n} + c", scales)} *
-               (dot - {_zero_point(zp_kind, bits, n, "c")} * asum[blk]);
-    }}
-    y[i * {n} + c] = acc;
-}}"""
-    return rows_loop(0, m, 1, _row(k, nb) + portable_columns(n, bits, cols))
+    """Portable C: per column the products summed in k's order, as the RVV form does."""
+    def finish(d: str, off: str) -> str:
+        return (f"{scale_at(f'blk * {n} + j0 + {off} + c', scales)} *\n"
+                f"            ({d} - {_zero_point(zp_kind, bits, n, f'j0 + {off} + c')} * "
+                "asum[blk])")
+    k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
+    body = portable_part(n, bits, bias, nb, "float", f"long t = blk * {block}; t < {k1}",
+                         "const float at = x[t];", "at * (float){code}", finish)
+    return rows_loop(0, m, 1, _row(k, nb) + body)
 
 
 def _rvv(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,

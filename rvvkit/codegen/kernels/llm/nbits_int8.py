@@ -22,7 +22,7 @@ from ... import rvv
 from ...cfmt import indent
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_columns, rows_loop,
+from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows_loop,
                            rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
@@ -114,27 +114,18 @@ class _Layout:
 
 def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
               scales: str) -> str:
-    width = width_of(n, bits)
-    z = f"zp[blk * {n} + c]" if zp_kind else f"{default_zero_point(bits)!r}f"
-    if bits == 4:
-        code = f"(c < {width} ? (q[(long)t * {width} + c] & 15) : " \
-               f"(q[(long)t * {width} + c - {width}] >> 4))"
-    else:
-        code = f"q[(long)t * {width} + c]"
-    if _wraps(bits, block) and zp_kind:    # the stored zero points are less 8 (WRAP form)
-        z = f"({z} + 8.0f)"
-    cols = f"""for (long c = c0; c < c1; ++c) {{
-    float acc = {"bias[c]" if bias else "0.0f"};
-    for (long blk = 0; blk < {lay.nb}; ++blk) {{
-        int32_t dot = 0;
-        for (long t = blk * {block}; t < blk * {block} + {block}; ++t)
-            dot += (int32_t)aq[t] * (int32_t){code};
-        acc += {scale_at(f"blk * {n} + c", scales)} *
-               (((float)dot - {z} * (float)asum[blk]) * sa[blk]);
-    }}
-    y[i * {n} + c] = acc;
-}}"""
-    return rows_loop(0, lay.m, 1, lay.row(None) + portable_columns(n, bits, cols))
+    """Portable C: the same integer sums and float operations as the RVV form."""
+    wrap_zp = _wraps(bits, block) and zp_kind     # stored zero points are less 8 (WRAP form)
+
+    def finish(d: str, off: str) -> str:
+        z = f"zp[blk * {n} + j0 + {off} + c]" if zp_kind else f"{default_zero_point(bits)!r}f"
+        z = f"({z} + 8.0f)" if wrap_zp else z
+        return (f"{scale_at(f'blk * {n} + j0 + {off} + c', scales)} *\n"
+                f"            (((float){d} - {z} * (float)asum[blk]) * sa[blk])")
+    body = portable_part(n, bits, bias, lay.nb, "int32_t",
+                         f"long t = blk * {block}; t < blk * {block} + {block}",
+                         "const int32_t at = aq[t];", "at * (int32_t){code}", finish)
+    return rows_loop(0, lay.m, 1, lay.row(None) + body)
 
 
 def _wraps(bits: int, block: int) -> bool:

@@ -219,18 +219,43 @@ def rvv_zero_point(zp_kind: str, bits: int, n: int, acc: str, col: str, asum: st
     return f"{acc} = __riscv_vfsub_vf_f32m4({acc}, {z!r}f * {asum}, vl);" if z else ""
 
 
-def portable_columns(n: int, bits: int, cols: str) -> str:
-    """Portable C: `cols` (a loop over columns c0 <= c < c1, at no indentation) over this
-    part's columns: at 4 bits its low columns j0..j1, then its high ones (j0..j1 + ceil(N/2),
-    stopping at N)."""
-    cols = dedent(cols).rstrip()
+def portable_part(n: int, bits: int, bias: bool, nb: int, acc: str, span: str, first: str,
+                  term: str, finish) -> str:
+    """Portable C of one row over this part's byte columns j0..j1, in the RVV forms' order so
+    that a compiler vectorises it along columns (AVX2 on a host): per block, sums `acc`
+    (C type) of every column, then `finish(d, off)` (the C expression a column's output adds,
+    from its sum `d` of column j0 + off + c) per column. `span`: the block's k (`long t =
+    ..; t < ..`), `first`: a statement per k (declaring `at`), `term`: what one code (`code`,
+    an int32_t or float C expression) adds to a sum (`at`: the k-th activation). At 4 bits the high nibbles are the
+    columns ceil(N/2) on (stopping at N)."""
+    width = width_of(n, bits)
+    halves = [("lo", "0", "nj")] + ([("hi", str(width), "nh")] if bits == 4 else [])
     if bits == 4:
-        width = width_of(n, bits)
-        return f"""long c0 = j0, c1 = j1;
-{cols}
-c0 = j0 + {width}; c1 = j1 + {width} < {n} ? j1 + {width} : {n};
-{cols}
-"""
-    return f"""const long c0 = j0, c1 = j1;
-{cols}
-"""
+        codes = {"lo": "(qt[c] & 15)", "hi": "(qt[c] >> 4)"}
+    else:
+        codes = {"lo": "qt[c]"}
+    steps = "\n".join(f"            d{h}[c] += {term.format(code=codes[h])};"
+                       for h, _, _ in halves)
+    start = "".join(f"for (long c = 0; c < {cnt}; ++c) y{h}[c] = "
+                    f"{f'bias[j0 + {off} + c]' if bias else '0.0f'};\n"
+                    for h, off, cnt in halves)
+    clear = "".join(f"    for (long c = 0; c < nj; ++c) d{h}[c] = 0;\n" for h, _, _ in halves)
+    add = "".join(f"""    for (long c = 0; c < {cnt}; ++c)
+        y{h}[c] += {finish(f"d{h}[c]", off)};
+""" for h, off, cnt in halves)
+    store = "".join(f"for (long c = 0; c < {cnt}; ++c) y[i * {n} + j0 + {off} + c] = y{h}[c];\n"
+                    for h, off, cnt in halves)
+    hi = f"const long nh = j1 + {width} <= {n} ? nj : {n} - {width} - j0;\n" if bits == 4 else ""
+    return f"""const long nj = j1 - j0;
+{hi}float {", ".join(f"y{h}[{PAIRS}]" for h, _, _ in halves)};
+{acc} {", ".join(f"d{h}[{PAIRS}]" for h, _, _ in halves)};
+{start}for (long blk = 0; blk < {nb}; ++blk) {{
+{clear}    for ({span}; ++t) {{
+        {first}
+        const {"uint8_t" if bits == 4 else "int8_t"} *__restrict qt = q + t * {width} + j0;
+        for (long c = 0; c < nj; ++c) {{
+{steps}
+        }}
+    }}
+{add}}}
+{store}"""
