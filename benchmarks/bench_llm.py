@@ -104,6 +104,9 @@ def _per_token(sess, prompt_lo: int, prompt_hi: int, gen_lo: int, gen_hi: int,
 
     def per(a, b, n):
         diff = {k: (b[k] - a[k]) / n for k in keys}
+        if vl:
+            import peer_llama as P
+            diff["classes"] = P.per_token_classes(b["classes"], a["classes"], n)
         return dict(diff, weighted=weighted(diff))
     return {"gen": per(base, more_gen, gen_hi - gen_lo),
             "prompt": per(base, more_prompt, prompt_hi - prompt_lo)}
@@ -162,7 +165,7 @@ def llama_from_json(paths, form: str, vlen: int, variant: str = "fp32", isa: str
         for res in doc.get("results", []):
             if res.get("vlen") == vlen and res.get("variant", "fp32") == variant and \
                     "per_generated_token" in res and \
-                    (not vl or "vl_weighted_vector_ops" in res["per_generated_token"]):
+                    (not vl or "classes" in res["per_generated_token"]):
                 return {"gen": res["per_generated_token"], "prompt": res["per_prompt_token"],
                         "commit": doc.get("llama_cpp_commit"), "qtype": qtype, "file": path,
                         "variant": variant, "repack": res.get("repack")}
@@ -180,7 +183,7 @@ def rvvkit_from_json(path, form: str, vlen: int, isa: str, precision: str, promp
     for d in json.loads(Path(path).read_text()):
         if (d["form"], d["vlen"], d.get("isa"), d.get("precision"), list(d["prompts"]),
                 d["prefill_tokens"]) == (form, vlen, isa, precision, list(prompt), prefill) \
-                and (not vl or "vl_weighted_vector_ops" in d["rvvkit"]["gen"]):
+                and (not vl or "classes" in d["rvvkit"]["gen"]):
             return d["rvvkit"]
     return None
 
@@ -256,28 +259,79 @@ def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=()
     return doc
 
 
+def _x60_cycles(counts: dict) -> float:
+    """Modelled cycles of one X60 core (class_model with toolchain/cost/x60.toml: compute
+    only, a MODEL) for per-token class counts."""
+    from rvvkit.measure.class_model import class_cycles
+    from rvvkit.measure.cost_table import cost_table
+    return class_cycles(counts["classes"], cost_table("x60"))["cycles"]
+
+
 def _vl_table(doc, variants, names) -> None:
-    """The elements vector instructions process per token (VL-weighted; scalar
-    instructions not included) and their ratios, from the same runs."""
-    key = "vl_weighted_vector_ops"
-    heads, rows = ["form", "VLEN"], []
-    for kind in ("gen token", "prompt token"):
-        heads.append(f"rvvkit / {kind}")
-        for v in variants:
-            heads += [names[v], "ratio"]
-    for d in doc:
-        line = [d["form"], d["vlen"]]
-        for kind in ("gen", "prompt"):
-            ours = d["rvvkit"][kind][key]
-            line.append(f"{ours / 1e6:.2f}")
+    """From the same runs: the elements vector instructions process per token (VL-weighted;
+    scalar instructions not included), and one X60 core's modelled compute cycles per token
+    (the K1 cost model's class table; memory not included), with their ratios."""
+    for title, figure in (
+            ("VL-weighted: millions of vector elements processed per token (vl summed over "
+             "vector instructions)", lambda c: c["vl_weighted_vector_ops"]),
+            ("K1 cost model (LLVM's X60 table, compute only, one core; a MODEL: "
+             "docs/cost-model.md): millions of modelled cycles per token", _x60_cycles)):
+        heads, rows = ["form", "VLEN"], []
+        for kind in ("gen token", "prompt token"):
+            heads.append(f"rvvkit / {kind}")
             for v in variants:
-                peer = (d["llama"].get(v) or {}).get(kind) or {}
-                line += [f"{peer[key] / 1e6:.2f}", f"{ours / peer[key]:.2f}"] if key in peer \
-                    else ["-", "-"]
-        rows.append(line)
-    print("\nVL-weighted: millions of vector elements processed per token (vl summed over "
-          "vector instructions), same runs")
-    print(table(heads, rows, align="lr" + "r" * (len(heads) - 2)))
+                heads += [names[v], "ratio"]
+        for d in doc:
+            line = [d["form"], d["vlen"]]
+            for kind in ("gen", "prompt"):
+                ours = figure(d["rvvkit"][kind])
+                line.append(f"{ours / 1e6:.2f}")
+                for v in variants:
+                    peer = (d["llama"].get(v) or {}).get(kind) or {}
+                    line += [f"{figure(peer) / 1e6:.2f}", f"{ours / figure(peer):.2f}"] \
+                        if "classes" in peer else ["-", "-"]
+            rows.append(line)
+        print(f"\n{title}, same runs")
+        print(table(heads, rows, align="lr" + "r" * (len(heads) - 2)))
+
+
+def host(config: str, forms, tokens: int, threads: int, repeat: int,
+         prefill: int = 16) -> list:
+    """Decoding on this machine: rvvkit's host executor against onnxruntime on the same ONNX
+    file, `threads` threads each, interleaved: per round, a 4-token prompt and `tokens`
+    greedy tokens by each (onnxruntime one token per call, as tests/ort_decoder.py); tokens/s
+    = `tokens` / the median round's time, the prompt included in both."""
+    from ort_decoder import ort_greedy
+    from rvvkit.measure.reference import ort_session
+    prompt, rows, doc = [1, 2, 3, 4], [], []
+    for form in forms:
+        cfg = zoo_llm.replace(zoo_llm.SMALL[config], **COUNT_FORMS[form])
+        model = count_model(cfg)
+        bound = min(cfg.max_seq, 256)
+        art = R.build(model, "fp32", max_seq=bound, prefill=prefill)
+        ort = ort_session(model, threads)
+        ours, theirs = [], []
+        with rvvkit.load(art, on="host", threads=threads) as sess:
+            got = sess.generate(prompt, tokens).tokens
+            want = ort_greedy(ort, prompt, tokens, bound)[0]
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                sess.generate(prompt, tokens)
+                ours.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                ort_greedy(ort, prompt, tokens, bound)
+                theirs.append(time.perf_counter() - t0)
+        a, b = tokens / float(np.median(ours)), tokens / float(np.median(theirs))
+        rows.append([form, threads, f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}",
+                     "yes" if got == want else "NO"])
+        doc.append({"form": form, "threads": threads, "tokens": tokens, "prompt": len(prompt),
+                    "rvvkit_s": ours, "onnxruntime_s": theirs, "rvvkit_tps": a,
+                    "onnxruntime_tps": b, "same_tokens": got == want})
+    print(f"{config} on this host: tokens/s of a {len(prompt)}-token prompt + {tokens} greedy "
+          f"tokens (median of {repeat} interleaved rounds)")
+    print(table(["form", "threads", "rvvkit", "onnxruntime", "onnxruntime / rvvkit",
+                 "same tokens"], rows, align="lrrrrl"))
+    return doc
 
 
 def main(argv=None) -> int:
@@ -309,7 +363,19 @@ def main(argv=None) -> int:
                    help="count under the counting QEMU 10 (scripts/qemu_plugins.sh): also the "
                         "VL-weighted elements per token, rvvkit's and llama.cpp's")
     c.add_argument("--json", help="write the figures here")
+    h = sub.add_parser("host", help="tokens/s on this machine against onnxruntime")
+    h.add_argument("--config", default="qwen2.5-0.5b", choices=sorted(zoo_llm.SMALL))
+    h.add_argument("--forms", default="int4,int8")
+    h.add_argument("--tokens", type=int, default=16)
+    h.add_argument("--threads", type=int, default=1)
+    h.add_argument("--repeat", type=int, default=3)
+    h.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
+    if args.what == "host":
+        doc = host(args.config, args.forms.split(","), args.tokens, args.threads, args.repeat)
+        if args.json:
+            Path(args.json).write_text(json.dumps(doc, indent=1))
+        return 0 if all(d["same_tokens"] for d in doc) else 1
     if args.what == "numerics":
         rows = numerics(args.steps)
         return 0 if all(r[3] == "yes" for r in rows) else 1

@@ -247,7 +247,10 @@ def run_counted(driver, gguf_path, n_prompt: int, n_gen: int, n_ctx: int, vlen: 
                               f"{' '.join(argv)}\n{err[-3000:]}")
         counts = read(out)
     result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    return {"counts": {k: counts[k] for k in keys}, "output": result,
+    kept = {k: counts[k] for k in keys}
+    if vl:   # by class x LMUL x SEW: what the K1 cost model reads
+        kept["classes"] = counts["classes"]
+    return {"counts": kept, "output": result,
             "wall_s": round(wall, 1), "repack": repack_info(err), "stderr": err.strip()[-2000:]}
 
 
@@ -268,15 +271,24 @@ def count_llama(bin, gguf, prompt_tokens: int, gen_tokens: int, vlen: int, isa: 
     base, gen, pro = (runs[k]["counts"] for k in [(p, G0), (p, G0 + g), (2 * p, G0)])
 
     def per(hi, lo, n):
-        d = {k: (hi[k] - lo[k]) / n for k in hi}
+        d = {k: (hi[k] - lo[k]) / n for k in hi if k != "classes"}
         d["weighted"] = (_weighted(hi) - _weighted(lo)) / n
         d["raw"] = d["insns"]
+        if "classes" in hi:
+            d["classes"] = per_token_classes(hi["classes"], lo["classes"], n)
         return d
     return {"vlen": vlen, "prompt_tokens": p, "gen_tokens": g, "n_ctx": n_ctx,
             "variant": variant, "isa": isa, "repack": runs[(p, G0)]["repack"],
             "counted_by": "qemu 10 (VL-weighted)" if vl else "qemu 7.2",
             "per_generated_token": per(gen, base, g), "per_prompt_token": per(pro, base, p),
             "runs": {f"p{k[0]}_g{k[1]}": v for k, v in runs.items()}}
+
+
+def per_token_classes(hi: dict, lo: dict, n: int) -> dict:
+    """(hi - lo) / n of two runs' {class: {"m1.e8": count}} tables."""
+    from rvvkit.runtime.counting.iclass import table_difference
+    return {c: {k: v / n for k, v in keys.items()}
+            for c, keys in table_difference(hi, lo, "classes").items()}
 
 
 def check_repack(info: dict, variant: str, vlen: int) -> None:

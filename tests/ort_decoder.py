@@ -11,9 +11,11 @@ import numpy as np
 
 def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int, growing: bool = False
                ) -> Tuple[List[int], List[np.ndarray]]:
-    """(generated ids, the logits row each was picked from)."""
+    """(generated ids, the logits row each was picked from). `model`: an ONNX model, or an
+    onnxruntime InferenceSession of one (benchmarks time the loop without making it)."""
     import onnxruntime as ort
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = model if hasattr(model, "run") else \
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     caches = {}
     for vi in sess.get_inputs():
         if vi.name.startswith("past_key_values"):
