@@ -39,7 +39,7 @@ def define(name: str, kernel, body: str) -> str:
     unused = "" if kernel.workspace else "\n    (void)ws;"
     prologue = ""
     if kernel.prologue:   # by the parameters' names, as where the kernel runs whole
-        named = "".join(f"\n    {p.decl()} = {c};\n    (void){p.name};"
+        named = "".join(f"\n        {p.decl()} = {c};\n        (void){p.name};"
                         for p, c in zip(params, casts))
         prologue = f"\n    {{{named}\n{indent(kernel.prologue.strip(), 2, directives=True)}\n    }}"
     return f"""static void {name}_rows({', '.join(decls + ['int rvk_lo', 'int rvk_hi'])}) {{

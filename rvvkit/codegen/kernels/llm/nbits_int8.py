@@ -109,7 +109,8 @@ class _Layout:
         """C: every row of `a` quantized into the workspace."""
         body = (self.row(None, const=False) + f"const float *__restrict x = a + i * {self.k};\n"
                 + _quantize_row(self.k, self.nb, block))
-        return "{\n" + self.pointers(False) + indent(rows_loop(0, self.m, 1, body)) + "}\n"
+        return ("{\n" + self.pointers(False) +
+                indent(rows_loop(0, self.m, 1, body), directives=True) + "\n}\n")
 
 
 def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
