@@ -12,8 +12,11 @@ nibble splits).
 
 At 4 bits with blocks of at most 32 the 16-bit sums need no 32-bit ones: they may wrap, but
 the block's sum of aq * (code - 8) lies within 32 * 127 * 8 = 32512, so the 16-bit sum less
-8 * sum(aq) is that value exactly. The portable path computes the same integer sums in scalar
-C; both apply the scales in one order, so their results are equal."""
+8 * sum(aq) is that value exactly. So the low nibbles need no mask either: the low sums take
+whole bytes (lo + 16 hi) and lose 16 times the high sums after the block, modulo 2^16 like the
+rest. The portable path computes the same integer sums (in 16 bits too in that form, which a
+host vectorises twice as wide); both apply the scales in one order, so their results are
+equal."""
 from __future__ import annotations
 
 from textwrap import dedent
@@ -115,13 +118,26 @@ class _Layout:
 
 def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
               scales: str) -> str:
-    """Portable C: the same integer sums and float operations as the RVV form."""
-    wrap_zp = _wraps(bits, block) and zp_kind     # stored zero points are less 8 (WRAP form)
+    """Portable C: the same integer sums and float operations as the RVV form. In the WRAP
+    form the sums are 16-bit too (unsigned, so wrapping is defined; a host vectorises twice
+    as many lanes), read back as the exact signed value less 8 * sum(aq)."""
+    def scale(off: str) -> str:
+        return scale_at(f"blk * {n} + j0 + {off} + c", scales)
+    if _wraps(bits, block):
+        def finish(d: str, off: str) -> str:
+            z = f"zp[blk * {n} + j0 + {off} + c]" if zp_kind else "0.0f"   # stored less 8
+            exact = f"((int32_t)(uint16_t)({d} - 8 * asum[blk]) ^ 32768) - 32768"
+            return (f"{scale(off)} *\n"
+                    f"            (((float)({exact}) - {z} * (float)asum[blk]) * sa[blk])")
+        body = portable_part(n, bits, bias, lay.nb, "uint16_t",
+                             f"long t = blk * {block}; t < blk * {block} + {block}",
+                             "const uint16_t at = (uint16_t)aq[t];",
+                             "(uint16_t)(at * {code})", finish)
+        return rows_loop(0, lay.m, 1, lay.row(None) + body)
 
     def finish(d: str, off: str) -> str:
         z = f"zp[blk * {n} + j0 + {off} + c]" if zp_kind else f"{default_zero_point(bits)!r}f"
-        z = f"({z} + 8.0f)" if wrap_zp else z
-        return (f"{scale_at(f'blk * {n} + j0 + {off} + c', scales)} *\n"
+        return (f"{scale(off)} *\n"
                 f"            (((float){d} - {z} * (float)asum[blk]) * sa[blk])")
     body = portable_part(n, bits, bias, lay.nb, "int32_t",
                          f"long t = blk * {block}; t < blk * {block} + {block}",
@@ -140,19 +156,23 @@ def _sums(rows: int, width: int, bits: int, block: int) -> str:
     if _wraps(bits, block):
         zeros = ", ".join(f"s{r}{h} = __riscv_vmv_v_x_i16m2(0, vl)" for r in rs
                           for h in ("lo", "hi"))
-        macs = "\n".join(f"    s{r}{h} = __riscv_vwmaccsu_vx_i16m2(s{r}{h}, aq{r}[t], {h}, vl);"
-                         for r in rs for h in ("lo", "hi"))
+        # the low sums take whole bytes (lo + 16 hi) and lose 16 x the high sums after the
+        # block: one vand fewer per step, exact modulo 2^16 like the rest
+        macs = "\n".join(f"    s{r}{h} = __riscv_vwmaccsu_vx_i16m2(s{r}{h}, aq{r}[t], {v}, vl);"
+                         for r in rs for h, v in (("lo", "qv"), ("hi", "hi")))
+        split = "\n".join(f"s{r}lo = __riscv_vsub_vv_i16m2(s{r}lo, "
+                          f"__riscv_vsll_vx_i16m2(s{r}hi, 4, vl), vl);" for r in rs)
         # steps of 16 at most: loops of 16 trips are unrolled by the compilers, of 32 not
         step = min(block, 16)
         return f"""vint16m2_t {zeros};
 for (long h = blk * {block}; h < blk * {block} + {block}; h += {step}) {{
     for (long t = h; t < h + {step}; ++t) {{
         const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
-        const vuint8m1_t lo = __riscv_vand_vx_u8m1(qv, 15, vl);
         const vuint8m1_t hi = __riscv_vsrl_vx_u8m1(qv, 4, vl);
 {indent(macs)}
     }}
 }}
+{split}
 """
     if bits == 4:   # larger blocks, one row: 16 steps fit 16 bits (16 * 128 * 15 < 2^15)
         return f"""vint32m4_t c0lo = __riscv_vmv_v_x_i32m4(0, vl), c0hi = c0lo;
@@ -171,8 +191,8 @@ for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
     # two products fit 16 bits (|aq| <= 127, |code - 128| <= 128); four k per trip, the
     # 16-bit products all made before the 32-bit sums, so the vector type changes twice per
     # trip rather than at every product
-    loads = "\n".join(f"    const vint8m1_t w{u} = __riscv_vle8_v_i8m1(q + (t + {u}) * {width} + j, vl);"
-                      for u in range(4))
+    loads = "\n".join(f"    const vint8m1_t w{u} = "
+                      f"__riscv_vle8_v_i8m1(q + (t + {u}) * {width} + j, vl);" for u in range(4))
     pairs = "\n".join(f"""    const vint16m2_t p{r}{u} = __riscv_vwmacc_vx_i16m2(
         __riscv_vwmul_vx_i16m2(w{2 * u}, aq{r}[t + {2 * u}], vl), aq{r}[t + {2 * u + 1}],
         w{2 * u + 1}, vl);""" for r in rs for u in range(2))
