@@ -1,10 +1,13 @@
-"""Decoders: numerics against onnxruntime, and work per token under QEMU against llama.cpp.
+"""Decoders: numerics against onnxruntime, work per token under QEMU against llama.cpp, and
+tokens/s on this machine against onnxruntime.
 
     python3 benchmarks/bench_llm.py numerics [--steps 64]
     python3 benchmarks/bench_llm.py counts [--config qwen2.5-0.5b] [--vlens 128,256,512,1024]
                                            [--forms int4,int8] [--llama | --llama-json F..]
                                            [--isa k1] [--peer-variant k1|fp32|both]
-                                           [--precision fp32|fp16|auto]
+                                           [--precision fp32|fp16|auto] [--vl]
+    python3 benchmarks/bench_llm.py host [--config qwen2.5-0.5b] [--forms int4,int8]
+                                         [--tokens 16] [--threads 1] [--repeat 3]
 
 numerics: the small decoders of rvvkit.zoo.llm (fp32, int4, int8; accuracy levels 0 and 4)
 generate `--steps` greedy tokens on the host and under QEMU (VLEN 128); each row says whether
@@ -24,9 +27,18 @@ Q4_0/Q8_0 weights and 16x1 GEMV/GEMM kernels at VLEN 256, checked from its log) 
 QEMU 7.2 -cpu of ISA profile --isa (default k1), and rvvkit is compiled for it; --precision is
 passed to rvvkit's build where its builder has the option (fp32 otherwise).
 Forms int4_f16 / int8_f16: the same decoder written in float16 (weights, scales, caches and
-logits; what onnxruntime-genai's fp16 precision writes), quantized alike. Modelled K1 tokens/s: the lower of the cycle model (toolchain/boards/k1.toml, one core) and
-the memory bound (weights + live KV cache bytes per token at 10.66 GB/s) -- a model, not a
-measurement."""
+logits; what onnxruntime-genai's fp16 precision writes), quantized alike. Modelled K1
+tokens/s: the lower of the cycle model (toolchain/boards/k1.toml, one core) and the memory
+bound (weights + live KV cache bytes per token at 10.66 GB/s) -- a model, not a measurement.
+With --vl every run is counted under the counting QEMU 10 (scripts/qemu_plugins.sh), which
+adds two tables from the same runs: the elements vector instructions process per token
+(VL-weighted), and one X60 core's modelled compute cycles per token from the class counts
+(the K1 cost model of docs/cost-model.md); llama.cpp's --llama-json files must then come from
+peer_llama.py --vl.
+
+host: the decoder of `--config` through rvvkit's host executor and onnxruntime, the same ONNX
+file, `--threads` each, interleaved rounds of a 4-token prompt and `--tokens` greedy tokens;
+exit 1 when their tokens differ."""
 from __future__ import annotations
 
 import argparse

@@ -29,6 +29,10 @@ token ids, then G single tokens, each sampled greedily. rvvkit's QEMU plugin
 (each vector instruction counted as its LMUL register-group size), as in peer_ncnn.py.
 Each run's logits after the prompt are checked against a numpy forward pass over the same
 dequantized weights (configs up to --ref-max-params; larger ones are only cross-checked).
+--vl counts every run under rvvkit's counting QEMU 10 (scripts/qemu_plugins.sh) with the
+profile as QEMU 10 spells it: the same LMUL-weighted counts, plus the elements vector
+instructions process (vl_weighted_vector_ops) and the class x LMUL x SEW table per token that
+bench_llm.py counts --vl puts through the K1 cost model.
 """
 from __future__ import annotations
 
