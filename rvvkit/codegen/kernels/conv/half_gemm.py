@@ -202,12 +202,15 @@ def _vlen() -> int:
 
 
 def plan(m: int, k: int, cols: int, block: int = BLOCK) -> HalfGemm:
-    """The orientation that leaves fewer lanes and rows empty at the build's VLEN."""
+    """The orientation that leaves fewer lanes and rows empty at the build's VLEN, the
+    transposed one only by a margin: its outputs are stored strided, row by row (measured at
+    VLEN 256: squeezenet's last layer, 8 % fewer empty lanes, gains 10 %; resnet50's 28x28
+    layers, 2 % fewer, lose)."""
     lanes = _vlen() * 2 // 16
     rn, rt = rows_for(m, block), rows_for(cols, block)
     normal = cdiv(m, rn) * rn * cdiv(cols, lanes) * lanes
     trans = cdiv(cols, rt) * rt * cdiv(m, lanes) * lanes
-    return HalfGemm(m, k, cols, trans < (1.0 if k >= 256 else 0.9) * normal, block)
+    return HalfGemm(m, k, cols, trans < 0.95 * normal, block)
 
 
 def operand_halves(g: HalfGemm) -> int:
