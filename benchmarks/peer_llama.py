@@ -233,9 +233,8 @@ def run_counted(driver, gguf_path, n_prompt: int, n_gen: int, n_ctx: int, vlen: 
     output, wall time and what its verbose log says about repacked weights. With `vl`,
     under rvvkit's counting QEMU 10 and its VL-weighted plugin (the elements each vector
     instruction processes, beside the same LMUL-weighted counts)."""
-    from rvvkit.runtime.counting import icount, vcount
-    plugin, read, keys = (vcount.qemu_vcount_args, vcount.read_vcounts, vcount.VL_KEYS) if vl \
-        else (icount.qemu_plugin_args, icount.read_counts, icount.COUNT_KEYS)
+    from rvvkit.runtime.counting import vcount
+    plugin, read, keys, _ = vcount.counter(vl)
     with tempfile.TemporaryDirectory(prefix="peer-llama-") as tmp:
         out = Path(tmp) / "counts.json"
         # verbose (-v) in every run alike: the log lines are printed while loading, the same

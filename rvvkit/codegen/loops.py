@@ -52,16 +52,18 @@ _DECL = r"(const |float |int |long |size_t |v?float32)"
 
 
 def loop(var: str, start, stop, body: str, ty: str = "int", flat: bool = False,
-         guard: str = "", directives: bool = False) -> str:
+         guard: str = "", directives: bool = False, step: int = 1) -> str:
     """`for (ty var = start; var < stop; ++var) { body }`; when the bounds are constants one
     apart, the body once with `var` fixed to `start` (no single-trip loops in the source): in
     a block, or without one when `flat` (the caller knows no declaration can clash).
     `guard`: a condition tested before every trip as well (`guard && var < stop`, the loop
     stopping when it fails), so a single trip is `if (guard) { body }`. `directives`: the
-    body's preprocessor lines (RVV guards) stay in column 0 when it is shifted."""
-    if not (isinstance(start, int) and isinstance(stop, int) and stop - start == 1):
+    body's preprocessor lines (RVV guards) stay in column 0 when it is shifted. `step`: the
+    increment (constant bounds less than a step apart make the single trip too)."""
+    if not (isinstance(start, int) and isinstance(stop, int) and 0 < stop - start <= step):
         cond = f"{guard} && {var} < {stop}" if guard else f"{var} < {stop}"
-        head = f"for ({ty} {var} = {start}; {cond}; ++{var})"
+        inc = f"++{var}" if step == 1 else f"{var} += {step}"
+        head = f"for ({ty} {var} = {start}; {cond}; {inc})"
         if "\n" in body or re.match(_DECL, body):
             return f"{head} {{\n{indent(body, directives=directives)}\n}}"
         one_line = len(head) + len(body) < 90 and not body.startswith("for ")

@@ -183,15 +183,11 @@ class QemuSession(RunnerSession):
         and the start of worker threads are in both and cancel; the argv strings have equal
         lengths. With `vl`, counted under the counting QEMU 10 (vcount.py), which adds
         vl_weighted_vector_ops and work_weighted_vector_ops, in total and per thread."""
-        from .counting.icount import per_run, qemu_plugin_args, read_counts
-        if vl:
-            from .counting.vcount import qemu_vcount_args, read_vcounts, require_counting_qemu
-            hi, lo = self._counted_runs(feeds, inferences, lambda d: (
-                qemu_vcount_args(d / "v.json"), lambda: read_vcounts(d / "v.json")),
-                qemu=require_counting_qemu())
-        else:
-            hi, lo = self._counted_runs(feeds, inferences, lambda d: (
-                qemu_plugin_args(d / "counts.json"), lambda: read_counts(d / "counts.json")))
+        from .counting.icount import per_run
+        from .counting.vcount import counter
+        args, read, _, qemu = counter(vl)
+        hi, lo = self._counted_runs(feeds, inferences, lambda d: (
+            args(d / "counts.json"), lambda: read(d / "counts.json")), qemu=qemu)
         try:
             out = per_run(hi, lo, inferences, whole=True)
         except ValueError as exc:  # a count that shrinks with more work cannot be trusted
@@ -245,13 +241,10 @@ class QemuSession(RunnerSession):
         the prompt, then `new_tokens` greedy tokens. Per-token figures are differences of two
         such runs (benchmarks/bench_llm.py). With `vl`, counted under the counting QEMU 10
         (vcount.read_vcounts: vl_weighted_vector_ops too)."""
-        from .counting.icount import qemu_plugin_args, read_counts
-        if vl:
-            from .counting.vcount import qemu_vcount_args, read_vcounts, require_counting_qemu
-            args, read, qemu = qemu_vcount_args, read_vcounts, require_counting_qemu()
-        else:
+        from .counting.vcount import counter
+        args, read, _, qemu = counter(vl)
+        if qemu is None:
             self._need_plugins()
-            args, read, qemu = qemu_plugin_args, read_counts, None
         rundir = self.transport.new_dir()
         self._counting_qemu = qemu
         try:

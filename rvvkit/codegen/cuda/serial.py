@@ -92,18 +92,20 @@ PART_SCRATCH = 4096
 def parts(spec: dict, kernel: Kernel) -> CudaKernel:
     """A split C kernel (its body over parts rvk_lo <= u < rvk_hi) with one GPU thread per
     part: the parts are independent by the split's contract, so this is the C kernel's own
-    parallelism; an unsplit kernel runs serially."""
-    if kernel.prologue and kernel.prologue_shared:
-        return _shared_prologue_parts(spec, kernel)
-    if kernel.split is None or kernel.workspace > PART_SCRATCH or kernel.prologue:
+    parallelism; an unsplit kernel runs serially. A shared prologue (the parts only read what
+    it wrote in the workspace) runs once, by one thread, into the step's scratch, which the
+    parts then read; any other prologue, or more scratch than PART_SCRATCH, runs serially."""
+    shared = bool(kernel.prologue) and kernel.prologue_shared
+    if kernel.split is None or (kernel.prologue and not shared) or \
+            (not shared and kernel.workspace > PART_SCRATCH):
         return serial(spec, kernel)
-    params, names = _device_params(kernel, False)   # the workspace is the thread's own
+    params, names = _device_params(kernel, shared)   # else the workspace is the thread's own
     units = kernel.split.units
     body = portable(kernel.body)
     name = _device_name("parts", spec, kernel, params, body)
     # the C kernel's workspace is per thread: here, an array of the thread's own
     scratch = f"    float rvk_scratch[{kernel.workspace}];\n    float *ws = rvk_scratch;\n" \
-        if kernel.workspace else ""
+        if kernel.workspace and not shared else ""
     fn = (f"/* {spec['op']}: the C kernel's {units} parts, one thread each */\n"
           f"__global__ void {name}({', '.join(params)}) {{\n"
           f"    const int rvk_lo = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
@@ -112,37 +114,17 @@ def parts(spec: dict, kernel: Kernel) -> CudaKernel:
     support = dict(_device_support(kernel))
     support[name] = fn
     threads = 64
-    launch = (f"    RVK_LAUNCH({name}, dim3({-(-units // threads)}), dim3({threads}), "
-              f"({', '.join(names)}));")
-    if kernel.workspace:   # the plan's scratch is not used: each thread has its own
-        launch = "    (void)ws;\n" + launch
-    return CudaKernel(launch, support)
-
-
-def _shared_prologue_parts(spec: dict, kernel: Kernel) -> CudaKernel:
-    """A split kernel whose parts only read what its prologue wrote in the workspace: the
-    prologue by one thread into the step's scratch, then one thread per part reading it."""
-    params, names = _device_params(kernel, True)
-    pro = portable(kernel.prologue)
-    pname = _device_name("prologue", spec, kernel, params, pro)
-    body = portable(kernel.body)
-    name = _device_name("parts", spec, kernel, params, body)
-    units = kernel.split.units if kernel.split else 1
-    lo = ("    const int rvk_lo = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
-          f"    const int rvk_hi = rvk_lo + 1;\n    if (rvk_lo >= {units}) return;\n"
-          if kernel.split else "")
-    support = dict(_device_support(kernel))
-    support[pname] = (f"/* {spec['op']}: the C kernel's prologue, once for all parts */\n"
-                      f"__global__ void {pname}({', '.join(params)}) {{\n"
-                      f"{pro.rstrip()}\n}}\n")
-    support[name] = (f"/* {spec['op']}: the C kernel's {units} parts, one thread each, "
-                     "reading the prologue's scratch */\n"
-                     f"__global__ void {name}({', '.join(params)}) {{\n{lo}"
-                     f"{body.rstrip()}\n}}\n")
-    threads = 64
     args = ", ".join(names)
-    launch = (f"    RVK_LAUNCH({pname}, dim3(1), dim3(1), ({args}));\n"
-              f"    RVK_LAUNCH({name}, dim3({-(-units // threads)}), dim3({threads}), ({args}));")
+    launch = f"    RVK_LAUNCH({name}, dim3({-(-units // threads)}), dim3({threads}), ({args}));"
+    if shared:
+        pro = portable(kernel.prologue)
+        pname = _device_name("prologue", spec, kernel, params, pro)
+        support[pname] = (f"/* {spec['op']}: the C kernel's prologue, once for all parts */\n"
+                          f"__global__ void {pname}({', '.join(params)}) {{\n"
+                          f"{pro.rstrip()}\n}}\n")
+        launch = f"    RVK_LAUNCH({pname}, dim3(1), dim3(1), ({args}));\n" + launch
+    elif kernel.workspace:   # the plan's scratch is not used: each thread has its own
+        launch = "    (void)ws;\n" + launch
     return CudaKernel(launch, support)
 
 

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 from ...errors import ExecutionError, RvvkitError
 from ...jit import targets
 from .iclass import table_difference
-from .icount import COUNT_KEYS, _qemu_opt_escape, plugin_path
+from .icount import COUNT_KEYS, _qemu_opt_escape, plugin_path, qemu_plugin_args, read_counts
 
 _FACTS = targets.riscv().get("qemu", "counting")
 VERSION = _FACTS["version"]
@@ -115,6 +115,15 @@ def read_vcounts(path: PathLike) -> Dict[str, Any]:
     return out
 
 
+def counter(vl: bool) -> tuple:
+    """How to count a run: (plugin arguments of an output path, that path's reader, the keys
+    of its totals, the QEMU binary it needs or None for the session's QEMU 7.2): with `vl`
+    this module's plugin under the counting QEMU 10 (VL_KEYS), else icount.py's (COUNT_KEYS)."""
+    if vl:
+        return qemu_vcount_args, read_vcounts, VL_KEYS, require_counting_qemu()
+    return qemu_plugin_args, read_counts, COUNT_KEYS, None
+
+
 def difference(hi: Mapping[str, Any], lo: Mapping[str, Any]) -> Dict[str, Any]:
     """hi - lo: totals, per thread (icount.per_run's rules) and each class table."""
     from .icount import per_run
@@ -124,5 +133,5 @@ def difference(hi: Mapping[str, Any], lo: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-__all__ = ["SETUP_HINT", "TABLES", "VERSION", "VL_KEYS", "counting_dir", "counting_qemu",
-           "difference", "qemu_vcount_args", "read_vcounts", "require_counting_qemu"]
+__all__ = ["SETUP_HINT", "TABLES", "VERSION", "VL_KEYS", "counter", "counting_dir",
+           "counting_qemu", "difference", "qemu_vcount_args", "read_vcounts", "require_counting_qemu"]

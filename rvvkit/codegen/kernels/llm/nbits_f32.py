@@ -12,7 +12,7 @@ from __future__ import annotations
 from ... import rvv
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows_loop,
+from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows,
                            rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
@@ -29,7 +29,7 @@ for (long blk = 0; blk < {nb}; ++blk) {{
     ws[i * {nb} + blk] = s;
 }}
 """
-    return rows_loop(0, m, 1, body)
+    return rows(body, m)
 
 
 def _row(k: int, nb: int) -> str:
@@ -52,7 +52,7 @@ def _portable(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: s
     k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
     body = portable_part(n, bits, bias, nb, "float", f"long t = blk * {block}; t < {k1}",
                          "const float at = x[t];", "at * (float){code}", finish)
-    return rows_loop(0, m, 1, _row(k, nb) + body)
+    return rows(_row(k, nb) + body, m)
 
 
 def _rvv(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
@@ -85,7 +85,7 @@ for (long t = blk * {block}; t < {k1}; ++t)
         __riscv_vsext_vf4_i32m4(
             __riscv_vle8_v_i8m1(q + t * {width} + j, vl), vl), vl), vl);
 {finish("facc", "j", "o0lo")}"""
-    return rows_loop(0, m, 1, _row(k, nb) + rvv_columns(n, bits, bias, nb, per_block))
+    return rows(_row(k, nb) + rvv_columns(n, bits, bias, nb, per_block), m)
 
 
 def matmul_nbits_f32(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,

@@ -25,7 +25,7 @@ from ... import rvv
 from ...cfmt import indent
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows_loop,
+from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows,
                            rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
@@ -113,7 +113,7 @@ class _Layout:
         body = (self.row(None, const=False) + f"const float *__restrict x = a + i * {self.k};\n"
                 + _quantize_row(self.k, self.nb, block))
         return ("{\n" + self.pointers(False) +
-                indent(rows_loop(0, self.m, 1, body), directives=True) + "\n}\n")
+                indent(rows(body, self.m), directives=True) + "\n}\n")
 
 
 def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
@@ -121,28 +121,28 @@ def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: b
     """Portable C: the same integer sums and float operations as the RVV form. In the WRAP
     form the sums are 16-bit too (unsigned, so wrapping is defined; a host vectorises twice
     as many lanes), read back as the exact signed value less 8 * sum(aq)."""
-    def scale(off: str) -> str:
-        return scale_at(f"blk * {n} + j0 + {off} + c", scales)
-    if _wraps(bits, block):
-        def finish(d: str, off: str) -> str:
-            z = f"zp[blk * {n} + j0 + {off} + c]" if zp_kind else "0.0f"   # stored less 8
-            exact = f"((int32_t)(uint16_t)({d} - 8 * asum[blk]) ^ 32768) - 32768"
-            return (f"{scale(off)} *\n"
-                    f"            (((float)({exact}) - {z} * (float)asum[blk]) * sa[blk])")
-        body = portable_part(n, bits, bias, lay.nb, "uint16_t",
-                             f"long t = blk * {block}; t < blk * {block} + {block}",
-                             "const uint16_t at = (uint16_t)aq[t];",
-                             "(uint16_t)(at * {code})", finish)
-        return rows_loop(0, lay.m, 1, lay.row(None) + body)
+    if _wraps(bits, block):   # zero points are stored less 8 (see matmul_nbits_i8)
+        acc, first, term = "uint16_t", "const uint16_t at = (uint16_t)aq[t];", \
+            "(uint16_t)(at * {code})"
+        zero = "0.0f"
+
+        def dot(d: str) -> str:
+            return f"(float)(((int32_t)(uint16_t)({d} - 8 * asum[blk]) ^ 32768) - 32768)"
+    else:
+        acc, first, term = "int32_t", "const int32_t at = aq[t];", "at * (int32_t){code}"
+        zero = f"{default_zero_point(bits)!r}f"
+
+        def dot(d: str) -> str:
+            return f"(float){d}"
 
     def finish(d: str, off: str) -> str:
-        z = f"zp[blk * {n} + j0 + {off} + c]" if zp_kind else f"{default_zero_point(bits)!r}f"
-        return (f"{scale(off)} *\n"
-                f"            (((float){d} - {z} * (float)asum[blk]) * sa[blk])")
-    body = portable_part(n, bits, bias, lay.nb, "int32_t",
-                         f"long t = blk * {block}; t < blk * {block} + {block}",
-                         "const int32_t at = aq[t];", "at * (int32_t){code}", finish)
-    return rows_loop(0, lay.m, 1, lay.row(None) + body)
+        z = f"zp[blk * {n} + j0 + {off} + c]" if zp_kind else zero
+        return (f"{scale_at(f'blk * {n} + j0 + {off} + c', scales)} *\n"
+                f"            (({dot(d)} - {z} * (float)asum[blk]) * sa[blk])")
+    body = portable_part(n, bits, bias, lay.nb, acc,
+                         f"long t = blk * {block}; t < blk * {block} + {block}", first, term,
+                         finish)
+    return rows(lay.row(None) + body, lay.m)
 
 
 def _wraps(bits: int, block: int) -> bool:
@@ -249,7 +249,7 @@ def _rvv(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
         return "".join(lay.row(r) for r in range(rows)) + \
             rvv_columns(n, bits, bias, lay.nb, per_block, rows)
     paired = lay.m // step * step
-    return rows_loop(0, paired, step, group(step)) + rows_loop(paired, lay.m, 1, group(1))
+    return rows(group(step), paired, step=step) + rows(group(1), lay.m, paired)
 
 
 def matmul_nbits_i8(m: int, k: int, n: int, bits: int, block: int, zp_kind: str,

@@ -20,6 +20,7 @@ import numpy as np
 from ... import half, rvv
 from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param, make_spec
+from ...loops import loop
 from ...parallel import split_of
 from ....ops.llm import nbits
 
@@ -164,15 +165,12 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
                    transforms)
 
 
-def rows_loop(first: int, stop: int, step: int, body: str) -> str:
-    """C: `body` (at no indentation) for rows i = first, first + step, .. < stop: nothing
-    when there are none, once with i fixed when there is one."""
+def rows(body: str, stop: int, first: int = 0, step: int = 1) -> str:
+    """C: `body` (at no indentation) for rows `long i` = first, first + step, .. < stop,
+    through loops.loop (once with i fixed for a single row); nothing for none."""
     if stop <= first:
         return ""
-    if stop - first <= step:
-        return f"{{\n    const long i = {first};\n{indent(body.rstrip(), 1, directives=True)}\n}}\n"
-    return (f"for (long i = {first}; i < {stop}; i += {step}) {{\n"
-            f"{indent(body.rstrip(), 1, directives=True)}\n}}\n")
+    return loop("i", first, stop, body.rstrip(), "long", directives=True, step=step) + "\n"
 
 
 def rvv_columns(n: int, bits: int, bias: bool, nb: int, per_block: str, rows: int = 1) -> str:
@@ -225,9 +223,9 @@ def portable_part(n: int, bits: int, bias: bool, nb: int, acc: str, span: str, f
     that a compiler vectorises it along columns (AVX2 on a host): per block, sums `acc`
     (C type) of every column, then `finish(d, off)` (the C expression a column's output adds,
     from its sum `d` of column j0 + off + c) per column. `span`: the block's k (`long t =
-    ..; t < ..`), `first`: a statement per k (declaring `at`), `term`: what one code (`code`,
-    an int32_t or float C expression) adds to a sum (`at`: the k-th activation). At 4 bits the high nibbles are the
-    columns ceil(N/2) on (stopping at N)."""
+    ..; t < ..`), `first`: a statement per k (declaring `at`, the k-th activation), `term`:
+    what one code (`code`, an int32_t or float C expression) adds to a sum. At 4 bits the
+    high nibbles are the columns ceil(N/2) on (stopping at N)."""
     width = width_of(n, bits)
     halves = [("lo", "0", "nj")] + ([("hi", str(width), "nh")] if bits == 4 else [])
     if bits == 4:
