@@ -2,6 +2,7 @@
 QEMU (exact, from the counting plugin's block profile; rvvkit.runtime.counting.iprofile), one thread.
 
     python3 benchmarks/profile_qemu.py resnet50 --vlen 512 [--top 25] [--functions] [--markdown]
+    python3 benchmarks/profile_qemu.py mobilenet_v2_224 --precision auto --isa k1
 
 Models: those of benchmarks/peer_ncnn.py (peer_ncnn_models.fp32_model: the onnx light models,
 tests/models' float models, mobilenet_v2_224, encoder), or a path to an .onnx file (its inputs
@@ -41,6 +42,9 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=25, help="rows shown (default 25)")
     p.add_argument("--functions", action="store_true", help="one row per function")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
+                   help="rvvkit build --precision (default fp32)")
+    p.add_argument("--isa", default=None, help="ISA profile, e.g. k1 (default: plain RVV)")
     args = p.parse_args(argv)
     os.environ["RVVKIT_NUM_THREADS"] = "1"      # exact: no worker wake-ups in the counts
     import rvvkit
@@ -52,7 +56,8 @@ def main(argv=None) -> int:
     from peer_ncnn_build import PeerError
     try:
         model, feeds = _model(args.model)
-        with QemuSession(rvvkit.build(model), vlen=args.vlen) as sess:
+        art = rvvkit.build(model, precision=args.precision, cuda=False)
+        with QemuSession(art, vlen=args.vlen, isa=args.isa) as sess:
             sess.set_threads(1)   # one core's profile, the same on every machine
             prof = sess.instruction_profile(feeds)
     except (RvvkitError, OSError, PeerError) as exc:

@@ -9,24 +9,9 @@ from onnx import TensorProto, helper
 
 import rvvkit
 from conftest import assert_matches, rand, run_ort
+from nbits_cases import MS, f32, ms_model, nbits_model
 from rvvkit.ops.llm import nbits
 from rvvkit.errors import ExecutionError
-
-MS = "com.microsoft"
-
-
-def ms_model(nodes, inputs, outputs, inits=None):
-    from onnx import numpy_helper
-    graph = helper.make_graph(nodes, "llm_op", inputs, outputs,
-                              [numpy_helper.from_array(np.asarray(v), k)
-                               for k, v in (inits or {}).items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                   helper.make_opsetid(MS, 1)], ir_version=8)
-
-
-def f32(name, shape):
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
 
 NBITS_CASES = [
     # id, rows, K, N, bits, block, zero points ("", "u8", "f32"), bias
@@ -48,6 +33,10 @@ NBITS_CASES = [
     ("acc4_b4_blk16_rows4", 4, 64, 33, 4, 16, "", False),
     ("acc4_b8_rows3_zp_bias", 3, 128, 65, 8, 32, "u8", True),
     ("acc4_b4_rows2_k_tail", 2, 200, 40, 4, 32, "", False),
+    # wide: parts of two whole 32-byte vectors and a tail (the host's AVX2 form), the last
+    # part's high half stopping short
+    ("acc4_b4_wide_zp_bias", 2, 64, 301, 4, 32, "u8", True),
+    ("acc4_s16_b8_wide_blk16", 3, 64, 150, 8, 16, "", True),
     # scales rounded to bfloat16 values: stored in 16 bits, widened as they are read
     ("s16_b4_gemv", 1, 64, 40, 4, 32, "", False),
     ("s16_b8_bias", 2, 128, 65, 8, 64, "", True),
@@ -63,28 +52,8 @@ NBITS_CASES = [
 @pytest.mark.parametrize("rows, k, n, bits, block, zp, bias", [c[1:] for c in NBITS_CASES],
                          ids=[c[0] for c in NBITS_CASES])
 def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor, request):
-    acc4 = request.node.callspec.id.startswith("acc4")
-    w = rand(k, n, seed=1)
-    b, scales, packed = nbits.quantize(w, bits, block, zero_points=bool(zp),
-                                       bf16_scales="s16" in request.node.callspec.id)
-    if "h16" in request.node.callspec.id:   # float16 values, a zero and a subnormal among them
-        scales = scales.astype(np.float16).astype(np.float32)
-        scales.flat[0], scales.flat[1] = 0.0, 2.0 ** -20
-    inits = {"b": b, "scales": scales.ravel()}
-    names = ["a", "b", "scales"]
-    if zp == "u8":
-        inits["zp"] = packed.ravel()
-    elif zp == "f32":   # one float zero point per block (the codes' midpoint, shifted)
-        inits["zp"] = np.full(scales.size, (1 << (bits - 1)) + 0.25, np.float32)
-    if zp:
-        names.append("zp")
-    if bias:
-        names += [""] * (5 - len(names)) + ["bias"]
-        inits["bias"] = rand(n, seed=3)
-    node = helper.make_node("MatMulNBits", names, ["y"], domain=MS, K=k, N=n, bits=bits,
-                            block_size=block, accuracy_level=4 if acc4 else 0)
-    m = ms_model([node], [f32("a", [rows, k])], [f32("y", [rows, n])], inits)
-    assert_matches(m, {"a": rand(rows, k, seed=2)}, on=op_executor, rtol=1e-4, atol=1e-4)
+    m, feeds = nbits_model(request.node.callspec.id, rows, k, n, bits, block, zp, bias)
+    assert_matches(m, feeds, on=op_executor, rtol=1e-4, atol=1e-4)
 
 
 def _half_nbits_model(k, n, half_scales=True, half_io=True):

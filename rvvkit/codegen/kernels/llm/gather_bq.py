@@ -2,7 +2,7 @@
 dequantized as they are gathered, from one of two layouts of the same codes:
 - "rows": the operator's own (data [rows, K * bits / 8], scales [rows, K / block]), each
   gathered row read contiguously;
-- "columns": the MatMulNBits column layout (nbits_layout.py) of a table that a MatMulNBits of
+- "columns": the MatMulNBits panels (nbits_layout.py) of a table that a MatMulNBits of
   the graph also multiplies by (an LM head tied to the embedding): the table's row v is the
   layout's column v, read with a stride. Both steps then take their weights from one copy in
   the artifact (the weights blob stores identical entries once); a gathered row is only K
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ....ops.llm import nbits
-from .nbits_layout import (SCALE_HELPERS, relayout_codes, relayout_scales, scale_at,
+from .nbits_layout import (PAIRS, SCALE_HELPERS, at_column, panel_at, panels, relayout_scales, scale_at,
                            scale_param, stored_scales, width_of)
 
 declare_spec("gather_bq", ("count", "rows", "K", "bits", "block", "index", "layout",
@@ -30,11 +30,17 @@ def _value(layout: str, rows: int, k: int, bits: int, block: int, scales: str) -
                f"{scale_at(f'i * {nb} + k / {block}', scales)}"
     width = width_of(rows, bits)
     if bits == 4:   # column i: low nibbles of byte column i, or high ones of i - width
-        code = f"(i < {width} ? (q[k * {width} + i] & 15) : (q[k * {width} + i - {width}] >> 4))"
+        code = (f"(i < {width} ? (q[{panel_at('k', 'i', k, block)}] & 15) : "
+                f"(q[{panel_at('k', f'i - {width}', k, block)}] >> 4))")
         code = f"((int){code} - 8)"
     else:           # stored as code - 128 (int8)
-        code = f"(int)q[k * {width} + i]"
-    return f"(float){code} * {scale_at(f'(k / {block}) * {rows} + i', scales)}"
+        code = f"(int)q[{panel_at('k', 'i', k, block)}]"
+    # column i's scale of block k / block, in panel_order
+    col = f"(i < {width} ? i : i - {width})" if bits == 4 else "i"
+    half = f"(i >= {width})" if bits == 4 else 0
+    at = at_column(half, f"{col} % {PAIRS}", nb, bits, part=f"({col} / {PAIRS})",
+                   blk=f"(k / {block})")
+    return f"(float){code} * {scale_at(at, scales)}"
 
 
 def gather_bq(count: int, rows: int, k: int, bits: int, block: int, index: str,
@@ -57,8 +63,8 @@ def gather_bq(count: int, rows: int, k: int, bits: int, block: int, index: str,
     params = (Param("q", dtype="int8" if signed else "uint8"), Param("idx", dtype=index),
               scale_param(scales), Param("out", False))
     if layout == "columns":
-        transforms = {0: lambda d: relayout_codes(d, k, rows, bits, block),
-                      2: lambda s: relayout_scales(s, k, rows, block)}
+        transforms = {0: lambda d: panels(d, k, rows, bits, block),
+                      2: lambda s: relayout_scales(s, k, rows, block, bits)}
     else:
         transforms = {2: stored_scales} if scales != "float32" else {}
     return Lowered(Kernel("gather_bq", params, body, spec=spec, status=True, macs=count * k,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from ... import rvv
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows,
-                           rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
+from .nbits_layout import (PAIRS, at_column, column_kernel, default_zero_point, portable_part, rows,
+                           rvv_columns, rvv_zero_point, scale_at, scale_load)
 
 declare_spec("matmul_nbits_f32", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
                                      "scales"))
@@ -38,17 +38,17 @@ def _row(k: int, nb: int) -> str:
             "(void)asum;   /* unused where the zero point is 0 */\n")
 
 
-def _zero_point(zp_kind: str, bits: int, n: int, col: str) -> str:
-    return f"zp[blk * {n} + {col}]" if zp_kind else f"{default_zero_point(bits)!r}f"
+def _zero_point(zp_kind: str, bits: int, at: str) -> str:
+    return f"zp[{at}]" if zp_kind else f"{default_zero_point(bits)!r}f"
 
 
 def _portable(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: str,
               bias: bool, scales: str) -> str:
     """Portable C: per column the products summed in k's order, as the RVV form does."""
-    def finish(d: str, off: str) -> str:
-        return (f"{scale_at(f'blk * {n} + j0 + {off} + c', scales)} *\n"
-                f"            ({d} - {_zero_point(zp_kind, bits, n, f'j0 + {off} + c')} * "
-                "asum[blk])")
+    def finish(d: str, half: int) -> str:
+        at = at_column(half, "c", nb, bits)
+        return (f"{scale_at(at, scales)} *\n"
+                f"            ({d} - {_zero_point(zp_kind, bits, at)} * asum[blk])")
     k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
     body = portable_part(n, bits, bias, nb, "float", f"long t = blk * {block}; t < {k1}",
                          "const float at = x[t];", "at * (float){code}", finish)
@@ -57,18 +57,17 @@ def _portable(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: s
 
 def _rvv(m: int, k: int, n: int, bits: int, block: int, nb: int, zp_kind: str, bias: bool,
          scales: str) -> str:
-    width = width_of(n, bits)
-
-    def finish(acc: str, col: str, out: str) -> str:
-        return f"""{rvv_zero_point(zp_kind, bits, n, acc, col, "asum[blk]")}
+    def finish(acc: str, half: int, out: str) -> str:
+        at = at_column(half, "(j - j0)", nb, bits)
+        return f"""{rvv_zero_point(zp_kind, bits, at, acc, "asum[blk]")}
 {out} = __riscv_vfmacc_vv_f32m4({out}, {acc},
-    {scale_load(f"blk * {n} + {col}", scales)}, vl);"""
+    {scale_load(at, scales)}, vl);"""
     zero = "__riscv_vfmv_v_f_f32m4(0.0f, vl)"
     k1 = f"(blk * {block} + {block} < {k} ? blk * {block} + {block} : {k})"
     if bits == 4:
         per_block = f"""vfloat32m4_t flo = {zero}, fhi = flo;
 for (long t = blk * {block}; t < {k1}; ++t) {{
-    const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+    const vuint8m1_t qv = __riscv_vle8_v_u8m1(qp + t * {PAIRS} + j, vl);
     flo = __riscv_vfmacc_vf_f32m4(flo, x[t], __riscv_vfcvt_f_xu_v_f32m4(
         __riscv_vzext_vf4_u32m4(__riscv_vand_vx_u8m1(qv, 15, vl), vl),
         vl), vl);
@@ -76,15 +75,15 @@ for (long t = blk * {block}; t < {k1}; ++t) {{
         __riscv_vzext_vf4_u32m4(__riscv_vsrl_vx_u8m1(qv, 4, vl), vl),
         vl), vl);
 }}
-{finish("flo", "j", "o0lo")}
-{finish("fhi", f"j + {width}", "o0hi")}"""
+{finish("flo", 0, "o0lo")}
+{finish("fhi", 1, "o0hi")}"""
     else:
         per_block = f"""vfloat32m4_t facc = {zero};
 for (long t = blk * {block}; t < {k1}; ++t)
     facc = __riscv_vfmacc_vf_f32m4(facc, x[t], __riscv_vfcvt_f_x_v_f32m4(
         __riscv_vsext_vf4_i32m4(
-            __riscv_vle8_v_i8m1(q + t * {width} + j, vl), vl), vl), vl);
-{finish("facc", "j", "o0lo")}"""
+            __riscv_vle8_v_i8m1(qp + t * {PAIRS} + j, vl), vl), vl), vl);
+{finish("facc", 0, "o0lo")}"""
     return rows(_row(k, nb) + rvv_columns(n, bits, bias, nb, per_block), m)
 
 

@@ -16,17 +16,20 @@ the block's sum of aq * (code - 8) lies within 32 * 127 * 8 = 32512, so the 16-b
 whole bytes (lo + 16 hi) and lose 16 times the high sums after the block, modulo 2^16 like the
 rest. The portable path computes the same integer sums (in 16 bits too in that form, which a
 host vectorises twice as wide); both apply the scales in one order, so their results are
-equal."""
+equal. On an AVX2 host the portable form takes whole vectors of 32 byte columns through
+nbits_x86.py's intrinsics first (the same sums, the same order)."""
 from __future__ import annotations
 
 from textwrap import dedent
 
-from ... import rvv
+from ... import rvv, x86
 from ...cfmt import indent
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
-from .nbits_layout import (column_kernel, default_zero_point, portable_part, rows,
-                           rvv_columns, rvv_zero_point, scale_at, scale_load, width_of)
+from . import nbits_x86
+from .nbits_layout import (PAIRS, at_column, column_kernel, default_zero_point, portable_part, rows,
+                           halves_of, rvv_columns, rvv_zero_point, scale_at, scale_load,
+                           width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
                                      "scales"))
@@ -135,13 +138,18 @@ def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: b
         def dot(d: str) -> str:
             return f"(float){d}"
 
-    def finish(d: str, off: str) -> str:
-        z = f"zp[blk * {n} + j0 + {off} + c]" if zp_kind else zero
-        return (f"{scale_at(f'blk * {n} + j0 + {off} + c', scales)} *\n"
+    def finish(d: str, half: int) -> str:
+        at = at_column(half, "c", lay.nb, bits)
+        z = f"zp[{at}]" if zp_kind else zero
+        return (f"{scale_at(at, scales)} *\n"
                 f"            (({dot(d)} - {z} * (float)asum[blk]) * sa[blk])")
+    vector = ""
+    if nbits_x86.supported(bits, block, WRAP_BLOCK):   # whole vectors first on an AVX2 host
+        vector = x86.guarded(nbits_x86.row_part(bits, block, lay.nb, zp_kind, scales),
+                             "const long nv = 0;")
     body = portable_part(n, bits, bias, lay.nb, acc,
                          f"long t = blk * {block}; t < blk * {block} + {block}", first, term,
-                         finish)
+                         finish, vector)
     return rows(lay.row(None) + body, lay.m)
 
 
@@ -167,7 +175,7 @@ def _sums(rows: int, width: int, bits: int, block: int) -> str:
         return f"""vint16m2_t {zeros};
 for (long h = blk * {block}; h < blk * {block} + {block}; h += {step}) {{
     for (long t = h; t < h + {step}; ++t) {{
-        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+        const vuint8m1_t qv = __riscv_vle8_v_u8m1(qp + t * {PAIRS} + j, vl);
         const vuint8m1_t hi = __riscv_vsrl_vx_u8m1(qv, 4, vl);
 {indent(macs)}
     }}
@@ -179,7 +187,7 @@ for (long h = blk * {block}; h < blk * {block} + {block}; h += {step}) {{
 for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
     vint16m2_t slo = __riscv_vmv_v_x_i16m2(0, vl), shi = slo;
     for (long t = h; t < h + 16; ++t) {{
-        const vuint8m1_t qv = __riscv_vle8_v_u8m1(q + t * {width} + j, vl);
+        const vuint8m1_t qv = __riscv_vle8_v_u8m1(qp + t * {PAIRS} + j, vl);
         slo = __riscv_vwmaccsu_vx_i16m2(slo, aq0[t], __riscv_vand_vx_u8m1(qv, 15, vl), vl);
         shi = __riscv_vwmaccsu_vx_i16m2(shi, aq0[t], __riscv_vsrl_vx_u8m1(qv, 4, vl), vl);
     }}
@@ -192,7 +200,7 @@ for (long h = blk * {block}; h < blk * {block} + {block}; h += 16) {{
     # 16-bit products all made before the 32-bit sums, so the vector type changes twice per
     # trip rather than at every product
     loads = "\n".join(f"    const vint8m1_t w{u} = "
-                      f"__riscv_vle8_v_i8m1(q + (t + {u}) * {width} + j, vl);" for u in range(4))
+                      f"__riscv_vle8_v_i8m1(qp + (t + {u}) * {PAIRS} + j, vl);" for u in range(4))
     pairs = "\n".join(f"""    const vint16m2_t p{r}{u} = __riscv_vwmacc_vx_i16m2(
         __riscv_vwmul_vx_i16m2(w{2 * u}, aq{r}[t + {2 * u}], vl), aq{r}[t + {2 * u + 1}],
         w{2 * u + 1}, vl);""" for r in rs for u in range(2))
@@ -207,22 +215,22 @@ for (long t = blk * {block}; t < blk * {block} + {block}; t += 4) {{
 """
 
 
-def _finish(rows: int, n: int, bits: int, block: int, zp_kind: str, scales: str) -> str:
+def _finish(rows: int, nb: int, bits: int, block: int, zp_kind: str, scales: str) -> str:
     """RVV: each row's block sums into its outputs o<r><half>: the zero point's share taken
     away, times the row's block scale, then the weights' scales (loaded once per half)."""
-    width = width_of(n, bits)
     out = []
-    for h, col in [("lo", "j")] + ([("hi", f"j + {width}")] if bits == 4 else []):
+    for half, h in enumerate(("lo", "hi")[:halves_of(bits)]):
+        at = at_column(half, "(j - j0)", nb, bits)
         per_row = []
         for r in range(rows):
             asum = f"(float)asum{r}[blk]"
             if _wraps(bits, block):
                 conv = (f"__riscv_vfwcvt_f_x_v_f32m4(__riscv_vsub_vx_i16m2(s{r}{h}, "
                         f"(int16_t)(8 * asum{r}[blk]), vl), vl)")
-                zp = rvv_zero_point(zp_kind, bits, n, "f", col, asum, default=0.0)
+                zp = rvv_zero_point(zp_kind, bits, at, "f", asum, default=0.0)
             else:
                 conv = f"__riscv_vfcvt_f_x_v_f32m4(c{r}{h}, vl)"
-                zp = rvv_zero_point(zp_kind, bits, n, "f", col, asum)
+                zp = rvv_zero_point(zp_kind, bits, at, "f", asum)
             per_row.append(f"""{{
     vfloat32m4_t f = {conv};
     {zp}
@@ -230,7 +238,7 @@ def _finish(rows: int, n: int, bits: int, block: int, zp_kind: str, scales: str)
     o{r}{h} = __riscv_vfmacc_vv_f32m4(o{r}{h}, f, s, vl);
 }}""")
         out.append(f"""{{
-    const vfloat32m4_t s = {scale_load(f"blk * {n} + {col}", scales)};
+    const vfloat32m4_t s = {scale_load(at, scales)};
 {indent(chr(10).join(per_row))}
 }}""")
     return "\n".join(out) + "\n"
@@ -244,7 +252,7 @@ def _rvv(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool,
     step = 1 if bits == 4 and not _wraps(bits, block) else 2
 
     def group(rows: int) -> str:
-        per_block = _sums(rows, width, bits, block) + _finish(rows, n, bits, block, zp_kind,
+        per_block = _sums(rows, width, bits, block) + _finish(rows, lay.nb, bits, block, zp_kind,
                                                              scales)
         return "".join(lay.row(r) for r in range(rows)) + \
             rvv_columns(n, bits, bias, lay.nb, per_block, rows)

@@ -5,11 +5,13 @@ around their bodies.
 Row k of block blk holds the codes of every output column, so that a vector runs along
 columns: at 4 bits two per byte, column j in the low nibble and column j + ceil(N/2) in the
 high one (both halves of the output contiguous); at 8 bits one per byte as int8 (code - 128:
-signed products, the zero point shifted alike). Scales and zero points are [blocks, N]
-floats; scales that are all bfloat16 values (`rvvkit quantize` rounds them so), or all
-float16 values (a float16 model's), are stored as their 16-bit patterns instead and widened
-as they are read (`scale_kind`). Parts (threads) are groups of
-PAIRS byte columns."""
+signed products, the zero point shifted alike). Parts (threads) are groups of PAIRS byte
+columns, and everything a part reads is stored together, in the order it reads it (a
+decoding step streams its weights from DRAM once, so this sets its pace): the codes as
+`panels` (a part's rows of PAIRS bytes, one after another), the scales and zero points as
+`panel_order` (per part, per block, its columns' values). Scales that are all bfloat16
+values (`rvvkit quantize` rounds them so), or all float16 values (a float16 model's), are
+stored as their 16-bit patterns instead and widened as they are read (`scale_kind`)."""
 from __future__ import annotations
 
 from textwrap import dedent
@@ -17,7 +19,7 @@ from typing import Dict
 
 import numpy as np
 
-from ... import half, rvv
+from ... import half, rvv, x86
 from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param, make_spec
 from ...loops import loop
@@ -40,6 +42,27 @@ def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.n
     return np.ascontiguousarray(rows[:, :half] | (hi << 4)).astype(np.uint8)
 
 
+def panels(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
+    """B [N, blocks, bytes] -> the kernels' panels: relayout_codes's rows cut into parts of
+    PAIRS byte columns (the last padded with zeros), each part's [blocks * block, PAIRS]
+    stored whole, so that a part streams one contiguous stretch of the weights (a row of the
+    full width apart from the next, every 64-byte line came from another DRAM page: the
+    host's kernels ran at half the bandwidth)."""
+    rows = relayout_codes(b, k, n, bits, block)
+    kp, width = rows.shape
+    wp = -(-width // PAIRS) * PAIRS
+    padded = np.zeros((kp, wp), rows.dtype)
+    padded[:, :width] = rows
+    return np.ascontiguousarray(padded.reshape(kp, wp // PAIRS, PAIRS).transpose(1, 0, 2))
+
+
+def panel_at(t: str, col: str, k: int, block: int) -> str:
+    """C: the index in `panels` of the code of k-row `t`, byte column `col` (C expressions
+    of type long)."""
+    kp = nbits.blocks_of(k, block) * block
+    return f"({col}) / {PAIRS} * {kp * PAIRS} + ({t}) * {PAIRS} + ({col}) % {PAIRS}"
+
+
 def scale_kind(s: np.ndarray) -> str:
     """How scales `s` (float32 values) are stored: "bfloat16" or "float16" when every one is
     exactly such a value (16 bits each), else "float32"."""
@@ -59,9 +82,40 @@ def stored_scales(s: np.ndarray) -> np.ndarray:
     return s.astype(np.float16).view(np.uint8) if kind == "float16" else s
 
 
-def relayout_scales(s: np.ndarray, k: int, n: int, block: int) -> np.ndarray:
-    """Scales [N, blocks] -> [blocks, N], stored as `stored_scales` says."""
-    return stored_scales(np.asarray(s, np.float32).reshape(n, -1).T)
+def halves_of(bits: int) -> int:
+    """Output columns per byte column: two at 4 bits (the nibbles), one at 8."""
+    return 2 if bits == 4 else 1
+
+
+def panel_order(v: np.ndarray, n: int, bits: int) -> np.ndarray:
+    """Per-column values [blocks, N] -> [parts, blocks, halves, PAIRS]: a part's values of
+    block blk (its low byte columns' PAIRS, then at 4 bits the high ones') beside its
+    next block's, zeros for columns past N. Read in [blocks, N] order, a part took each
+    block's scales from another DRAM page, and those misses (not the codes) set the pace of
+    a decoding step."""
+    width, h = width_of(n, bits), halves_of(bits)
+    parts = -(-width // PAIRS)
+    byte_col = np.arange(parts * PAIRS).reshape(parts, 1, PAIRS)
+    col = np.concatenate([byte_col + i * width for i in range(h)], axis=1)
+    col = np.where((byte_col < width) & (col < n), col, n)           # n: the zero column
+    v = np.concatenate([v, np.zeros((v.shape[0], 1), v.dtype)], axis=1)
+    return np.ascontiguousarray(v[:, col].transpose(1, 0, 2, 3))
+
+
+def at_column(half, col: str, nb: int, bits: int, part: str = "part",
+              blk: str = "blk") -> str:
+    """C: the index in panel_order of block `blk`'s value for byte column `col` (0 ..
+    PAIRS - 1) of part `part` (C expressions) and `half` (1: the high nibbles' columns; an
+    int, or a C expression)."""
+    h = halves_of(bits)
+    at_half = f"{half * PAIRS}" if isinstance(half, int) else f"{half} * {PAIRS}"
+    return f"{part} * {nb * h * PAIRS} + {blk} * {h * PAIRS} + {at_half} + {col}"
+
+
+def relayout_scales(s: np.ndarray, k: int, n: int, block: int, bits: int) -> np.ndarray:
+    """Scales [N, blocks] -> panel_order, stored as `stored_scales` says."""
+    v = np.asarray(s, np.float32).reshape(n, -1).T
+    return stored_scales(panel_order(v, n, bits).reshape(-1))
 
 
 # 16-bit scales -> float. bfloat16: the 16 bits are the top half of the float32's; float16:
@@ -87,7 +141,7 @@ def scale_param(kind: str) -> Param:
 
 
 def scale_at(index: str, kind: str) -> str:
-    """C: the scale at element `index` of the [blocks, N] scales."""
+    """C: the scale at element `index` of the stored scales (at_column)."""
     if kind == "bfloat16":
         return f"rvk_bf16(scales, {index})"
     if kind == "float16":   # the blob keeps every tensor 64-byte aligned: rvk_half-aligned
@@ -113,10 +167,10 @@ def scale_support(kind: str) -> Dict[str, str]:
 
 def relayout_zero_points(z: np.ndarray, k: int, n: int, bits: int, block: int,
                          shift: float = 0.0) -> np.ndarray:
-    """Zero points [N, blocks] -> [blocks, N] floats, in the stored code's terms (at 8 bits
+    """Zero points [N, blocks] -> panel_order floats, in the stored code's terms (at 8 bits
     the codes are stored less 128), less `shift` (what a kernel already took away)."""
     zf = nbits.zero_points_of(z, n, nbits.blocks_of(k, block), bits)
-    return np.ascontiguousarray(zf.T - (128.0 if bits == 8 else 0.0) - shift)
+    return panel_order(zf.T - (128.0 if bits == 8 else 0.0) - shift, n, bits).reshape(-1)
 
 
 def default_zero_point(bits: int) -> float:
@@ -138,12 +192,15 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
     form), computed once per thread rather than once per part. Params: a [m, k], q
     (re-laid codes), scales (stored as `scales`, a scale_kind), [zp (less `zp_shift`)],
     [bias], y; the weights' transforms to the layout."""
-    width = width_of(n, bits)
+    width, kp = width_of(n, bits), nbits.blocks_of(k, block) * block
+    ctype = "uint8_t" if bits == 4 else "int8_t"
     spec: Dict = make_spec(kind, M=m, K=k, N=n, bits=bits, block=block, zp_kind=zp_kind,
                            bias=bias, pairs=PAIRS, scales=scales)
     reads = "    (void)a;   /* read by the prologue */\n" if prologue else ""
     body = f"""{reads}{setup}    for (long part = rvk_lo; part < rvk_hi; ++part) {{
         const long j0 = part * {PAIRS}, j1 = j0 + {PAIRS} < {width} ? j0 + {PAIRS} : {width};
+        /* this part's panel (see panels) indexed by column: code (t, j) at qp[t * {PAIRS} + j] */
+        const {ctype} *__restrict qp = q + part * {PAIRS * (kp - 1)};
 {indent(per_part.rstrip(), 2, directives=True)}
     }}
 """
@@ -154,13 +211,13 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
               scale_param(scales)] + \
         ([Param("zp")] if zp_kind else []) + ([Param("bias")] if bias else []) + \
         [Param("y", False)]
-    transforms = {1: lambda b: relayout_codes(b, k, n, bits, block),
-                  2: lambda s: relayout_scales(s, k, n, block)}
+    transforms = {1: lambda b: panels(b, k, n, bits, block),
+                  2: lambda s: relayout_scales(s, k, n, block, bits)}
     if zp_kind:
         transforms[3] = lambda z: relayout_zero_points(z, k, n, bits, block, zp_shift)
     return Lowered(Kernel(kind, tuple(params), body, spec=spec, split=split,
                           workspace=workspace, macs=m * n * k,
-                          support={**rvv.header(), **scale_support(scales)},
+                          support={**rvv.header(), **x86.header(), **scale_support(scales)},
                           prologue=prologue, prologue_shared=bool(prologue)),
                    transforms)
 
@@ -206,26 +263,29 @@ def rvv_columns(n: int, bits: int, bias: bool, nb: int, per_block: str, rows: in
 """
 
 
-def rvv_zero_point(zp_kind: str, bits: int, n: int, acc: str, col: str, asum: str,
+def rvv_zero_point(zp_kind: str, bits: int, at: str, acc: str, asum: str,
                    default: float = None) -> str:
-    """RVV: acc -= zero point (per column, or `default`, else the format's) * asum, for
-    block blk."""
+    """RVV: acc -= zero point (per column from index `at` (at_column), or `default`, else
+    the format's) * asum, for block blk."""
     if zp_kind:
         return f"{acc} = __riscv_vfnmsac_vf_f32m4({acc}, {asum}, " \
-               f"__riscv_vle32_v_f32m4(zp + blk * {n} + {col}, vl), vl);"
+               f"__riscv_vle32_v_f32m4(zp + {at}, vl), vl);"
     z = default_zero_point(bits) if default is None else default
     return f"{acc} = __riscv_vfsub_vf_f32m4({acc}, {z!r}f * {asum}, vl);" if z else ""
 
 
 def portable_part(n: int, bits: int, bias: bool, nb: int, acc: str, span: str, first: str,
-                  term: str, finish) -> str:
+                  term: str, finish, vector: str = "") -> str:
     """Portable C of one row over this part's byte columns j0..j1, in the RVV forms' order so
     that a compiler vectorises it along columns (AVX2 on a host): per block, sums `acc`
-    (C type) of every column, then `finish(d, off)` (the C expression a column's output adds,
-    from its sum `d` of column j0 + off + c) per column. `span`: the block's k (`long t =
+    (C type) of every column, then `finish(d, half)` (the C expression a column's output
+    adds, from its sum `d` of byte column c of the part, `half` 1 for the high nibbles) per
+    column. `span`: the block's k (`long t =
     ..; t < ..`), `first`: a statement per k (declaring `at`, the k-th activation), `term`:
     what one code (`code`, an int32_t or float C expression) adds to a sum. At 4 bits the
-    high nibbles are the columns ceil(N/2) on (stopping at N)."""
+    high nibbles are the columns ceil(N/2) on (stopping at N). `vector`: statements that
+    take the part's first `nv` byte columns (a long they declare) into y<half>[c] first, the
+    portable loops doing the rest (an x86 form's whole vectors; see nbits_x86.py)."""
     width = width_of(n, bits)
     halves = [("lo", "0", "nj")] + ([("hi", str(width), "nh")] if bits == 4 else [])
     if bits == 4:
@@ -237,23 +297,27 @@ def portable_part(n: int, bits: int, bias: bool, nb: int, acc: str, span: str, f
     start = "".join(f"for (long c = 0; c < {cnt}; ++c) y{h}[c] = "
                     f"{f'bias[j0 + {off} + c]' if bias else '0.0f'};\n"
                     for h, off, cnt in halves)
-    clear = "".join(f"    for (long c = 0; c < nj; ++c) d{h}[c] = 0;\n" for h, _, _ in halves)
-    add = "".join(f"""    for (long c = 0; c < {cnt}; ++c)
-        y{h}[c] += {finish(f"d{h}[c]", off)};
-""" for h, off, cnt in halves)
+    c0 = "nv" if vector else "0"
+    clear = "".join(f"    for (long c = {c0}; c < nj; ++c) d{h}[c] = 0;\n" for h, _, _ in halves)
+    add = "".join(f"""    for (long c = {c0}; c < {cnt}; ++c)
+        y{h}[c] += {finish(f"d{h}[c]", half)};
+""" for half, (h, off, cnt) in enumerate(halves))
     store = "".join(f"for (long c = 0; c < {cnt}; ++c) y[i * {n} + j0 + {off} + c] = y{h}[c];\n"
                     for h, off, cnt in halves)
     hi = f"const long nh = j1 + {width} <= {n} ? nj : {n} - {width} - j0;\n" if bits == 4 else ""
-    return f"""const long nj = j1 - j0;
-{hi}float {", ".join(f"y{h}[{PAIRS}]" for h, _, _ in halves)};
-{acc} {", ".join(f"d{h}[{PAIRS}]" for h, _, _ in halves)};
-{start}for (long blk = 0; blk < {nb}; ++blk) {{
+    blocks = f"""for (long blk = 0; blk < {nb}; ++blk) {{
 {clear}    for ({span}; ++t) {{
         {first}
-        const {"uint8_t" if bits == 4 else "int8_t"} *__restrict qt = q + t * {width} + j0;
-        for (long c = 0; c < nj; ++c) {{
+        const {"uint8_t" if bits == 4 else "int8_t"} *__restrict qt = qp + t * {PAIRS} + j0;
+        for (long c = {c0}; c < nj; ++c) {{
 {steps}
         }}
     }}
 {add}}}
-{store}"""
+"""
+    if vector:   # the columns past the whole vectors, if any
+        blocks = vector.rstrip() + "\nif (nv < nj) {\n" + indent(blocks.rstrip()) + "\n}\n"
+    return f"""const long nj = j1 - j0;
+{hi}float {", ".join(f"y{h}[{PAIRS}]" for h, _, _ in halves)};
+{acc} {", ".join(f"d{h}[{PAIRS}]" for h, _, _ in halves)};
+{start}{blocks}{store}"""

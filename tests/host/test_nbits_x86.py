@@ -1,0 +1,48 @@
+"""The host's AVX2 forms of MatMulNBits with int8 activations (codegen/kernels/llm/
+nbits_x86.py) give the portable form's results bit for bit: the same artifact run on this
+host as compiled (-march=native, the AVX2 branch) and with AVX2 switched off
+(RVVKIT_CFLAGS=-mno-avx2, the portable branch)."""
+import numpy as np
+import pytest
+
+import rvvkit
+from nbits_cases import nbits_model
+
+CASES = [
+    # id, rows, K, N, bits, block, zero points, bias
+    ("acc4_b4_wide_zp_bias", 3, 96, 301, 4, 32, "u8", True),
+    ("acc4_s16_b4_blk16", 2, 64, 200, 4, 16, "", False),
+    ("acc4_h16_b4_zp", 1, 64, 130, 4, 32, "u8", False),
+    ("acc4_b8_zp_bias", 2, 128, 150, 8, 32, "u8", True),
+    ("acc4_s16_b8_blk64", 1, 256, 96, 8, 64, "", False),
+]
+
+
+def _host_has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return all(f" {x}" in flags for x in ("avx2", "fma", "f16c"))
+
+
+pytestmark = pytest.mark.skipif(not _host_has_avx2(),
+                                reason="this host has no AVX2/FMA/F16C: its JIT compiles "
+                                       "only the portable form")
+
+
+@pytest.mark.parametrize("rows, k, n, bits, block, zp, bias", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_avx2_equals_portable(rows, k, n, bits, block, zp, bias, monkeypatch, request,
+                              private_jit_cache, compile_counter):
+    model, feeds = nbits_model(request.node.callspec.id, rows, k, n, bits, block, zp, bias)
+    art = rvvkit.build(model)
+    assert "_mm256_maddubs_epi16" in art.c_source or "_mm256_madd_epi16" in art.c_source
+    with rvvkit.load(art, on="host") as s:
+        vector = s.run(feeds)["y"]
+    monkeypatch.setenv("RVVKIT_CFLAGS", "-mno-avx2")
+    with rvvkit.load(art, on="host") as s:
+        portable = s.run(feeds)["y"]
+    assert len(compile_counter) == 2 and "-mno-avx2" in compile_counter[1]
+    np.testing.assert_array_equal(vector, portable)
