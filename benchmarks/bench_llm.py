@@ -7,7 +7,7 @@ tokens/s on this machine against onnxruntime.
                                            [--isa k1] [--peer-variant k1|fp32|both]
                                            [--precision fp32|fp16|auto] [--vl]
     python3 benchmarks/bench_llm.py host [--config qwen2.5-0.5b] [--forms int4,int8]
-                                         [--tokens 16] [--threads 1] [--repeat 3]
+                                         [--threads 1,all] [--prompt 64] [--tokens 16]
 
 numerics: the small decoders of rvvkit.zoo.llm (fp32, int4, int8; accuracy levels 0 and 4)
 generate `--steps` greedy tokens on the host and under QEMU (VLEN 128); each row says whether
@@ -36,9 +36,8 @@ adds two tables from the same runs: the elements vector instructions process per
 (the K1 cost model of docs/cost-model.md); llama.cpp's --llama-json files must then come from
 peer_llama.py --vl.
 
-host: the decoder of `--config` through rvvkit's host executor and onnxruntime, the same ONNX
-file, `--threads` each, interleaved rounds of a 4-token prompt and `--tokens` greedy tokens;
-exit 1 when their tokens differ."""
+host: benchmarks/bench_llm_host.py (rvvkit's host executor against onnxruntime on the same
+ONNX file, prompt and generation apart, one thread and every core)."""
 from __future__ import annotations
 
 import argparse
@@ -53,7 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rvvkit  # noqa: E402
+import bench_llm_host  # noqa: E402
 import peer_rvvkit as R  # noqa: E402
+from llm_forms import COUNT_FORMS, count_model  # noqa: E402
 from rvvkit.measure import cycle_model  # noqa: E402
 from rvvkit.zoo import llm as zoo_llm  # noqa: E402
 from rvvkit.runtime.counting import icount, vcount  # noqa: E402
@@ -67,16 +68,6 @@ NUMERIC_FORMS = {
     "int8-zp": dict(bits=8, block=64, zero_points=True),
     "int8-acc4": dict(bits=8, block=32, accuracy=4),
 }
-# as `rvvkit quantize --weights intN --block 32 --accuracy 4 --embeddings` writes them: scales
-# bfloat16-exact (stored in 16 bits), the token table quantized too (stored once when tied)
-COUNT_FORMS = {"int4": dict(bits=4, block=32, accuracy=4, bf16_scales=True),
-               "int8": dict(bits=8, block=32, accuracy=4, bf16_scales=True),
-               # the same decoders written in float16 (the builder's GPU precision), quantized
-               # alike: llama.cpp's peer is the same GGUF
-               "int4_f16": dict(bits=4, block=32, accuracy=4, bf16_scales=True, half=True),
-               "int8_f16": dict(bits=8, block=32, accuracy=4, bf16_scales=True, half=True)}
-
-
 def _qtype(form: str) -> str:
     return {"int4": "q4_0", "int8": "q8_0"}[form.split("_")[0]]
 
@@ -131,12 +122,6 @@ def _bytes_per_token(art, cfg, live: int) -> int:
     table = 0 if cfg.tied else (cfg.vocab - 1) * row
     kv = 2 * cfg.layers * cfg.kv_heads * cfg.head * 4 * live
     return int(art.meta["memory"]["weights_bytes"]) - table + kv
-
-
-def count_model(cfg):
-    """The decoder of `cfg` with its token table quantized like its weights."""
-    from rvvkit.llm.quantize import quantize_model
-    return quantize_model(zoo_llm.decoder(cfg), cfg.bits, cfg.block, embeddings=True)[0]
 
 
 def llama_per_token(config: str, form: str, vlen: int, prompt, gen, variant: str = "fp32",
@@ -307,45 +292,6 @@ def _vl_table(doc, variants, names) -> None:
         print(table(heads, rows, align="lr" + "r" * (len(heads) - 2)))
 
 
-def host(config: str, forms, tokens: int, threads: int, repeat: int,
-         prefill: int = 16) -> list:
-    """Decoding on this machine: rvvkit's host executor against onnxruntime on the same ONNX
-    file, `threads` threads each, interleaved: per round, a 4-token prompt and `tokens`
-    greedy tokens by each (onnxruntime one token per call, as tests/ort_decoder.py); tokens/s
-    = `tokens` / the median round's time, the prompt included in both."""
-    from ort_decoder import ort_greedy
-    from rvvkit.measure.reference import ort_session
-    prompt, rows, doc = [1, 2, 3, 4], [], []
-    for form in forms:
-        cfg = zoo_llm.replace(zoo_llm.SMALL[config], **COUNT_FORMS[form])
-        model = count_model(cfg)
-        bound = min(cfg.max_seq, 256)
-        art = R.build(model, "fp32", max_seq=bound, prefill=prefill)
-        ort = ort_session(model, threads)
-        ours, theirs = [], []
-        with rvvkit.load(art, on="host", threads=threads) as sess:
-            got = sess.generate(prompt, tokens).tokens
-            want = ort_greedy(ort, prompt, tokens, bound)[0]
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                sess.generate(prompt, tokens)
-                ours.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                ort_greedy(ort, prompt, tokens, bound)
-                theirs.append(time.perf_counter() - t0)
-        a, b = tokens / float(np.median(ours)), tokens / float(np.median(theirs))
-        rows.append([form, threads, f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}",
-                     "yes" if got == want else "NO"])
-        doc.append({"form": form, "threads": threads, "tokens": tokens, "prompt": len(prompt),
-                    "rvvkit_s": ours, "onnxruntime_s": theirs, "rvvkit_tps": a,
-                    "onnxruntime_tps": b, "same_tokens": got == want})
-    print(f"{config} on this host: tokens/s of a {len(prompt)}-token prompt + {tokens} greedy "
-          f"tokens (median of {repeat} interleaved rounds)")
-    print(table(["form", "threads", "rvvkit", "onnxruntime", "onnxruntime / rvvkit",
-                 "same tokens"], rows, align="lrrrrl"))
-    return doc
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="what", required=True)
@@ -375,19 +321,11 @@ def main(argv=None) -> int:
                    help="count under the counting QEMU 10 (scripts/qemu_plugins.sh): also the "
                         "VL-weighted elements per token, rvvkit's and llama.cpp's")
     c.add_argument("--json", help="write the figures here")
-    h = sub.add_parser("host", help="tokens/s on this machine against onnxruntime")
-    h.add_argument("--config", default="qwen2.5-0.5b", choices=sorted(zoo_llm.SMALL))
-    h.add_argument("--forms", default="int4,int8")
-    h.add_argument("--tokens", type=int, default=16)
-    h.add_argument("--threads", type=int, default=1)
-    h.add_argument("--repeat", type=int, default=3)
-    h.add_argument("--json", help="write the figures here")
+    bench_llm_host.add_arguments(sub.add_parser(
+        "host", help="tokens/s on this machine against onnxruntime (bench_llm_host.py)"))
     args = p.parse_args(argv)
     if args.what == "host":
-        doc = host(args.config, args.forms.split(","), args.tokens, args.threads, args.repeat)
-        if args.json:
-            Path(args.json).write_text(json.dumps(doc, indent=1))
-        return 0 if all(d["same_tokens"] for d in doc) else 1
+        return bench_llm_host.run(args)
     if args.what == "numerics":
         rows = numerics(args.steps)
         return 0 if all(r[3] == "yes" for r in rows) else 1

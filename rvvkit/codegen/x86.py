@@ -13,9 +13,18 @@ from __future__ import annotations
 GUARD = ("#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && "
          "!defined(__CUDACC__) && !defined(RVK_CUDA_EMU)")
 
+# vpdpbusd (u8 x s8, four products into each int32 lane, no saturation) where the CPU has
+# it: AVX512-VNNI with VL (its 256-bit form), or the VEX-encoded AVX-VNNI
+VNNI_GUARD = "#if defined(RVK_DPBUSD)"
+
 HEADER_KEY = "0_rvk_x86_header"
 HEADER = f"""{GUARD}
 #include <immintrin.h>
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define RVK_DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#elif defined(__AVXVNNI__)
+#define RVK_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#endif
 #endif
 """
 

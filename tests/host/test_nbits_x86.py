@@ -1,7 +1,8 @@
-"""The host's AVX2 forms of MatMulNBits with int8 activations (codegen/kernels/llm/
+"""The host's x86 forms of MatMulNBits with int8 activations (codegen/kernels/llm/
 nbits_x86.py) give the portable form's results bit for bit: the same artifact run on this
-host as compiled (-march=native, the AVX2 branch) and with AVX2 switched off
-(RVVKIT_CFLAGS=-mno-avx2, the portable branch)."""
+host as compiled (-march=native: VNNI where the CPU has it), with VNNI switched off (the AVX2
+branch) and with AVX2 switched off (RVVKIT_CFLAGS=-mno-avx2, the portable branch). Row counts
+2 and 3 take the two-row form and a last odd row."""
 import numpy as np
 import pytest
 
@@ -34,15 +35,17 @@ pytestmark = pytest.mark.skipif(not _host_has_avx2(),
 
 @pytest.mark.parametrize("rows, k, n, bits, block, zp, bias", [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_avx2_equals_portable(rows, k, n, bits, block, zp, bias, monkeypatch, request,
-                              private_jit_cache, compile_counter):
+def test_x86_forms_equal_portable(rows, k, n, bits, block, zp, bias, monkeypatch, request,
+                                  private_jit_cache, compile_counter):
+    """Native (VNNI where the CPU has it), AVX2 without VNNI, and portable: one result."""
     model, feeds = nbits_model(request.node.callspec.id, rows, k, n, bits, block, zp, bias)
     art = rvvkit.build(model)
-    assert "_mm256_maddubs_epi16" in art.c_source or "_mm256_madd_epi16" in art.c_source
-    with rvvkit.load(art, on="host") as s:
-        vector = s.run(feeds)["y"]
-    monkeypatch.setenv("RVVKIT_CFLAGS", "-mno-avx2")
-    with rvvkit.load(art, on="host") as s:
-        portable = s.run(feeds)["y"]
-    assert len(compile_counter) == 2 and "-mno-avx2" in compile_counter[1]
-    np.testing.assert_array_equal(vector, portable)
+    assert "RVK_DPBUSD" in art.c_source and "_mm256_madd" in art.c_source
+    got = []
+    for flags in ("", "-mno-avx512vnni -mno-avxvnni", "-mno-avx2"):
+        monkeypatch.setenv("RVVKIT_CFLAGS", flags)
+        with rvvkit.load(art, on="host") as s:
+            got.append(s.run(feeds)["y"])
+    assert len(compile_counter) == 3 and "-mno-avx2" in compile_counter[2]
+    np.testing.assert_array_equal(got[0], got[2])
+    np.testing.assert_array_equal(got[1], got[2])

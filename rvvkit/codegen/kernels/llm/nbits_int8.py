@@ -143,14 +143,46 @@ def _portable(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: b
         z = f"zp[{at}]" if zp_kind else zero
         return (f"{scale_at(at, scales)} *\n"
                 f"            (({dot(d)} - {z} * (float)asum[blk]) * sa[blk])")
-    vector = ""
-    if nbits_x86.supported(bits, block, WRAP_BLOCK):   # whole vectors first on an AVX2 host
-        vector = x86.guarded(nbits_x86.row_part(bits, block, lay.nb, zp_kind, scales),
-                             "const long nv = 0;")
-    body = portable_part(n, bits, bias, lay.nb, acc,
-                         f"long t = blk * {block}; t < blk * {block} + {block}", first, term,
-                         finish, vector)
-    return rows(lay.row(None) + body, lay.m)
+    def part(vector: str = "", row: str = "i") -> str:
+        return portable_part(n, bits, bias, lay.nb, acc,
+                             f"long t = blk * {block}; t < blk * {block} + {block}", first,
+                             term, finish, vector, row)
+    plain = rows(lay.row(None) + part(), lay.m)
+    if not nbits_x86.supported(bits, block, WRAP_BLOCK):
+        return plain
+    return x86.guarded(_x86(lay, n, bits, block, zp_kind, bias, scales, part), plain)
+
+
+def _x86(lay: _Layout, n: int, bits: int, block: int, zp_kind: str, bias: bool, scales: str,
+         part) -> str:
+    """x86 (nbits_x86.py): rows two at a time sharing each load and nibble split, their
+    whole vectors' results in yv<r><half>, which each row's portable part (`part(vector,
+    row)`) takes as its first nv columns; then a last odd row on its own."""
+    width, halves = width_of(n, bits), ("lo", "hi")[:halves_of(bits)]
+    paired = lay.m // 2 * 2
+    one = rows(lay.row(None) + part(nbits_x86.vector_part(bits, block, lay.nb, zp_kind,
+                                                          scales)), lay.m, paired)
+    if not paired:
+        return one
+    decl = "float " + ", ".join(f"yv{r}{h}[{PAIRS}]" for r in range(2) for h in halves) + ";\n"
+    init = "".join(
+        f"for (long c = 0; c < j1 - j0; ++c) yv{r}{h}[c] = "
+        + (f"j0 + {off} + c < {n} ? bias[j0 + {off} + c] : 0.0f;\n" if bias else "0.0f;\n")
+        for r in range(2) for h, off in zip(halves, (0, width)))
+    vector = nbits_x86.vector_part(bits, block, lay.nb, zp_kind, scales, rows=2,
+                                   into="yv{r}{h}")
+    per_row = ""
+    for r in range(2):
+        take = (f"const long nv = (j1 - j0) / {nbits_x86.VEC} * {nbits_x86.VEC};\n"
+                "for (long c = 0; c < nv; ++c) {\n" +
+                "".join(f"    y{h}[c] = yv{r}{h}[c];\n" for h in halves) + "}\n")
+        names = (f"const int8_t *__restrict aq = aq{r};\nconst float *__restrict sa = sa{r};\n"
+                 f"const int32_t *__restrict asum = asum{r};\n(void)aq; (void)asum;\n")
+        per_row += "{\n" + indent((names + part(take, f"(i + {r})")).rstrip(),
+                                  directives=True) + "\n}\n"
+    pair = lay.row(0) + lay.row(1) + decl + init + "{\n" + \
+        indent(vector.rstrip(), directives=True) + "\n}\n" + per_row
+    return rows(pair, paired, step=2) + one
 
 
 def _wraps(bits: int, block: int) -> bool:

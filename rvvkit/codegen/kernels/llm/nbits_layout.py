@@ -275,7 +275,7 @@ def rvv_zero_point(zp_kind: str, bits: int, at: str, acc: str, asum: str,
 
 
 def portable_part(n: int, bits: int, bias: bool, nb: int, acc: str, span: str, first: str,
-                  term: str, finish, vector: str = "") -> str:
+                  term: str, finish, vector: str = "", row: str = "i") -> str:
     """Portable C of one row over this part's byte columns j0..j1, in the RVV forms' order so
     that a compiler vectorises it along columns (AVX2 on a host): per block, sums `acc`
     (C type) of every column, then `finish(d, half)` (the C expression a column's output
@@ -285,7 +285,8 @@ def portable_part(n: int, bits: int, bias: bool, nb: int, acc: str, span: str, f
     what one code (`code`, an int32_t or float C expression) adds to a sum. At 4 bits the
     high nibbles are the columns ceil(N/2) on (stopping at N). `vector`: statements that
     take the part's first `nv` byte columns (a long they declare) into y<half>[c] first, the
-    portable loops doing the rest (an x86 form's whole vectors; see nbits_x86.py)."""
+    portable loops doing the rest (an x86 form's whole vectors; see nbits_x86.py). `row`:
+    the output row (C)."""
     width = width_of(n, bits)
     halves = [("lo", "0", "nj")] + ([("hi", str(width), "nh")] if bits == 4 else [])
     if bits == 4:
@@ -302,7 +303,7 @@ def portable_part(n: int, bits: int, bias: bool, nb: int, acc: str, span: str, f
     add = "".join(f"""    for (long c = {c0}; c < {cnt}; ++c)
         y{h}[c] += {finish(f"d{h}[c]", half)};
 """ for half, (h, off, cnt) in enumerate(halves))
-    store = "".join(f"for (long c = 0; c < {cnt}; ++c) y[i * {n} + j0 + {off} + c] = y{h}[c];\n"
+    store = "".join(f"for (long c = 0; c < {cnt}; ++c) y[{row} * {n} + j0 + {off} + c] = y{h}[c];\n"
                     for h, off, cnt in halves)
     hi = f"const long nh = j1 + {width} <= {n} ? nj : {n} - {width} - j0;\n" if bits == 4 else ""
     blocks = f"""for (long blk = 0; blk < {nb}; ++blk) {{
