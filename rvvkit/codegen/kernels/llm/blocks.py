@@ -10,6 +10,7 @@ from ...cfmt import flt, indent
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ...loops import loop
 from ...parallel import split_of
+from . import gqa_rvv
 
 declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
 declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
@@ -66,39 +67,19 @@ def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> 
 
 
 def _scores(head: int, scale: float) -> str:
-    """C: sc[t] = scale * q . k[t] for the live positions. RVV runs along positions (a strided
-    load of one key element per position), so no reduction is needed; the portable loop is
-    the plain dot product."""
-    rvv_code = f"""for (long t0 = 0; t0 < live; ) {{
-    const size_t vl = __riscv_vsetvl_e32m4((size_t)(live - t0));
-    vfloat32m4_t acc = __riscv_vfmv_v_f_f32m4(0.0f, vl);
-    for (long d = 0; d < {head}; ++d)
-        acc = __riscv_vfmacc_vf_f32m4(acc, qr[d], __riscv_vlse32_v_f32m4(
-            kh + t0 * {head} + d, {4 * head}, vl), vl);
-    __riscv_vse32_v_f32m4(sc + t0, __riscv_vfmul_vf_f32m4(acc, {flt(scale)}, vl), vl);
-    t0 += (long)vl;
-}}
-"""
-    portable = f"""for (long t = 0; t < live; ++t) {{
+    """C: sc[t] = scale * q . k[t] for the live positions (the portable form; gqa_rvv.py has
+    the RVV one)."""
+    return f"""for (long t = 0; t < live; ++t) {{
     float dot = 0.0f;
     for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
     sc[t] = dot * {flt(scale)};
 }}
 """
-    return rvv.guarded(rvv_code, portable)
 
 
-def _attend(heads: int, group: int, head: int, max_seq: int, row: str, get_q: str,
-            scale: float) -> str:
-    """C: every query head of token `row` at position `pos` against the `live` cached keys:
-    softmax(q . k * scale) . v into out."""
-    kv = "h" if group == 1 else f"(h / {group})"
-    per_head = f"""const float *__restrict qs = q + {row} * {heads * head} + h * {head};
-const float *__restrict kh = kd + {kv} * {max_seq * head};
-const float *__restrict vh = vd + {kv} * {max_seq * head};
-float *__restrict o = out + {row} * {heads * head} + h * {head};
-{get_q}
-{_scores(head, scale)}float mx = -3.402823466e38f, sum = 0.0f;
+def _softmax_pv(head: int) -> str:
+    """C: o = softmax(sc[0 .. live)) . v, the positions in order."""
+    return f"""float mx = -3.402823466e38f, sum = 0.0f;
 for (long t = 0; t < live; ++t) mx = sc[t] > mx ? sc[t] : mx;
 for (long t = 0; t < live; ++t) {{ sc[t] = expf(sc[t] - mx); sum += sc[t]; }}
 const float inv = 1.0f / sum;
@@ -106,8 +87,24 @@ for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
 for (long t = 0; t < live; ++t) {{
     const float p = sc[t] * inv;
     for (long d = 0; d < {head}; ++d) o[d] += p * vh[t * {head} + d];
-}}"""
-    return loop("h", 0, heads, per_head, "long", directives=True)
+}}
+"""
+
+
+def _attend(heads: int, group: int, head: int, max_seq: int, row: str, rotate,
+            scale: float) -> str:
+    """C: every query head of token `row` at position `pos` against the `live` cached keys:
+    softmax(q . k * scale) . v into out. `rotate(dst, src)`: C putting a query row (rotated)
+    into the workspace."""
+    kv = "h" if group == 1 else f"(h / {group})"
+    per_head = f"""const float *__restrict qs = q + {row} * {heads * head} + h * {head};
+const float *__restrict kh = kd + {kv} * {max_seq * head};
+const float *__restrict vh = vd + {kv} * {max_seq * head};
+float *__restrict o = out + {row} * {heads * head} + h * {head};
+{rotate("qr", "qs")}
+{_scores(head, scale)}{_softmax_pv(head)}"""
+    return rvv.guarded(gqa_rvv.attend(heads, group, head, max_seq, row, rotate, scale),
+                       loop("h", 0, heads, per_head, "long"))
 
 
 def _store(kv_heads: int, head: int, max_seq: int, row: str, put_k: str) -> str:
@@ -141,15 +138,16 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
     """Params: q, k, v, kc, vc, seqlens (int32), total (int32), [cosc, sinc], out,
     [present_k, present_v]. In place, kc/vc are the session's caches (read and written);
     otherwise they are the past inputs, whose live prefix is copied into the presents first.
-    Workspace: max_seq scores + one rotated query."""
+    Workspace: the scores and rotated queries of gqa_rvv.CHUNK heads."""
     spec = make_spec("gqa", batch=batch, seq=seq, heads=heads, kv_heads=kv_heads, head=head,
                      max_seq=max_seq, rotary=rotary, rot_half=rot_half,
                      interleaved=interleaved, scale=scale, in_place=in_place,
                      cos_rows=cos_rows)
     put_k = _rotate("kr", "ks", rot_half, head, interleaved) if rotary else \
         f"for (long d = 0; d < {head}; ++d) kr[d] = ks[d];"
-    get_q = _rotate("qr", "qs", rot_half, head, interleaved) if rotary else \
-        f"for (long d = 0; d < {head}; ++d) qr[d] = qs[d];"
+    def get_q(dst: str, src: str) -> str:
+        return _rotate(dst, src, rot_half, head, interleaved) if rotary else \
+            f"for (long d = 0; d < {head}; ++d) {dst}[d] = {src}[d];"
     # the last position written must lie inside the caches and, with rotary, the cos/sin rows
     bound = min(max_seq, cos_rows) if rotary else max_seq
     # seqlens_k counts the keys up to the last new token, less one: past = seqlens_k + 1 - seq
@@ -171,8 +169,10 @@ def gqa(batch: int, seq: int, heads: int, kv_heads: int, head: int, max_seq: int
 if (past < 0 || past + {seq} > {bound}) RVK_DATA_ERROR;
 {_caches(in_place, kv_heads, max_seq, head)}
 {tokens}"""
+    # scores and rotated queries: one head's in the portable form, a chunk's in the RVV one
+    ws_scores = gqa_rvv.CHUNK * max_seq
     body = f"""(void)total;
-float *__restrict sc = ws, *__restrict qr = ws + {max_seq};
+float *__restrict sc = ws, *__restrict qr = ws + {ws_scores};
 {loop("b", 0, batch, per_batch, "long", flat=True, directives=True)}
 RVK_DATA_OK;"""
     params = [Param("q"), Param("k"), Param("v"), Param("kc", not in_place),
@@ -185,8 +185,9 @@ RVK_DATA_OK;"""
         params += [Param("pk", False), Param("pv", False)]
     macs = batch * seq * heads * max_seq * head * 2
     return Lowered(Kernel("gqa", tuple(params), indent(body, directives=True) + "\n",
-                          workspace=max_seq + head, spec=spec, status=True, macs=macs,
-                          support=rvv.header()))
+                          workspace=gqa_rvv.CHUNK * (max_seq + head), spec=spec,
+                          status=True, macs=macs,
+                          support={**rvv.header(), **gqa_rvv.support()}))
 
 
 def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lowered:
