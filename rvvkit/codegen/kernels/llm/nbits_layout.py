@@ -27,7 +27,6 @@ from ...parallel import split_of
 from ....ops.llm import nbits
 
 PAIRS = 64   # byte columns (column pairs at 4 bits) per part
-GEMV_WEIGHT = 4   # rows a product of fewer rows counts as, for the thread pool (column_kernel)
 
 
 def relayout_codes(b: np.ndarray, k: int, n: int, bits: int, block: int) -> np.ndarray:
@@ -205,12 +204,7 @@ def column_kernel(kind: str, m: int, k: int, n: int, bits: int, block: int, zp_k
 {indent(per_part.rstrip(), 2, directives=True)}
     }}
 """
-    # the pool splits a kernel by its work in multiply-accumulates (a task of fewer stays on
-    # the caller, rvk_pool.h's grain); a row that shares no weight with another costs
-    # about four of a GEMM's MACs (an int4 decoding product: 0.14 weighted instructions per
-    # MAC at VLEN 256, a float GEMM ~0.04), so a decoding step's narrow products (hidden 896:
-    # 0.8 M MACs) still go to every core
-    split = split_of(-(-width // PAIRS), max(m, GEMV_WEIGHT) * n * k)
+    split = split_of(-(-width // PAIRS), m * n * k)
     if split is None:
         body = "    const long rvk_lo = 0, rvk_hi = 1;\n" + body
     params = [Param("a"), Param("q", dtype="uint8" if bits == 4 else "int8"),
