@@ -275,12 +275,13 @@ RVK_POOL_FN RVK_POOL_OPAQUE void rvk_parallel(int max_tasks, long work, long scr
     pthread_mutex_unlock(&rvk_pool_region);
 }
 
-/* [*lo, *hi): part `task` of `ntasks` of `units` units, the first `units % ntasks` parts one
- * unit longer. */
+/* [*lo, *hi): part `task` of `ntasks` of `units` units, the last `units % ntasks` parts one
+ * unit longer: task 0 runs on the caller, which also runs the steps between regions (a
+ * decoding step's norms and attention, the sampler), so it takes a short part. */
 RVK_POOL_FN void rvk_split(int units, int task, int ntasks, int *lo, int *hi) {
-    const int base = units / ntasks, extra = units % ntasks;
-    *lo = task * base + (task < extra ? task : extra);
-    *hi = *lo + base + (task < extra ? 1 : 0);
+    const int base = units / ntasks, short_parts = ntasks - units % ntasks;
+    *lo = task * base + (task > short_parts ? task - short_parts : 0);
+    *hi = *lo + base + (task >= short_parts ? 1 : 0);
 }
 
 /* The count the next region uses; n <= 0 picks the default again. Returns the count set. */
