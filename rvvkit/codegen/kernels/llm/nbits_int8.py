@@ -27,8 +27,8 @@ from ...cfmt import indent
 from ...kernel import Lowered, declare_spec
 from ....ops.llm import nbits
 from . import nbits_x86
-from .nbits_layout import (PAIRS, at_column, column_kernel, default_zero_point, portable_part, rows,
-                           halves_of, rvv_columns, rvv_zero_point, scale_at, scale_load,
+from .nbits_layout import (PAIRS, at_column, column_kernel, default_zero_point, halves_of,
+                           portable_part, rows, rvv_columns, rvv_zero_point, scale_at, scale_load,
                            width_of)
 
 declare_spec("matmul_nbits_i8", ("M", "K", "N", "bits", "block", "zp_kind", "bias", "pairs",
