@@ -25,7 +25,8 @@ import numpy as np
 
 import rvvkit
 
-TORCH_MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "bert_base")
+TORCH_MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "bert_base",
+                "vit_base", "whisper_tiny_encoder", "whisper_base_encoder")
 BERT_TOKENS = 128
 
 
@@ -55,10 +56,56 @@ def torch_module(name: str):
         feeds = {"input_ids": rng.integers(0, 30522, (1, BERT_TOKENS), dtype=np.int64),
                  "attention_mask": np.ones((1, BERT_TOKENS), np.int64)}
         return Bert().eval(), feeds
+    if name in HF_ENCODERS:
+        return HF_ENCODERS[name]()
     import torchvision
     model = getattr(torchvision.models, name)(weights=None).eval()
     return model, {"x": np.random.default_rng(1).standard_normal((1, 3, 224, 224))
                    .astype(np.float32)}
+
+
+def _hf_vit():
+    """ViT-B/16 at 224 as transformers builds it (ViTConfig's defaults), for hosts without
+    torchvision; the same graph shapes as torchvision's vit_b_16."""
+    import torch
+    from transformers import ViTConfig, ViTModel
+
+    class Vit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vit = ViTModel(ViTConfig(), add_pooling_layer=False)
+
+        def forward(self, x):
+            return self.vit(pixel_values=x).last_hidden_state
+
+    x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    return Vit().eval(), {"x": x}
+
+
+def _hf_whisper_encoder(size: str):
+    """Whisper's audio encoder (tiny or base widths), 30 s of log-mel frames in."""
+    import torch
+    from transformers import WhisperConfig
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+    width = {"tiny": (384, 4, 6), "base": (512, 6, 8)}[size]
+    cfg = WhisperConfig(d_model=width[0], encoder_layers=width[1], encoder_attention_heads=width[2],
+                        encoder_ffn_dim=4 * width[0])
+
+    class Enc(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = WhisperEncoder(cfg)
+
+        def forward(self, mel):
+            return self.enc(mel).last_hidden_state
+
+    mel = np.random.default_rng(1).standard_normal((1, 80, 3000)).astype(np.float32)
+    return Enc().eval(), {"mel": mel}
+
+
+HF_ENCODERS = {"vit_base": _hf_vit,
+               "whisper_tiny_encoder": lambda: _hf_whisper_encoder("tiny"),
+               "whisper_base_encoder": lambda: _hf_whisper_encoder("base")}
 
 
 def export_torch(name: str, path: Path) -> Dict[str, np.ndarray]:

@@ -13,7 +13,8 @@ from ....ops.activations import act_rvv_support
 from ...rvv import GUARD, header, vsetvlmax
 from . import rvv as rvv
 from . import rvv_lmul as lmuls
-from .emit import epilogue, strided_packer, ukernel, ukernel_pair, ukernel_to_y
+from .emit import (epilogue, strided_packer, trivial, ukernel, ukernel_pair, ukernel_to_y,
+                   ukernel_to_y_host)
 from .spec import Epilogue, Side
 from . import rvv_fused as fused
 from .rvv_move import EP_LMULS
@@ -97,14 +98,28 @@ def core(tag: str, p: int, q: int, k: int, a: Side, b: Side, ep: Epilogue,
     # an epilogue the micro-kernel can apply in registers, some full tile and one k-block
     # (kb is then k, and is not tested: clang would propagate the constant into the
     # micro-kernel and unroll it with spills)
-    if fused.fusable(ep, lmuls.uk_variants(mr, nr, ind)) and p >= mr and q >= nr and kc == k:
-        dn, dc = ukernel_to_y(mr, nr, ind, ep)
-        support[dn] = dc
-        call = f"""{GUARD}
+    full = p >= mr and q >= nr and kc == k
+    rvv_y = full and fused.fusable(ep, lmuls.uk_variants(mr, nr, ind))
+    host_y = full and trivial(ep) and not ep.trans
+    if rvv_y or host_y:
+        branches = ""
+        if rvv_y:
+            dn, dc = ukernel_to_y(mr, nr, ind, ep)
+            support[dn] = dc
+            branches += f"""{GUARD}
 if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): finished into y */
     {dn}(kb, @APTR@, @BPTR@, {offa}y + {fused.y_origin(ep)}{fused.origins(ep)});
 }} else
-#endif
+"""
+        if host_y:
+            hn, hc = ukernel_to_y_host(mr, nr, ind)
+            support[hn] = hc
+            branches += f"""{"#else" if rvv_y else "#if !defined(__riscv_v_intrinsic)"}
+if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): stored into y */
+    {hn}(kb, @APTR@, @BPTR@, {offa}y + {fused.y_origin(ep)}, {ep.ldy});
+}} else
+"""
+        call = f"""{branches}#endif
 {{
 {indent(call)}
 }}"""
@@ -207,8 +222,10 @@ def _busiest(units: int, panel: int, other: int, k: int, dup: float) -> float:
 
 
 def _split_side(p, q, k, a: Side, b: Side, mr, nr, rows_first) -> str:
-    """Which output dimension threads split. A runtime column side: the columns (each thread
-    packs only its own part), else the side with more panels. A runtime row side against a
+    """Which output dimension threads split. Both sides packed at run time: whichever leaves
+    the busiest thread less, counting the other side's packing, which each thread repeats.
+    Else a runtime column side: the columns (each thread packs only its own part), else the
+    side with more panels. A runtime row side against a
     constant column side: whichever leaves the busiest thread less to do, counting what each
     split repeats per thread (squeezenet's last conv, 169 pixels x 1000 channels: 13 row
     panels, so by rows two threads split 7/6 and each streams all 2 MB of weights; by
@@ -217,6 +234,12 @@ def _split_side(p, q, k, a: Side, b: Side, mr, nr, rows_first) -> str:
         by_rows = _busiest(cdiv(p, mr), mr, q, k, DUP_STREAM * q * k)
         by_cols = _busiest(cdiv(q, nr), nr, p, k, DUP_PACK * p * k)
         return "cols" if by_cols < by_rows else "rows"
+    if b.kind == "strided" and a.kind == "strided":
+        # both packed at run time: by columns every thread packs all of A, by rows all of B
+        # (attention's P.V: a 1500 x 1500 P against a 1500 x 64 V splits by rows)
+        by_rows = _busiest(cdiv(p, mr), mr, q, k, DUP_PACK * q * k)
+        by_cols = _busiest(cdiv(q, nr), nr, p, k, DUP_PACK * p * k)
+        return "cols" if by_cols <= by_rows else "rows"
     if b.kind in ("strided", "custom"):
         return "cols"
     return "rows" if cdiv(p, mr) > cdiv(q, nr) else "cols"

@@ -40,7 +40,13 @@ NOINLINE = """#ifndef RVK_NOINLINE
 AVX2_ROWS, AVX2_COLS = 6, 16
 
 
-def _block8(mr: int, nr: int, i0: int, j0: int, arow: str, brow: str) -> str:
+def _tile_at(to_y: bool, nr: int, i, j) -> str:
+    """Where tile element (i, j) goes: t's row-major MR x NR tile, or y at its row stride."""
+    return f"y + {i} * ldy + {j}" if to_y else f"t + {i * nr + j}"
+
+
+def _block8(mr: int, nr: int, i0: int, j0: int, arow: str, brow: str,
+            to_y: bool = False) -> str:
     rows, nv = min(AVX2_ROWS, mr - i0), min(AVX2_COLS, nr - j0) // 8
     accs = [[f"c{i}{v}" for v in range(nv)] for i in range(rows)]
     decl = "v8 " + ", ".join(f"{c} = {{0}}" for r in accs for c in r) + ";"
@@ -49,7 +55,7 @@ def _block8(mr: int, nr: int, i0: int, j0: int, arow: str, brow: str) -> str:
                      "    const v8 av = {s, s, s, s, s, s, s, s};\n"
                      + "".join(f"    {accs[i][v]} += av * b{v};\n" for v in range(nv)) + "}"
                      for i in range(rows))
-    stores = "\n".join(f"memcpy(t + {(i0 + i) * nr + j0 + 8 * v}, &{accs[i][v]}, "
+    stores = "\n".join(f"memcpy({_tile_at(to_y, nr, i0 + i, j0 + 8 * v)}, &{accs[i][v]}, "
                        f"sizeof {accs[i][v]});" for i in range(rows) for v in range(nv))
     off_a = f" + {i0}" if i0 else ""
     off_b = f" + {j0}" if j0 else ""
@@ -73,22 +79,9 @@ def ukernel(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
     Under RVV intrinsics the same panels are consumed by LMUL variants chosen by VLEN
     (gemm_rvv.uk_dispatch); the portable body below is what every other compiler sees."""
     name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "")
-    arow = "a + off[k]" if ind == "a" else f"a + k * {mr}"
-    brow = "b + off[k]" if ind == "b" else f"b + k * {nr}"
     offp = "const int *__restrict off, " if ind else ""
     variants, dispatch = rvv.uk_dispatch(name, mr, nr, ind)
-    zero = loop("i", 0, mr, loop("j", 0, nr, "acc[i][j] = 0.0f;"))
-    fma = loop("i", 0, mr, f"const float ai = ak[i];\n"
-               + loop("j", 0, nr, "acc[i][j] += ai * bk[j];"))
-    store = loop("i", 0, mr, loop("j", 0, nr, f"t[i * {nr} + j] = acc[i][j];"))
-    avx2 = ""
-    if nr % 8 == 0:
-        blocks = "\n".join(_block8(mr, nr, i0, j0, arow, brow)
-                            for i0 in range(0, mr, AVX2_ROWS) for j0 in range(0, nr, AVX2_COLS))
-        avx2 = f"""#elif defined(__GNUC__) && defined(__AVX__) && !defined(__AVX512F__)
-    typedef float v8 __attribute__((vector_size(32)));
-{indent(blocks)}
-"""
+    avx2, generic = _portable_body(mr, nr, ind, False)
     return name, NOINLINE + f"""{GUARD}
 #include <riscv_vector.h>
 {variants}#endif
@@ -97,7 +90,31 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 {GUARD}
 {indent(dispatch)}
 {avx2}#else
-    float acc[{mr}][{nr}];
+{generic}
+#endif
+}}
+"""
+
+
+def _portable_body(mr: int, nr: int, ind: str, to_y: bool) -> Tuple[str, str]:
+    """(AVX2 branch, generic C) of the micro-kernel's non-RVV body, storing the tile into t
+    or (to_y) straight into y."""
+    arow = "a + off[k]" if ind == "a" else f"a + k * {mr}"
+    brow = "b + off[k]" if ind == "b" else f"b + k * {nr}"
+    zero = loop("i", 0, mr, loop("j", 0, nr, "acc[i][j] = 0.0f;"))
+    fma = loop("i", 0, mr, "const float ai = ak[i];\n"
+               + loop("j", 0, nr, "acc[i][j] += ai * bk[j];"))
+    store = loop("i", 0, mr, loop("j", 0, nr, "y[(ptrdiff_t)i * ldy + j] = acc[i][j];"
+                                  if to_y else f"t[i * {nr} + j] = acc[i][j];"))
+    avx2 = ""
+    if nr % 8 == 0:
+        blocks = "\n".join(_block8(mr, nr, i0, j0, arow, brow, to_y)
+                            for i0 in range(0, mr, AVX2_ROWS) for j0 in range(0, nr, AVX2_COLS))
+        avx2 = f"""#elif defined(__GNUC__) && defined(__AVX__) && !defined(__AVX512F__)
+    typedef float v8 __attribute__((vector_size(32)));
+{indent(blocks)}
+"""
+    return avx2, f"""    float acc[{mr}][{nr}];
 {indent(zero)}
     /* per k: one broadcast of a per row, NR/VEC vector loads of b, MR*NR/VEC FMAs */
     for (int k = 0; k < kb; ++k) {{
@@ -105,9 +122,24 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
         const float *__restrict bk = {brow};
 {indent(fma, 2)}
     }}
-{indent(store)}
-#endif
+{indent(store)}"""
+
+
+def ukernel_to_y_host(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
+    """Not RVV: the micro-kernel storing a full tile of a one-k-block GEMM with a copying
+    epilogue straight into y (row stride ldy). Through t, the tile's extra store, load and
+    store cost a K = 64 attention product (QK^T) ~10 % on x86."""
+    name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + "_to_y_host"
+    offp = "const int *__restrict off, " if ind else ""
+    avx2, generic = _portable_body(mr, nr, ind, True)
+    if avx2:
+        generic = f"{avx2.replace('#elif', '#if', 1)}#else\n{generic}\n#endif"
+    return name, NOINLINE + f"""#if !defined(__riscv_v_intrinsic)
+static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
+    const float *__restrict b, {offp}float *__restrict y, ptrdiff_t ldy) {{
+{generic}
 }}
+#endif
 """
 
 
@@ -163,10 +195,11 @@ def trivial(ep: "Epilogue") -> bool:
 def strided_packer(pw: int, si: int, sk: int) -> Tuple[str, str]:
     """Packs idx in [i0, i0+n), k in [k0, k0+kb) of src[idx*si + k*sk] into pw-wide panels."""
     name = f"rvk_pack_panels_{pw}_stride_{si}x{sk}"
-    # read along whichever stride is 1, so the copy is a contiguous vector load
+    # k outer, whatever the strides: each panel row is then written whole. Reading along k
+    # (contiguous loads, stores pw floats apart) measured 2x slower on x86 for A-sides of
+    # 12 rows and B-sides of 32 (0.31 against 0.15 ns and 1.7 against 0.8 ns per float)
     el = f"s[(ptrdiff_t)u * {si} + (ptrdiff_t)kk * {sk}]"
-    kloop, uloop = "for (int kk = 0; kk < kb; ++kk)", f"for (int u = 0; u < {pw}; ++u)"
-    outer, inner = (kloop, uloop) if si == 1 else (uloop, kloop)
+    outer, inner = "for (int kk = 0; kk < kb; ++kk)", f"for (int u = 0; u < {pw}; ++u)"
     return name, f"""static void {name}(const float *__restrict src, int i0, int n, int k0, int kb,
     float *__restrict dst) {{
     for (int pp = 0; pp * {pw} < n; ++pp) {{

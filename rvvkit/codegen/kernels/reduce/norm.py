@@ -10,6 +10,7 @@ import math
 from typing import Sequence
 
 from ...cfmt import flt, indent
+from ...lanes import lane_reduce
 from ...kernel import Kernel, Lowered, Param, make_spec
 from ...parallel import parts_loop
 from ...loops import loop
@@ -85,6 +86,18 @@ const {vt(L)} t = {vop('vfadd_vf', L)}(
                           support=header(), spec=spec, split=split))
 
 
+def _lane_row(n: int, log: bool) -> str:
+    """A contiguous row's portable softmax, its max and sum in vectorisable lanes (lanes.py):
+    one running sum made a 1500-long attention row cost ~1.7 ns per element on x86."""
+    last = (f"const float ls = logf(s);\nfor (long k = 0; k < {n}; ++k) yp[k] = xp[k] - m - ls;"
+            if log else f"const float r = 1.0f / s;\nfor (long k = 0; k < {n}; ++k) yp[k] *= r;")
+    return f"""const float *__restrict xp = x + o * {n};
+float *__restrict yp = y + o * {n};
+{lane_reduce("m", n, "xp[{k}]", init="-INFINITY", step="{acc} = {v} > {acc} ? {v} : {acc};")}
+{lane_reduce("s", n, "rvk_expf(xp[{k}] - m)", stmt="" if log else "yp[{k}] = v;")}
+{last}"""
+
+
 def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) -> Lowered:
     """Softmax over one axis (or, pre-opset-13, over all axes from `axis` on)."""
     outer = math.prod(shape[:axis])
@@ -105,6 +118,8 @@ for (long k = 0; k < {n}; ++k) m = xp[k * {inner}] > m ? xp[k * {inner}] : m;
 for (long k = 0; k < {n}; ++k) yp[k * {inner}] = rvk_expf(xp[k * {inner}] - m);
 for (long k = 0; k < {n}; ++k) s += yp[k * {inner}];
 {last}"""
+    if inner == 1:
+        row = _lane_row(n, log)
     rows, split = parts_loop("o", outer, loop("i", 0, inner, row, "long", flat=True), flat=True)
     code = indent(rows)
     name = "logsoftmax" if log else "softmax"

@@ -3,11 +3,12 @@ GroupNormalization / InstanceNormalization (kind "groupnorm"), MeanVarianceNorma
 any axes (kind "mvn").
 
 Statistics are two-pass in float (mean, then the mean of squared deviations), which matches
-onnxruntime closely without Welford's divisions. Under RVV the row sums accumulate whole
+onnxruntime closely without Welford's divisions; the portable sums run in lanes (lanes.py). Under RVV the row sums accumulate whole
 LMUL-8 registers and end in one vfredusum; the output pass is strip-mined."""
 from __future__ import annotations
 
 from ...cfmt import flt, indent
+from ...lanes import lane_reduce
 from ...loops import loop
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ...parallel import parts_loop
@@ -59,19 +60,14 @@ def _stats(n: int, rms: bool, eps: float, vector: bool) -> str:
     """Statements declaring mu (0 for RMS) and rs = 1/sqrt(variance + eps) of row xp[0..n)."""
     inv = flt(1.0 / n)
     if rms:
-        q = vsum("q", "xp", n, "sq") if vector else \
-            f"float q = 0.0f;\nfor (long k = 0; k < {n}; ++k) q += xp[k] * xp[k];"
+        q = vsum("q", "xp", n, "sq") if vector else lane_reduce("q", n, "xp[{k}] * xp[{k}]")
         return f"{q}\nconst float mu = 0.0f;\n(void)mu;\n" \
                f"const float rs = 1.0f / sqrtf(q * {inv} + {flt(eps)});"
     if vector:
         s, q = vsum("s", "xp", n), vsum("q", "xp", n, "dev")
     else:
-        s = f"float s = 0.0f;\nfor (long k = 0; k < {n}; ++k) s += xp[k];"
-        q = f"""float q = 0.0f;
-for (long k = 0; k < {n}; ++k) {{
-    const float d = xp[k] - mu;
-    q += d * d;
-}}"""
+        s = lane_reduce("s", n, "xp[{k}]")
+        q = lane_reduce("q", n, "(xp[{k}] - mu) * (xp[{k}] - mu)")
     return f"""{s}
 const float mu = s * {inv};
 {q}
