@@ -82,6 +82,11 @@ MATMUL_CASES = [
     ("a_1d_b_3d", (5,), (2, 5, 3), False),
     ("a_4d_b_1d", (2, 3, 4, 5), (5,), True),
     ("m1_row", (1, 13), (13, 7), True),
+    # attention's shapes, both sides at run time, 12 x 32 tiles with 11 rows left over: P.V
+    # over two k-blocks (x86 reads full 12-row panels of A in place, packs the last rows),
+    # and in one k-block (full tiles stored straight into y)
+    ("pv_k_blocks_a_in_place", (2, 47, 700), (2, 700, 64), False),
+    ("pv_one_k_block_to_y", (2, 47, 64), (2, 64, 64), False),
 ]
 
 

@@ -13,12 +13,14 @@ from ....ops.activations import act_rvv_support
 from ...rvv import GUARD, header, vsetvlmax
 from . import rvv as rvv
 from . import rvv_lmul as lmuls
-from .emit import (epilogue, strided_packer, trivial, ukernel, ukernel_pair, ukernel_to_y,
-                   ukernel_to_y_host)
+from .emit import (epilogue, strided_packer, trivial, ukernel, ukernel_pair, ukernel_rows_host,
+                   ukernel_to_y, ukernel_to_y_host)
 from .spec import Epilogue, Side
 from . import rvv_fused as fused
 from .rvv_move import EP_LMULS
 from .tiling import L2_BLOCK, kc_of
+
+ROWS_IN_PLACE_Q = 128   # the widest product whose full A panels x86 reads in place
 
 
 @dataclass
@@ -124,6 +126,22 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): stored i
 {indent(call)}
 }}"""
     rows_first = a.kind in ("strided", "custom") and b.kind == "packed"
+    # x86 & co: a runtime A against few columns is read in place by full panels (packing it
+    # is a transposing copy per q MACs); a constant B's many columns amortise the copy
+    a_rows = (a.kind == "strided" and a.sk == 1 and not ind and not rows_first
+              and not host_y and q <= ROWS_IN_PLACE_Q)
+    if a_rows:
+        rn, rc = ukernel_rows_host(mr, nr)
+        support[rn] = rc
+        call = f"""#if !defined(__riscv_v_intrinsic)
+if (mr == {mr}) {{   /* a full panel of A, read in place */
+    {rn}(kb, opa + (ptrdiff_t)i0 * {a.si} + k0, {a.si}, @BPTR@, t);
+    {epn}(t, i0, j, mr, nr, k0 == 0, k0 + kb == {k}, {args}y);
+}} else
+#endif
+{{
+{indent(call)}
+}}"""
     split = _split_side(p, q, k, a, b, mr, nr, rows_first)
     pairs = q >= 2 * nr and (any(L for _, L in lmuls.pair_plan(mr, nr, ind))
                              if lmuls.target_vlen() is None
@@ -136,7 +154,7 @@ if (mr == {mr} && nr == {nr}) {{   /* a full tile (of the one k-block): stored i
                                               two)
     else:
         loops, aptr, bptr, ws = _cols_blocked(p, q, k, kc, a, b, mr, nr, call, support, split,
-                                              two)
+                                              two, a_rows)
     loops = loops.replace("@APTR@", aptr).replace("@BPTR@", bptr)
     decls = f"float t[{(lmuls.pair_max_panels(mr, nr, ind) if pairs else 1) * mr * nr}];\n" + \
         (f"int off[{kc}];\n" if ind else "") + "(void)ws;\n"
@@ -292,9 +310,11 @@ def _bounds(split: str, p: int, q: int):
     return ("lo", "hi", "0", str(q)) if split == "rows" else ("0", str(p), "lo", "hi")
 
 
-def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split, two=None):
+def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split, two=None,
+                  a_rows=False):
     """Column blocks (qb) > k blocks > [pack B block] > row panels > column panels; over
-    columns or rows [lo, hi) as `split` says."""
+    columns or rows [lo, hi) as `split` says. `a_rows`: off RVV, only a partial row panel is
+    packed (full ones are read in place)."""
     if b.kind == "packed":
         qb = q
     else:
@@ -303,6 +323,13 @@ def _cols_blocked(p, q, k, kc, a: Side, b: Side, mr, nr, call, support, split, t
     ws_a = mr * kc if a.kind in ("strided", "custom") else 0
     bk, _, bptr = _side_prep(b, "b", nr, k, "ws", support)
     ak, ai, aptr = _side_prep(a, "a", mr, k, f"ws + {ws_b}", support)
+    if a_rows:
+        ai = f"""#if !defined(__riscv_v_intrinsic)
+if (mr < {mr})   /* full panels are read in place */
+#endif
+{{
+{indent(ai)}
+}}"""
     if two:
         call = f"{two[0]('j0 + qb')}\n{call}\n{two[1]}"
     cols = _blocks("j", "nr", "j0", "qb", nr, call)

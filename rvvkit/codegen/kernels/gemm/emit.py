@@ -45,19 +45,25 @@ def _tile_at(to_y: bool, nr: int, i, j) -> str:
     return f"y + {i} * ldy + {j}" if to_y else f"t + {i * nr + j}"
 
 
+def _a_at(i, in_place: bool) -> str:
+    """Row i's element of A at the current k: a packed panel's column, or (in_place: A read
+    where it lies, row stride lda) row i itself."""
+    return f"ak[{i} * lda]" if in_place else f"ak[{i}]"
+
+
 def _block8(mr: int, nr: int, i0: int, j0: int, arow: str, brow: str,
-            to_y: bool = False) -> str:
+            to_y: bool = False, in_place: bool = False) -> str:
     rows, nv = min(AVX2_ROWS, mr - i0), min(AVX2_COLS, nr - j0) // 8
     accs = [[f"c{i}{v}" for v in range(nv)] for i in range(rows)]
     decl = "v8 " + ", ".join(f"{c} = {{0}}" for r in accs for c in r) + ";"
     loads = "\n".join(f"v8 b{v};\nmemcpy(&b{v}, bk + {8 * v}, sizeof b{v});" for v in range(nv))
-    fmas = "\n".join(f"{{\n    const float s = ak[{i}];\n"
+    fmas = "\n".join(f"{{\n    const float s = {_a_at(i, in_place)};\n"
                      "    const v8 av = {s, s, s, s, s, s, s, s};\n"
                      + "".join(f"    {accs[i][v]} += av * b{v};\n" for v in range(nv)) + "}"
                      for i in range(rows))
     stores = "\n".join(f"memcpy({_tile_at(to_y, nr, i0 + i, j0 + 8 * v)}, &{accs[i][v]}, "
                        f"sizeof {accs[i][v]});" for i in range(rows) for v in range(nv))
-    off_a = f" + {i0}" if i0 else ""
+    off_a = (f" + {i0} * lda" if in_place else f" + {i0}") if i0 else ""
     off_b = f" + {j0}" if j0 else ""
     return f"""{{ /* rows {i0}..{i0 + rows - 1}, columns {j0}..{j0 + 8 * nv - 1} */
     {decl}
@@ -96,19 +102,20 @@ static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
 """
 
 
-def _portable_body(mr: int, nr: int, ind: str, to_y: bool) -> Tuple[str, str]:
+def _portable_body(mr: int, nr: int, ind: str, to_y: bool,
+                   in_place: bool = False) -> Tuple[str, str]:
     """(AVX2 branch, generic C) of the micro-kernel's non-RVV body, storing the tile into t
-    or (to_y) straight into y."""
-    arow = "a + off[k]" if ind == "a" else f"a + k * {mr}"
+    or (to_y) straight into y; `in_place`: A read where it lies (row i at a + i * lda)."""
+    arow = "a + off[k]" if ind == "a" else ("a + k" if in_place else f"a + k * {mr}")
     brow = "b + off[k]" if ind == "b" else f"b + k * {nr}"
     zero = loop("i", 0, mr, loop("j", 0, nr, "acc[i][j] = 0.0f;"))
-    fma = loop("i", 0, mr, "const float ai = ak[i];\n"
+    fma = loop("i", 0, mr, f"const float ai = {_a_at('i', in_place)};\n"
                + loop("j", 0, nr, "acc[i][j] += ai * bk[j];"))
     store = loop("i", 0, mr, loop("j", 0, nr, "y[(ptrdiff_t)i * ldy + j] = acc[i][j];"
                                   if to_y else f"t[i * {nr} + j] = acc[i][j];"))
     avx2 = ""
     if nr % 8 == 0:
-        blocks = "\n".join(_block8(mr, nr, i0, j0, arow, brow, to_y)
+        blocks = "\n".join(_block8(mr, nr, i0, j0, arow, brow, to_y, in_place)
                             for i0 in range(0, mr, AVX2_ROWS) for j0 in range(0, nr, AVX2_COLS))
         avx2 = f"""#elif defined(__GNUC__) && defined(__AVX__) && !defined(__AVX512F__)
     typedef float v8 __attribute__((vector_size(32)));
@@ -137,6 +144,24 @@ def ukernel_to_y_host(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
     return name, NOINLINE + f"""#if !defined(__riscv_v_intrinsic)
 static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
     const float *__restrict b, {offp}float *__restrict y, ptrdiff_t ldy) {{
+{generic}
+}}
+#endif
+"""
+
+
+def ukernel_rows_host(mr: int, nr: int) -> Tuple[str, str]:
+    """Not RVV: the micro-kernel reading a full panel of MR rows of a runtime A where it lies
+    (row stride lda) instead of from a packed panel. Where B is narrow (attention's P.V
+    against a 64-wide V), packing A costs a transposing copy per 64 MACs: ~12 % of the
+    product on x86."""
+    name = f"rvk_gemm_micro_{mr}x{nr}_rows_host"
+    avx2, generic = _portable_body(mr, nr, "", False, True)
+    if avx2:
+        generic = f"{avx2.replace('#elif', '#if', 1)}#else\n{generic}\n#endif"
+    return name, NOINLINE + f"""#if !defined(__riscv_v_intrinsic)
+static RVK_NOINLINE void {name}(int kb, const float *__restrict a, ptrdiff_t lda,
+    const float *__restrict b, float *__restrict t) {{
 {generic}
 }}
 #endif
