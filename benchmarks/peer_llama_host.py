@@ -36,7 +36,9 @@ def build_host(work: Path = B.DEFAULT_WORK, jobs: int = 2) -> Path:
     if exe.is_file() and _stamp_ok(stamp, key):
         return exe
     cmake = need("cmake", "apt-get install cmake, or pip install cmake")
-    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    # a configured tree keeps its generator (CMake refuses another)
+    gen = ["-G", "Ninja"] if shutil.which("ninja") and not (build / "CMakeCache.txt").exists() \
+        else []
     build.mkdir(parents=True, exist_ok=True)
     B.log(f"configuring llama.cpp for this host in {build}")
     run([cmake, "-S", src, "-B", build, *gen, *HOST_OPTS], what="llama.cpp cmake configure")

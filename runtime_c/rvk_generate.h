@@ -68,11 +68,35 @@ static long rvk_gen_list(const char *text, long **out) {
     return n;
 }
 
+/* The first index of the largest logit, NaNs passed over (a NaN first logit wins, as it did
+ * in a one-pass scan). Two passes that compilers vectorise, where the one-pass scan is a chain
+ * of compares and branches: over a 151,936-token vocabulary it was ~0.8 M instructions of the
+ * calling thread per token, which no other thread shares. */
+enum { RVK_ARGMAX_LANES = 16, RVK_ARGMAX_BLOCK = 64 };
+
 static long rvk_gen_argmax(const float *row, long n) {
-    long best = 0;
-    for (long i = 1; i < n; ++i)
-        if (row[i] > row[best]) best = i;
-    return best;
+    float m = row[0];
+    float lane[RVK_ARGMAX_LANES];
+    long i = 0;
+    if (m != m)
+        return 0;
+    for (int j = 0; j < RVK_ARGMAX_LANES; ++j) lane[j] = m;
+    for (; i + RVK_ARGMAX_LANES <= n; i += RVK_ARGMAX_LANES)
+        for (int j = 0; j < RVK_ARGMAX_LANES; ++j)
+            lane[j] = row[i + j] > lane[j] ? row[i + j] : lane[j];
+    for (int j = 0; j < RVK_ARGMAX_LANES; ++j) m = lane[j] > m ? lane[j] : m;
+    for (; i < n; ++i) m = row[i] > m ? row[i] : m;
+    /* the first block holding m, then its first element equal to it */
+    for (i = 0; i + RVK_ARGMAX_BLOCK <= n; i += RVK_ARGMAX_BLOCK) {
+        int hit = 0;
+        for (int j = 0; j < RVK_ARGMAX_BLOCK; ++j) hit |= row[i + j] == m;
+        if (hit)
+            break;
+    }
+    for (; i < n; ++i)
+        if (row[i] == m)
+            return i;
+    return 0;   /* not reached: m is one of the logits */
 }
 
 /* Sampling: the generator is xorshift64* (seeded, reproducible on every target; not the
