@@ -15,13 +15,16 @@ from .loops import loop
 LANES = 16
 
 
-def lane_reduce(out: str, n: int, term: str, *, init: str = "0.0f",
+def lane_reduce(out: str, n, term: str, *, init: str = "0.0f",
                 step: str = "{acc} += {v};", stmt: str = "") -> str:
     """Statements declaring float `out` = the reduction over k in [0, n) of `term` (a C
     expression of the element index "{k}"), combined by `step` ("{acc}" and "{v}"
     in it); `stmt` (also of "{k}", and of `v`, the term's value) runs before the step, e.g. to store v. Lane j takes every
     element k with k % LANES == j below the last full run of LANES; the lanes then fold into
-    `out` in order, then the tail."""
+    `out` in order, then the tail. `n`: an int, or a C expression of a length known at run
+    time."""
+    if not isinstance(n, int):
+        return _lane_reduce_runtime(out, n, term, init, step, stmt)
     full = n - n % LANES
 
     def body(k: str, acc: str, pad: str) -> str:
@@ -47,3 +50,27 @@ def lane_reduce(out: str, n: int, term: str, *, init: str = "0.0f",
     if full < n:
         text += loop("k", full, n, body("k", out, "").rstrip(), "long") + "\n"
     return text.rstrip("\n")
+
+
+def _lane_reduce_runtime(out: str, n: str, term: str, init: str, step: str, stmt: str) -> str:
+    """lane_reduce over a length known at run time (the C expression `n`)."""
+    def body(k: str, acc: str) -> str:
+        if stmt:
+            return (f"const float v = {term.format(k=k)};\n{stmt.format(k=k)}\n"
+                    f"{step.format(acc=acc, v='v')}")
+        return step.format(acc=acc, v=term.format(k=k))
+    return f"""float {out} = {init};
+{{
+    float p[{LANES}];
+    const long full = ({n}) - ({n}) % {LANES};
+    for (int j = 0; j < {LANES}; ++j) p[j] = {init};
+    for (long k = 0; k < full; k += {LANES}) {{
+        for (int j = 0; j < {LANES}; ++j) {{
+{indent(body("k + j", "p[j]"), 3)}
+        }}
+    }}
+    for (int j = 0; j < {LANES}; ++j) {step.format(acc=out, v="p[j]")}
+    for (long k = full; k < {n}; ++k) {{
+{indent(body("k", out), 2)}
+    }}
+}}"""

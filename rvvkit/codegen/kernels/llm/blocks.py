@@ -8,6 +8,7 @@ from __future__ import annotations
 from ... import rvv
 from ...cfmt import flt, indent
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
+from ...lanes import lane_reduce
 from ...loops import loop
 from ...parallel import split_of
 from . import gqa_rvv
@@ -69,9 +70,10 @@ def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> 
 def _scores(head: int, scale: float) -> str:
     """C: sc[t] = scale * q . k[t] for the live positions (the portable form; gqa_rvv.py has
     the RVV one)."""
+    dot = lane_reduce("dot", head, "qr[{k}] * kt[{k}]")
     return f"""for (long t = 0; t < live; ++t) {{
-    float dot = 0.0f;
-    for (long d = 0; d < {head}; ++d) dot += qr[d] * kh[t * {head} + d];
+    const float *__restrict kt = kh + t * {head};
+{indent(dot)}
     sc[t] = dot * {flt(scale)};
 }}
 """
@@ -79,9 +81,9 @@ def _scores(head: int, scale: float) -> str:
 
 def _softmax_pv(head: int) -> str:
     """C: o = softmax(sc[0 .. live)) . v, the positions in order."""
-    return f"""float mx = -3.402823466e38f, sum = 0.0f;
-for (long t = 0; t < live; ++t) mx = sc[t] > mx ? sc[t] : mx;
-for (long t = 0; t < live; ++t) {{ sc[t] = expf(sc[t] - mx); sum += sc[t]; }}
+    return f"""{lane_reduce("mx", "live", "sc[{k}]", init="-3.402823466e38f",
+                       step="{acc} = {v} > {acc} ? {v} : {acc};")}
+{lane_reduce("sum", "live", "rvk_expf(sc[{k}] - mx)", stmt="sc[{k}] = v;")}
 const float inv = 1.0f / sum;
 for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
 for (long t = 0; t < live; ++t) {{
