@@ -8,7 +8,12 @@
  *   between inferences.
  * - Task t runs on thread t (the caller is thread 0, with the scratch it was given: the
  *   kernel's region of the arena); no task is taken first come, first served, so each
- *   thread's work, and so its instruction count under QEMU, is the same run after run. A
+ *   thread's work, and so its instruction count under QEMU, is the same run after run.
+ *   A region of fewer tasks than there are threads (a decoding step's 128-wide key and value
+ *   products: 2 tasks of 8) runs on workers only, task t on worker first + t (counted round
+ *   the workers), `first` turning over them region by region: the caller already runs every
+ *   step between regions alone, and as task 0 of every small region it was the busiest thread
+ *   at 8. A
  *   worker uses scratch of its own, grown on demand; one that cannot get it hands its task
  *   back to the caller, and a worker that cannot start is not counted: the region then runs
  *   on fewer threads, never wrongly.
@@ -60,8 +65,11 @@ static pthread_cond_t rvk_pool_wake, rvk_pool_done;
 static int rvk_pool_want;                 /* threads asked for; 0 = not chosen yet */
 static int rvk_pool_started;              /* workers running (ids 1..started) */
 static int rvk_pool_stop;
-/* The region: (generation << 10) | its task count, one word so that a worker reads both
- * together; fn, ctx and need are written before it (release) and read after it (acquire). */
+/* The region: (generation << 30) | (span << 20) | (first << 10) | its task count n, one word
+ * so that a worker reads them together (a worker outside the region may read it after the
+ * next one began): with first 0, task t runs on thread t (the caller's is task 0); else on
+ * worker 1 + (first - 1 + t) % span. fn, ctx and need are written before it (release) and
+ * read after it (acquire). 64-bit words: the generation has 34 bits. */
 static unsigned long rvk_pool_job;
 static rvk_task_fn rvk_pool_fn;
 static void *rvk_pool_ctx;
@@ -71,6 +79,7 @@ static unsigned long rvk_pool_sleepers;   /* workers asleep on rvk_pool_wake */
 static unsigned long rvk_pool_waiting;    /* 1 while the caller sleeps on rvk_pool_done */
 static unsigned long rvk_pool_norphans;   /* tasks handed back to the caller ... */
 static int rvk_pool_orphan[RVK_MAX_THREADS];   /* ... these */
+static unsigned rvk_pool_turn;             /* where the next small region starts among them */
 static long rvk_pool_spin_ns;             /* $RVVKIT_SPIN_US (default 200): polling first */
 static long rvk_pool_grain;               /* least work per task: $RVVKIT_TASK_GRAIN or below */
 /* A handover costs a few microseconds on any core, but a board's core does several times less
@@ -165,12 +174,12 @@ static int rvk_pool_grow(int id, long need) {
  * handed back for the caller to run. The last one to finish wakes the caller if it sleeps
  * (seq_cst on both sides: either the caller sees pending reach 0, or the worker sees it
  * waiting). */
-static void rvk_pool_take(int id, int ntasks) {
+static void rvk_pool_take(int id, int task, int ntasks) {
     if (rvk_pool_grow(id, rvk_pool_need)) {
-        rvk_pool_fn(rvk_pool_ctx, id, ntasks, rvk_pool_scratch[id]);
+        rvk_pool_fn(rvk_pool_ctx, task, ntasks, rvk_pool_scratch[id]);
     } else {
         const unsigned long k = __atomic_fetch_add(&rvk_pool_norphans, 1, __ATOMIC_RELAXED);
-        rvk_pool_orphan[k] = id;
+        rvk_pool_orphan[k] = task;
     }
     if (__atomic_sub_fetch(&rvk_pool_pending, 1, __ATOMIC_SEQ_CST) == 0 &&
             __atomic_load_n(&rvk_pool_waiting, __ATOMIC_SEQ_CST)) {
@@ -202,7 +211,10 @@ static void *rvk_pool_worker(void *arg) {
         const unsigned long job = rvk_pool_next(seen);
         if (job == 0) break;
         seen = job;
-        if (id < (int)(job & 1023)) rvk_pool_take(id, (int)(job & 1023));
+        const int n = (int)(job & 1023), first = (int)((job >> 10) & 1023);
+        const int span = (int)((job >> 20) & 1023);
+        const int task = first ? (id - first + span) % span : id;
+        if (task >= (first ? 0 : 1) && task < n) rvk_pool_take(id, task, n);
     }
     return NULL;
 }
@@ -219,15 +231,18 @@ static int rvk_pool_start(int want) {
     return rvk_pool_started + 1 < want ? rvk_pool_started + 1 : want;
 }
 
-/* Hands the region to workers 1..n-1 and wakes those asleep. */
-static void rvk_pool_publish(int n, long scratch_floats, rvk_task_fn fn, void *ctx) {
+/* Hands the region's tasks to the workers (tasks 1..n-1 to workers 1..n-1 with first 0; all
+ * n round the `span` workers from `first` else) and wakes those asleep. */
+static void rvk_pool_publish(int n, int first, int span, long scratch_floats, rvk_task_fn fn,
+                             void *ctx) {
     rvk_pool_fn = fn;
     rvk_pool_ctx = ctx;
     rvk_pool_need = scratch_floats > 0 ? scratch_floats : 1;
     __atomic_store_n(&rvk_pool_norphans, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&rvk_pool_pending, (unsigned long)(n - 1), __ATOMIC_RELAXED);
-    const unsigned long gen = (__atomic_load_n(&rvk_pool_job, __ATOMIC_RELAXED) >> 10) + 1;
-    __atomic_store_n(&rvk_pool_job, (gen << 10) | (unsigned long)n, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&rvk_pool_pending, (unsigned long)(first ? n : n - 1), __ATOMIC_RELAXED);
+    const unsigned long gen = (__atomic_load_n(&rvk_pool_job, __ATOMIC_RELAXED) >> 30) + 1;
+    __atomic_store_n(&rvk_pool_job, (gen << 30) | ((unsigned long)span << 20) |
+                     ((unsigned long)first << 10) | (unsigned long)n, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&rvk_pool_sleepers, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&rvk_pool_lock);
         pthread_cond_broadcast(&rvk_pool_wake);
@@ -249,7 +264,8 @@ static void rvk_pool_join(void) {
 /* Runs fn(ctx, t, n, scratch) for t = 0..n-1 on the pool, n = min(max_tasks, threads,
  * work / grain): `work` is the region's multiply-accumulates (or element operations), and a
  * task below the grain would cost more to hand over than it saves. The caller runs task 0
- * (and any handed back) with `scratch0`, worker t task t with `scratch_floats` of its own. */
+ * (and any handed back) with `scratch0`, worker t task t with `scratch_floats` of its own;
+ * a region of fewer tasks than threads runs on workers alone (see the top of this file). */
 RVK_POOL_FN RVK_POOL_OPAQUE void rvk_parallel(int max_tasks, long work, long scratch_floats,
                                               float *scratch0, rvk_task_fn fn, void *ctx) {
     pthread_once(&rvk_pool_once, rvk_pool_init);
@@ -264,9 +280,17 @@ RVK_POOL_FN RVK_POOL_OPAQUE void rvk_parallel(int max_tasks, long work, long scr
     const long by_work = work / rvk_pool_grain;
     int n = max_tasks < rvk_pool_want ? max_tasks : rvk_pool_want;
     if (by_work < n) n = by_work < 1 ? 1 : (int)by_work;
-    if (n > 1) n = rvk_pool_start(n);
-    if (n > 1) rvk_pool_publish(n, scratch_floats, fn, ctx);
-    fn(ctx, 0, n > 1 ? n : 1, scratch0);
+    int first = 0, workers = 0;
+    if (n > 1) {
+        workers = rvk_pool_start(rvk_pool_want) - 1;
+        if (n > workers + 1) n = workers + 1;
+        if (n > 1 && n <= workers) {   /* on workers alone, from where the last one ended */
+            first = 1 + (int)(rvk_pool_turn % (unsigned)workers);
+            rvk_pool_turn += (unsigned)n;
+        }
+    }
+    if (n > 1) rvk_pool_publish(n, first, workers, scratch_floats, fn, ctx);
+    if (first == 0) fn(ctx, 0, n > 1 ? n : 1, scratch0);
     if (n > 1) {
         rvk_pool_join();
         const unsigned long k = __atomic_load_n(&rvk_pool_norphans, __ATOMIC_ACQUIRE);

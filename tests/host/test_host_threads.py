@@ -124,3 +124,20 @@ def test_cli_threads_option(artifacts, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rvvkit", "run", str(path), "--threads", "0"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "--threads" in proc.stderr
+
+
+def test_regions_smaller_than_the_pool_run_on_workers_alone(tmp_path):
+    """Grain 1 on 6 threads: a 40 x 64 x 64 product splits into 4 row panels, fewer than the
+    threads, so it runs on workers alone, turning over them (rvk_pool.h), and the 40-row
+    softmax after it on all 6; the bits stay those of 1 thread."""
+    model = make_model([node("MatMul", ["x", "w"], ["h"]), node("Softmax", ["h"], ["y"])],
+                       [("x", (40, 64))], ["y"], {"w": rand(64, 64, seed=3, scale=0.2)})
+    path = tmp_path / "mm.rvv"
+    rvvkit.build(model).save(path)
+    env = {"RVVKIT_TASK_GRAIN": "1"}
+    info, y6 = _child(path, 6, tmp_path / "y6.npy", env)
+    assert info["started"] == 5
+    _, y1 = _child(path, 1, tmp_path / "y1.npy", env)
+    assert np.array_equal(y1, y6)
+    ref = run_ort(model, rvvkit.load(path).random_feeds(0))
+    np.testing.assert_allclose(y6, next(iter(ref.values())), rtol=1e-3, atol=1e-5)
