@@ -18,11 +18,11 @@ LANES = 16
 def lane_reduce(out: str, n, term: str, *, init: str = "0.0f",
                 step: str = "{acc} += {v};", stmt: str = "") -> str:
     """Statements declaring float `out` = the reduction over k in [0, n) of `term` (a C
-    expression of the element index "{k}"), combined by `step` ("{acc}" and "{v}"
-    in it); `stmt` (also of "{k}", and of `v`, the term's value) runs before the step, e.g. to store v. Lane j takes every
-    element k with k % LANES == j below the last full run of LANES; the lanes then fold into
-    `out` in order, then the tail. `n`: an int, or a C expression of a length known at run
-    time."""
+    expression of the element index "{k}"), combined by `step` ("{acc}" and "{v}" in it);
+    `stmt` (also of "{k}", and of `v`, the term's value) runs before the step, e.g. to store
+    v. Lane j takes every element k with k % LANES == j below the last full run of LANES; the
+    lanes then fold into `out` in order, then the tail. `n`: an int, or a C expression of a
+    length known at run time."""
     if not isinstance(n, int):
         return _lane_reduce_runtime(out, n, term, init, step, stmt)
     full = n - n % LANES

@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import rvvkit
+from x86_support import host_has
 
 CASES = [
     # id, A shape, B shape, the helper the product must call
@@ -16,16 +17,7 @@ CASES = [
 ]
 
 
-def _host_has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return all(f" {x}" in flags for x in ("avx2", "fma"))
-
-
-pytestmark = pytest.mark.skipif(not _host_has_avx2(),
+pytestmark = pytest.mark.skipif(not host_has("avx2", "fma"),
                                 reason="this host has no AVX2/FMA: its JIT compiles only the "
                                        "generic form")
 

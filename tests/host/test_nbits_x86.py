@@ -8,6 +8,7 @@ import pytest
 
 import rvvkit
 from nbits_cases import nbits_model
+from x86_support import host_has
 
 CASES = [
     # id, rows, K, N, bits, block, zero points, bias
@@ -19,16 +20,7 @@ CASES = [
 ]
 
 
-def _host_has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return all(f" {x}" in flags for x in ("avx2", "fma", "f16c"))
-
-
-pytestmark = pytest.mark.skipif(not _host_has_avx2(),
+pytestmark = pytest.mark.skipif(not host_has("avx2", "fma", "f16c"),
                                 reason="this host has no AVX2/FMA/F16C: its JIT compiles "
                                        "only the portable form")
 

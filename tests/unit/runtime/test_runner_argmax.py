@@ -1,7 +1,6 @@
 """The runner's greedy pick (runtime_c/rvk_generate.h rvk_gen_argmax), compiled on its own:
 the first index of the largest logit, NaNs passed over, ties to the lowest index, for lengths
 around its 16-lane and 64-element blocks."""
-import re
 import shutil
 import subprocess
 from pathlib import Path

@@ -3,8 +3,9 @@ GroupNormalization / InstanceNormalization (kind "groupnorm"), MeanVarianceNorma
 any axes (kind "mvn").
 
 Statistics are two-pass in float (mean, then the mean of squared deviations), which matches
-onnxruntime closely without Welford's divisions; the portable sums run in lanes (lanes.py). Under RVV the row sums accumulate whole
-LMUL-8 registers and end in one vfredusum; the output pass is strip-mined."""
+onnxruntime closely without Welford's divisions; the portable sums run in lanes (lanes.py).
+Under RVV the row sums accumulate whole LMUL-8 registers and end in one vfredusum; the output
+pass is strip-mined."""
 from __future__ import annotations
 
 from ...cfmt import flt, indent
