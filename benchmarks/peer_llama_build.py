@@ -177,6 +177,20 @@ def fetch_source(work: Path, commit: str = LLAMA_COMMIT) -> Path:
     return src
 
 
+def cmake_build(src: Path, build: Path, opts, target: str, jobs: int, label: str) -> None:
+    """Configure llama.cpp's `src` in `build` with `opts` and build `target`. A configured
+    tree keeps its generator (CMake refuses another); a new one takes Ninja where there is."""
+    cmake = need("cmake", "apt-get install cmake, or pip install cmake")
+    gen = ["-G", "Ninja"] if shutil.which("ninja") and not (build / "CMakeCache.txt").exists() \
+        else []
+    build.mkdir(parents=True, exist_ok=True)
+    log(f"configuring llama.cpp ({label}) in {build}")
+    run([cmake, "-S", src, "-B", build, *gen, *opts], what="llama.cpp cmake configure")
+    log(f"building {target} ({label}) with {jobs} jobs (takes ~10-20 minutes on 2 cores)")
+    run([cmake, "--build", build, "-j", str(jobs), "--target", target],
+        what="llama.cpp build", timeout=7200)
+
+
 def build_llama(work: Path = DEFAULT_WORK, jobs: int = 2, commit: str = LLAMA_COMMIT,
                 variant: str = "fp32") -> dict:
     """llama.cpp's libraries for riscv64 + RVV as `variant` (VARIANTS) and the driver (cached);
@@ -194,15 +208,8 @@ def build_llama(work: Path = DEFAULT_WORK, jobs: int = 2, commit: str = LLAMA_CO
     key = {"commit": commit, "zig": z["version"], "opts": opts, "mcpu": z["mcpu"]}
     stamp = build / ".peer-stamp"
     if not (all((build / lib).is_file() for lib in LIBS) and _stamp_ok(stamp, key)):
-        cmake = need("cmake", "apt-get install cmake, or pip install cmake")
-        gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-        build.mkdir(parents=True, exist_ok=True)
-        log(f"configuring llama.cpp ({variant}) in {build}")
-        run([cmake, "-S", src, "-B", build, *gen, f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file(z)}",
-             *opts], what="llama.cpp cmake configure")
-        log(f"building libllama ({variant}) with {jobs} jobs (takes ~10-20 minutes on 2 cores)")
-        run([cmake, "--build", build, "-j", str(jobs), "--target", "llama"],
-            what="llama.cpp build", timeout=7200)
+        cmake_build(src, build, [f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file(z)}", *opts], "llama",
+                    jobs, variant)
         stamp.write_text(json.dumps(key))
     march = ggml_cpu_march(build)
     exts = set(march.split("_")[1:])

@@ -12,13 +12,12 @@ table in Q4_0 / Q8_0; the weights are other random draws).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Tuple
 
 import peer_llama_build as B
-from peer_ncnn_build import PeerError, _stamp_ok, need, run
+from peer_ncnn_build import PeerError, _stamp_ok
 
 HOST_OPTS = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
              "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_OPENSSL=OFF",
@@ -35,16 +34,7 @@ def build_host(work: Path = B.DEFAULT_WORK, jobs: int = 2) -> Path:
     stamp = build / ".peer-stamp"
     if exe.is_file() and _stamp_ok(stamp, key):
         return exe
-    cmake = need("cmake", "apt-get install cmake, or pip install cmake")
-    # a configured tree keeps its generator (CMake refuses another)
-    gen = ["-G", "Ninja"] if shutil.which("ninja") and not (build / "CMakeCache.txt").exists() \
-        else []
-    build.mkdir(parents=True, exist_ok=True)
-    B.log(f"configuring llama.cpp for this host in {build}")
-    run([cmake, "-S", src, "-B", build, *gen, *HOST_OPTS], what="llama.cpp cmake configure")
-    B.log(f"building llama-bench with {jobs} jobs (~20 minutes on 2 cores)")
-    run([cmake, "--build", build, "-j", str(jobs), "--target", "llama-bench"],
-        what="llama.cpp build", timeout=7200)
+    B.cmake_build(src, build, HOST_OPTS, "llama-bench", jobs, "this host")
     stamp.write_text(json.dumps(key))
     return exe
 

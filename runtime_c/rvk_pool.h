@@ -13,10 +13,9 @@
  *   products: 2 tasks of 8) runs on workers only, task t on worker first + t (counted round
  *   the workers), `first` turning over them region by region: the caller already runs every
  *   step between regions alone, and as task 0 of every small region it was the busiest thread
- *   at 8. A
- *   worker uses scratch of its own, grown on demand; one that cannot get it hands its task
- *   back to the caller, and a worker that cannot start is not counted: the region then runs
- *   on fewer threads, never wrongly.
+ *   at 8. A worker uses scratch of its own, grown on demand; one that cannot get it hands
+ *   its task back to the caller, and a worker that cannot start is not counted: the region
+ *   then runs on fewer threads, never wrongly.
  * - Tasks split a kernel's output into ranges whose bounds do not change how any element is
  *   computed (whole panels, whole vector blocks), so outputs are bit-identical for every thread
  *   count; no reduction is ever split across tasks.

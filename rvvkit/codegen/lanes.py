@@ -15,6 +15,16 @@ from .loops import loop
 LANES = 16
 
 
+def _step(term: str, step: str, stmt: str, k: str, acc: str) -> str:
+    """C: element k's term into `acc`. The term is bound to v only for stmt: gcc 12 leaves a
+    max step over a bound v scalar (3x slower), while it vectorises the same step over the
+    expression."""
+    if not stmt:
+        return step.format(acc=acc, v=term.format(k=k))
+    return (f"const float v = {term.format(k=k)};\n{stmt.format(k=k)}\n"
+            f"{step.format(acc=acc, v='v')}")
+
+
 def lane_reduce(out: str, n, term: str, *, init: str = "0.0f",
                 step: str = "{acc} += {v};", stmt: str = "") -> str:
     """Statements declaring float `out` = the reduction over k in [0, n) of `term` (a C
@@ -23,54 +33,35 @@ def lane_reduce(out: str, n, term: str, *, init: str = "0.0f",
     v. Lane j takes every element k with k % LANES == j below the last full run of LANES; the
     lanes then fold into `out` in order, then the tail. `n`: an int, or a C expression of a
     length known at run time."""
+    lane = _step(term, step, stmt, "k + j", "p[j]")
+    lanes = f"for (int j = 0; j < {LANES}; ++j) {{\n{indent(lane)}\n}}" if stmt \
+        else f"for (int j = 0; j < {LANES}; ++j) {lane}"
+    fold = f"for (int j = 0; j < {LANES}; ++j) {step.format(acc=out, v='p[j]')}"
+    tail = _step(term, step, stmt, "k", out)
     if not isinstance(n, int):
-        return _lane_reduce_runtime(out, n, term, init, step, stmt)
-    full = n - n % LANES
-
-    def body(k: str, acc: str, pad: str) -> str:
-        # the term is bound to v only for stmt: gcc 12 leaves a max step over a bound v
-        # scalar (3x slower), while it vectorises the same step over the expression
-        if stmt:
-            lines = [f"const float v = {term.format(k=k)};", stmt.format(k=k),
-                     step.format(acc=acc, v="v")]
-        else:
-            lines = [step.format(acc=acc, v=term.format(k=k))]
-        return "".join(f"{pad}{line}\n" for line in lines)
-    text = f"float {out} = {init};\n"
-    if full:
-        lanes = f"for (int j = 0; j < {LANES}; ++j) {{\n{body('k + j', 'p[j]', ' ' * 4)}}}" \
-            if stmt else f"for (int j = 0; j < {LANES}; ++j) {body('k + j', 'p[j]', '')}"
-        text += f"""{{
-    float p[{LANES}];
-    for (int j = 0; j < {LANES}; ++j) p[j] = {init};
-{indent(loop("k", 0, full, lanes.rstrip(), "long", step=LANES))}
-    for (int j = 0; j < {LANES}; ++j) {step.format(acc=out, v="p[j]")}
-}}
-"""
-    if full < n:
-        text += loop("k", full, n, body("k", out, "").rstrip(), "long") + "\n"
-    return text.rstrip("\n")
-
-
-def _lane_reduce_runtime(out: str, n: str, term: str, init: str, step: str, stmt: str) -> str:
-    """lane_reduce over a length known at run time (the C expression `n`)."""
-    def body(k: str, acc: str) -> str:
-        if stmt:
-            return (f"const float v = {term.format(k=k)};\n{stmt.format(k=k)}\n"
-                    f"{step.format(acc=acc, v='v')}")
-        return step.format(acc=acc, v=term.format(k=k))
-    return f"""float {out} = {init};
+        return f"""float {out} = {init};
 {{
     float p[{LANES}];
     const long full = ({n}) - ({n}) % {LANES};
     for (int j = 0; j < {LANES}; ++j) p[j] = {init};
     for (long k = 0; k < full; k += {LANES}) {{
-        for (int j = 0; j < {LANES}; ++j) {{
-{indent(body("k + j", "p[j]"), 3)}
-        }}
+{indent(lanes, 2)}
     }}
-    for (int j = 0; j < {LANES}; ++j) {step.format(acc=out, v="p[j]")}
+    {fold}
     for (long k = full; k < {n}; ++k) {{
-{indent(body("k", out), 2)}
+{indent(tail, 2)}
     }}
 }}"""
+    full = n - n % LANES
+    text = f"float {out} = {init};\n"
+    if full:
+        text += f"""{{
+    float p[{LANES}];
+    for (int j = 0; j < {LANES}; ++j) p[j] = {init};
+{indent(loop("k", 0, full, lanes, "long", step=LANES))}
+    {fold}
+}}
+"""
+    if full < n:
+        text += loop("k", full, n, tail, "long") + "\n"
+    return text.rstrip("\n")

@@ -132,22 +132,27 @@ def _portable_body(mr: int, nr: int, ind: str, to_y: bool,
 {indent(store)}"""
 
 
+def _host_only(name: str, params: str, avx2: str, generic: str) -> Tuple[str, str]:
+    """(name, C) of a micro-kernel compiled where RVV intrinsics are not: the AVX2 blocks where
+    the compiler targets AVX2 without AVX-512, else the generic body."""
+    body = f"{avx2.replace('#elif', '#if', 1)}#else\n{generic}\n#endif" if avx2 else generic
+    return name, NOINLINE + f"""#if !defined(__riscv_v_intrinsic)
+static RVK_NOINLINE void {name}({params}) {{
+{body}
+}}
+#endif
+"""
+
+
 def ukernel_to_y_host(mr: int, nr: int, ind: str = "") -> Tuple[str, str]:
     """Not RVV: the micro-kernel storing a full tile of a one-k-block GEMM with a copying
     epilogue straight into y (row stride ldy). Through t, the tile's extra store, load and
     store cost a K = 64 attention product (QK^T) ~10 % on x86."""
     name = f"rvk_gemm_micro_{mr}x{nr}" + (f"_indirect_{ind}" if ind else "") + "_to_y_host"
     offp = "const int *__restrict off, " if ind else ""
-    avx2, generic = _portable_body(mr, nr, ind, True)
-    if avx2:
-        generic = f"{avx2.replace('#elif', '#if', 1)}#else\n{generic}\n#endif"
-    return name, NOINLINE + f"""#if !defined(__riscv_v_intrinsic)
-static RVK_NOINLINE void {name}(int kb, const float *__restrict a,
-    const float *__restrict b, {offp}float *__restrict y, ptrdiff_t ldy) {{
-{generic}
-}}
-#endif
-"""
+    return _host_only(name, f"int kb, const float *__restrict a,\n    const float *__restrict b, "
+                      f"{offp}float *__restrict y, ptrdiff_t ldy",
+                      *_portable_body(mr, nr, ind, True))
 
 
 def ukernel_rows_host(mr: int, nr: int) -> Tuple[str, str]:
@@ -155,17 +160,10 @@ def ukernel_rows_host(mr: int, nr: int) -> Tuple[str, str]:
     (row stride lda) instead of from a packed panel. Where B is narrow (attention's P.V
     against a 64-wide V), packing A costs a transposing copy per 64 MACs: ~12 % of the
     product on x86."""
-    name = f"rvk_gemm_micro_{mr}x{nr}_rows_host"
-    avx2, generic = _portable_body(mr, nr, "", False, True)
-    if avx2:
-        generic = f"{avx2.replace('#elif', '#if', 1)}#else\n{generic}\n#endif"
-    return name, NOINLINE + f"""#if !defined(__riscv_v_intrinsic)
-static RVK_NOINLINE void {name}(int kb, const float *__restrict a, ptrdiff_t lda,
-    const float *__restrict b, float *__restrict t) {{
-{generic}
-}}
-#endif
-"""
+    return _host_only(f"rvk_gemm_micro_{mr}x{nr}_rows_host",
+                      "int kb, const float *__restrict a, ptrdiff_t lda,\n"
+                      "    const float *__restrict b, float *__restrict t",
+                      *_portable_body(mr, nr, "", False, True))
 
 
 def _fused_name(base: str, ep: "Epilogue") -> str:

@@ -98,6 +98,23 @@ float *__restrict yp = y + o * {n};
 {last}"""
 
 
+def _strided_row(n: int, inner: int, log: bool) -> str:
+    """A row of n elements `inner` apart, portable. The exponentials go to y first (a loop of
+    call-free rvk_expf that compilers vectorise; libm's expf is a call per element), then are
+    summed and scaled."""
+    last = (f"const float ls = logf(s);\n"
+            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] = xp[k * {inner}] - m - ls;"
+            if log else f"const float r = 1.0f / s;\n"
+            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] *= r;")
+    return f"""const float *__restrict xp = x + o * {n * inner} + i;
+float *__restrict yp = y + o * {n * inner} + i;
+float m = -INFINITY, s = 0.0f;
+for (long k = 0; k < {n}; ++k) m = xp[k * {inner}] > m ? xp[k * {inner}] : m;
+for (long k = 0; k < {n}; ++k) yp[k * {inner}] = rvk_expf(xp[k * {inner}] - m);
+for (long k = 0; k < {n}; ++k) s += yp[k * {inner}];
+{last}"""
+
+
 def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) -> Lowered:
     """Softmax over one axis (or, pre-opset-13, over all axes from `axis` on)."""
     outer = math.prod(shape[:axis])
@@ -105,21 +122,7 @@ def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) ->
         n, inner = math.prod(shape[axis:]), 1
     else:
         n, inner = shape[axis], math.prod(shape[axis + 1:])
-    # The exponentials go to y first (a loop of call-free rvk_expf that compilers vectorise;
-    # libm's expf is a call per element), then are summed and scaled.
-    last = (f"const float ls = logf(s);\n"
-            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] = xp[k * {inner}] - m - ls;"
-            if log else f"const float r = 1.0f / s;\n"
-            f"for (long k = 0; k < {n}; ++k) yp[k * {inner}] *= r;")
-    row = f"""const float *__restrict xp = x + o * {n * inner} + i;
-float *__restrict yp = y + o * {n * inner} + i;
-float m = -INFINITY, s = 0.0f;
-for (long k = 0; k < {n}; ++k) m = xp[k * {inner}] > m ? xp[k * {inner}] : m;
-for (long k = 0; k < {n}; ++k) yp[k * {inner}] = rvk_expf(xp[k * {inner}] - m);
-for (long k = 0; k < {n}; ++k) s += yp[k * {inner}];
-{last}"""
-    if inner == 1:
-        row = _lane_row(n, log)
+    row = _lane_row(n, log) if inner == 1 else _strided_row(n, inner, log)
     rows, split = parts_loop("o", outer, loop("i", 0, inner, row, "long", flat=True), flat=True)
     code = indent(rows)
     name = "logsoftmax" if log else "softmax"
