@@ -1,10 +1,12 @@
 """Graph rewrites on the IR, run in a fixed order by `optimize`: constant folding, affine and
-BatchNorm folding, activation and residual fusion, pattern fusion (LayerNorm, GELU, SiLU,
-attention), quantized graphs to integer ops (`qdq.py`, `quant.py`), cache rewrites for
-decoders (`kv_cache.py`, `cached_attention.py`), dead-code removal."""
+BatchNorm folding, activation and residual fusion, pattern fusion (LayerNorm, GELU, SiLU:
+patterns.py; unmasked attention: attention.py), quantized graphs to integer ops (`qdq.py`,
+`quant.py`), cache rewrites for decoders (`kv_cache.py`, `cached_attention.py`), dead-code
+removal."""
 from __future__ import annotations
 
 from ..ir import Graph
+from .attention import fuse_attention
 from .dce import remove_dead
 from .fold import fold_constants
 from .fuse import fuse_activations, fuse_residual
@@ -21,6 +23,7 @@ def optimize(g: Graph, level: int = 2) -> Graph:
     canonical_gemm(g)
     if level >= 1:   # before to_affine: patterns see Mul/Add/Div by constants as written
         fuse_patterns(g)
+        fuse_attention(g)
     to_affine(g)
     if level >= 1:
         merge_affines(g)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
 from ...cfmt import flt, indent
+from ...lanes import lane_reduce
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
 from ...parallel import Split
 from ...loops import broadcast_strides, loop
@@ -219,6 +220,38 @@ def _head(ptr: str, rank: int, heads: int, seq: int, size: int, head: str) -> Tu
     return f"{ptr} + b * {seq * heads * size} + {head} * {size}", heads * size
 
 
+def _softmax_row(c: Attn, total: int) -> str:
+    """Row `srow` of scores through the score stages (softcap, masks, a qk copy) and the
+    softmax, in place. Without stages, the max and the sum run in lanes (lanes.py): a single
+    running max and sum are chains of dependent operations, which made Whisper's 1500-key rows
+    cost as much as its QK^T."""
+    stages = score_stages(c, "i")
+    zeros = f"""if (mx == -INFINITY) {{   /* every key masked: zero weights */
+    for (long j = 0; j < {total}; ++j) srow[j] = 0.0f;
+    continue;
+}}
+"""
+    scale = f"const float inv = 1.0f / sum;\nfor (long j = 0; j < {total}; ++j) srow[j] *= inv;"
+    if not stages:
+        return (lane_reduce("mx", total, "srow[{k}]", init="-INFINITY",
+                            step="{acc} = {v} > {acc} ? {v} : {acc};") + "\n" + zeros +
+                lane_reduce("sum", total, "rvk_expf(srow[{k}] - mx)", stmt="srow[{k}] = v;") +
+                "\n" + scale)
+    return f"""float mx = -INFINITY;
+for (long j = 0; j < {total}; ++j) {{
+    float s = srow[j];
+{indent(stages)}
+    srow[j] = s;
+    mx = s > mx ? s : mx;
+}}
+{zeros}float sum = 0.0f;
+for (long j = 0; j < {total}; ++j) {{
+    srow[j] = rvk_expf(srow[j] - mx);
+    sum += srow[j];
+}}
+{scale}"""
+
+
 def attention_gemm(c: Attn) -> Lowered:
     """The same computation on the packed GEMM, per batch and query head: S = scale * Q.K^T
     into the workspace (Q and K read in place through strided packers, whichever layout),
@@ -249,24 +282,7 @@ def attention_gemm(c: Attn) -> Lowered:
 for (long i = 0; i < {sq}; ++i) {{
     float *__restrict srow = ws + i * {total};
 {indent(qkr)}
-    float mx = -INFINITY;
-    for (long j = 0; j < {total}; ++j) {{
-        float s = srow[j];
-{indent(score_stages(c, "i"), 2)}
-        srow[j] = s;
-        mx = s > mx ? s : mx;
-    }}
-    if (mx == -INFINITY) {{   /* every key masked: zero weights */
-        for (long j = 0; j < {total}; ++j) srow[j] = 0.0f;
-        continue;
-    }}
-    float sum = 0.0f;
-    for (long j = 0; j < {total}; ++j) {{
-        srow[j] = rvk_expf(srow[j] - mx);
-        sum += srow[j];
-    }}
-    const float inv = 1.0f / sum;
-    for (long j = 0; j < {total}; ++j) srow[j] *= inv;
+{indent(_softmax_row(c, total))}
 }}
 {probs}
 {c2.name}(ws, {v}, {y}, {cws});"""

@@ -1,0 +1,113 @@
+"""Unmasked attention as encoders export it (ViT, Whisper's audio encoder, CLIP's vision tower)
+becomes one ONNX `Attention`:
+
+    s = MatMul(q [* a], kt [* b])    q [B, H, S, D], kt [B, H, D, T] (often Transpose(k))
+    p = Softmax(s [* or / c], last axis)
+    y = MatMul(p, v)                 v [B, H, T, Dv]
+
+-> Attention(q, K, v, scale = a * b * c), K [B, H, T, D] = kt with its last two axes swapped
+(folded into kt's own Transpose when it has one: the exported (0, 2, 3, 1) of k becomes the
+cheap (0, 2, 1, 3), rows of D contiguous floats).
+
+Why: three kernels passed the B*H*S*T scores through memory three times (Whisper-tiny: 54 MB a
+layer written by QK^T, read and written by Softmax, read by P.V); the Attention kernel keeps one
+head's scores in its workspace, computes the softmax there in place and folds the scale into
+QK^T's epilogue. A mask (an Add before the Softmax) is left alone: decoders' masked attention
+over their caches is passes/cached_attention.py's, after the caches become session state."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from ..errors import ModelError
+from ..ir import Graph, Node, Tensor
+from ..ops.registry import REGISTRY
+from .cached_attention import _unscaled
+from .dce import remove_dead
+from .view import View
+
+SWAP_LAST = (0, 1, 3, 2)
+
+
+def _keys(g: Graph, v: View, kt: str) -> Tuple[str, Optional[Tuple[int, ...]]]:
+    """(the tensor the keys are read from, the Transpose making [B, H, T, D] of it, None for
+    none): kt's own Transpose composed with the swap of kt's last two axes."""
+    tr = v.node(kt, "Transpose")
+    if tr is None or not v.single(kt):
+        return kt, SWAP_LAST
+    perm = tuple(int(p) for p in tr.attrs["perm"])
+    both = tuple(perm[s] for s in SWAP_LAST)
+    return tr.inputs[0], (None if both == (0, 1, 2, 3) else both)
+
+
+def _match(v: View, sm: Node):
+    """(q, kt, value, scale, the final MatMul, the nodes it replaces) of the chain through
+    Softmax `sm`, or None."""
+    g = v.g
+    shape = g.t(sm.inputs[0]).shape
+    if len(shape) != 4 or sm.attrs.get("axis") not in (3, -1) or not v.single(sm.inputs[0]):
+        return None
+    raw, scale = _unscaled(v, sm.inputs[0])
+    qk = v.node(raw, "MatMul")
+    if qk is None or not v.single(raw):
+        return None
+    q, q_scale = _unscaled(v, qk.inputs[0])
+    kt, k_scale = _unscaled(v, qk.inputs[1])
+    uses = v.cons.get(sm.outputs[0], [])
+    if len(uses) != 1 or sm.outputs[0] in g.outputs:
+        return None
+    pv = uses[0]
+    if pv.op != "MatMul" or pv.act is not None or pv.inputs[0] != sm.outputs[0]:
+        return None
+    value = pv.inputs[1]
+    (b, h, s, d), (kb, kh, kd, t) = g.t(q).shape if len(g.t(q).shape) == 4 else (0,) * 4, \
+        g.t(kt).shape if len(g.t(kt).shape) == 4 else (0,) * 4
+    vs = g.t(value).shape
+    if not b or kd != d or (kb, kh) != (b, h) or tuple(vs[:3]) != (b, h, t) or len(vs) != 4 \
+            or any(g.is_const(x) for x in (q, kt, value)) or \
+            any(g.t(x).dtype != np.float32 for x in (q, kt, value)):
+        return None
+    return q, kt, value, scale * q_scale * k_scale, pv, [qk, sm]
+
+
+def _transposed(g: Graph, src: str, perm: Tuple[int, ...], name: str) -> Node:
+    out = g.fresh_name(f"{name}/keys")
+    node = Node("Transpose", out, [src], [out], {"perm": perm})
+    (shape, dtype), = REGISTRY["Transpose"].infer(node, g)
+    g.add_tensor(Tensor(out, tuple(shape), np.dtype(dtype)))
+    return node
+
+
+def fuse_attention(g: Graph) -> int:
+    """Rewrite every matching chain; returns how many were rewritten."""
+    done, made = 0, False
+    for sm in [n for n in g.nodes if n.op == "Softmax"]:
+        v = View(g)
+        found = _match(v, sm)
+        if found is None:
+            continue
+        q, kt, value, scale, pv, parts = found
+        src, perm = _keys(g, v, kt)
+        keys = _transposed(g, src, perm, pv.name) if perm else None
+        made = made or keys is not None
+        attention = Node("Attention", pv.name, [q, keys.outputs[0] if keys else src, value],
+                         list(pv.outputs), {"scale": scale},
+                         fused=[(n.op, n.name) for n in parts] + [(pv.op, pv.name)])
+        out = g.t(pv.outputs[0])
+        try:
+            same = REGISTRY["Attention"].infer(attention, g)[0] == (out.shape, out.dtype)
+        except ModelError:
+            same = False
+        if not same:
+            continue   # not the attention it looked like: left as exported
+        at = g.nodes.index(pv)
+        g.nodes[at] = attention
+        if keys is not None:
+            g.nodes.insert(at, keys)
+        done += 1
+    if done:
+        remove_dead(g)
+    if made:   # a keys tensor of a chain that was left as exported
+        g.prune_tensors()
+    return done
