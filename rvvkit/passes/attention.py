@@ -61,11 +61,10 @@ def _match(v: View, sm: Node):
     if pv.op != "MatMul" or pv.act is not None or pv.inputs[0] != sm.outputs[0]:
         return None
     value = pv.inputs[1]
-    (b, h, s, d), (kb, kh, kd, t) = g.t(q).shape if len(g.t(q).shape) == 4 else (0,) * 4, \
-        g.t(kt).shape if len(g.t(kt).shape) == 4 else (0,) * 4
-    vs = g.t(value).shape
-    if not b or kd != d or (kb, kh) != (b, h) or tuple(vs[:3]) != (b, h, t) or len(vs) != 4 \
-            or any(g.is_const(x) for x in (q, kt, value)) or \
+    qs, ks, vs = (tuple(g.t(x).shape) for x in (q, kt, value))
+    # per-head operands, no broadcast: q [B, H, S, D], kt [B, H, D, T], v [B, H, T, Dv]
+    if not len(qs) == len(ks) == len(vs) == 4 or ks[:3] != qs[:2] + qs[3:] or \
+            vs[:3] != qs[:2] + ks[3:] or any(g.is_const(x) for x in (q, kt, value)) or \
             any(g.t(x).dtype != np.float32 for x in (q, kt, value)):
         return None
     return q, kt, value, scale * q_scale * k_scale, pv, [qk, sm]
