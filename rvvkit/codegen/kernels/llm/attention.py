@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
+from ... import x86
 from ...cfmt import flt, indent
 from ...lanes import lane_reduce
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
@@ -32,6 +33,7 @@ from ...loops import broadcast_strides, loop
 from ..gemm.core import core
 from ..gemm.spec import Epilogue, Side
 from ..gemm.tiling import choose_tile
+from ..reduce import softmax_x86
 from ..rnn.rows import DOT
 
 
@@ -233,10 +235,12 @@ def _softmax_row(c: Attn, total: int) -> str:
 """
     scale = f"const float inv = 1.0f / sum;\nfor (long j = 0; j < {total}; ++j) srow[j] *= inv;"
     if not stages:
-        return (lane_reduce("mx", total, "srow[{k}]", init="-INFINITY",
-                            step="{acc} = {v} > {acc} ? {v} : {acc};") + "\n" + zeros +
-                lane_reduce("sum", total, "rvk_expf(srow[{k}] - mx)", stmt="srow[{k}] = v;") +
-                "\n" + scale)
+        return x86.guarded(
+            softmax_x86.row("srow", "srow", total, masked_zeros=True),
+            lane_reduce("mx", total, "srow[{k}]", init="-INFINITY",
+                        step="{acc} = {v} > {acc} ? {v} : {acc};") + "\n" + zeros +
+            lane_reduce("sum", total, "rvk_expf(srow[{k}] - mx)", stmt="srow[{k}] = v;") +
+            "\n" + scale)
     return f"""float mx = -INFINITY;
 for (long j = 0; j < {total}; ++j) {{
     float s = srow[j];
@@ -299,4 +303,5 @@ for (long i = 0; i < {sq}; ++i) {{
         body = loop("b", 0, b_, offset_decl(c) + loop("h", 0, hq, head, "long"), "long",
                     flat=True)
     split = Split(b_ * hq, b_ * hq * sq * total * (d + dv)) if parts else None
-    return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support}, split)
+    rows = softmax_x86.support() if not score_stages(c, "i") else {}
+    return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support, **rows}, split)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from ... import x86
 from ...cfmt import flt, indent
 from ...lanes import lane_reduce
 from ...kernel import Kernel, Lowered, Param, make_spec
 from ...parallel import parts_loop
 from ...loops import loop
 from ..math.vmath import exp_support
+from . import softmax_x86
 from .vreduce import reduce_rvv, vexp_sum
 from ...rvv import guarded, header, vle, vop, vse, vsetvl, vsplat, vt
 
@@ -88,14 +90,19 @@ const {vt(L)} t = {vop('vfadd_vf', L)}(
 
 def _lane_row(n: int, log: bool) -> str:
     """A contiguous row's portable softmax, its max and sum in vectorisable lanes (lanes.py):
-    one running sum made a 1500-long attention row cost ~1.7 ns per element on x86."""
+    one running sum made a 1500-long attention row cost ~1.7 ns per element on x86. Softmax
+    (not LogSoftmax) takes softmax_x86.py's row on x86."""
     last = (f"const float ls = logf(s);\nfor (long k = 0; k < {n}; ++k) yp[k] = xp[k] - m - ls;"
             if log else f"const float r = 1.0f / s;\nfor (long k = 0; k < {n}; ++k) yp[k] *= r;")
-    return f"""const float *__restrict xp = x + o * {n};
+    portable = f"""const float *__restrict xp = x + o * {n};
 float *__restrict yp = y + o * {n};
 {lane_reduce("m", n, "xp[{k}]", init="-INFINITY", step="{acc} = {v} > {acc} ? {v} : {acc};")}
 {lane_reduce("s", n, "rvk_expf(xp[{k}] - m)", stmt="" if log else "yp[{k}] = v;")}
 {last}"""
+    if log:
+        return portable
+    return x86.guarded(softmax_x86.row(f"x + o * {n}", f"y + o * {n}", n, masked_zeros=False),
+                       portable)
 
 
 def _strided_row(n: int, inner: int, log: bool) -> str:
@@ -146,5 +153,6 @@ float *__restrict yp = y + o * {n};
 {reduce_rvv("max", "xp", str(n), "-INFINITY")}
 const float m = red;
 {rest}""", flat=True)[0])
-    return Lowered(Kernel(name, XY, guarded(rvv, code), support={**header(), **exp_support(4)},
-                          spec=spec, split=split))
+    rows = {} if log else softmax_x86.support()
+    return Lowered(Kernel(name, XY, guarded(rvv, code),
+                          support={**header(), **exp_support(4), **rows}, spec=spec, split=split))
