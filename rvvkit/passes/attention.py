@@ -1,7 +1,8 @@
 """Unmasked attention as encoders export it (ViT, Whisper's audio encoder, CLIP's vision tower)
 becomes one ONNX `Attention`:
 
-    s = MatMul(q [* a], kt [* b])    q [B, H, S, D], kt [B, H, D, T] (often Transpose(k))
+    s = MatMul(q [* a], kt [* b])    q [B, H, S, D], kt [B, H, D, T] (often Transpose(k));
+                                     a and b may also apply before Reshapes/Transposes
     p = Softmax(s [* or / c], last axis)
     y = MatMul(p, v)                 v [B, H, T, Dv]
 
@@ -41,6 +42,22 @@ def _keys(g: Graph, v: View, kt: str) -> Tuple[str, Optional[Tuple[int, ...]]]:
     return tr.inputs[0], (None if both == (0, 1, 2, 3) else both)
 
 
+def _lifted(v: View, name: str) -> Tuple[float, Optional[Tuple[Node, str]]]:
+    """A scalar factor applied before the Reshape/Transpose chain that made `name` (Whisper
+    scales q before splitting its heads): (the factor, (the chain's first node, the input it
+    reads instead)); (1, None) when there is none."""
+    node = v.prod.get(name)
+    first = None
+    while node is not None and node.op in ("Reshape", "Transpose") and v.single(name) and \
+            not node.act:
+        first, name = node, node.inputs[0]
+        node = v.prod.get(name)
+    if first is None or not v.single(name):
+        return 1.0, None
+    x, c = _unscaled(v, name)
+    return (c, (first, x)) if x != name else (1.0, None)
+
+
 def _match(v: View, sm: Node):
     """(q, kt, value, scale, the final MatMul, the nodes it replaces) of the chain through
     Softmax `sm`, or None."""
@@ -54,6 +71,7 @@ def _match(v: View, sm: Node):
         return None
     q, q_scale = _unscaled(v, qk.inputs[0])
     kt, k_scale = _unscaled(v, qk.inputs[1])
+    (q_lift, q_wire), (k_lift, k_wire) = _lifted(v, q), _lifted(v, kt)
     uses = v.cons.get(sm.outputs[0], [])
     if len(uses) != 1 or sm.outputs[0] in g.outputs:
         return None
@@ -67,7 +85,8 @@ def _match(v: View, sm: Node):
             vs[:3] != qs[:2] + ks[3:] or any(g.is_const(x) for x in (q, kt, value)) or \
             any(g.t(x).dtype != np.float32 for x in (q, kt, value)):
         return None
-    return q, kt, value, scale * q_scale * k_scale, pv, [qk, sm]
+    rewire = [w for w in (q_wire, k_wire) if w is not None]
+    return q, kt, value, scale * q_scale * k_scale * q_lift * k_lift, pv, [qk, sm], rewire
 
 
 def _transposed(g: Graph, src: str, perm: Tuple[int, ...], name: str) -> Node:
@@ -86,7 +105,7 @@ def fuse_attention(g: Graph) -> int:
         found = _match(v, sm)
         if found is None:
             continue
-        q, kt, value, scale, pv, parts = found
+        q, kt, value, scale, pv, parts, rewire = found
         src, perm = _keys(g, v, kt)
         keys = _transposed(g, src, perm, pv.name) if perm else None
         made = made or keys is not None
@@ -100,6 +119,8 @@ def fuse_attention(g: Graph) -> int:
             same = False
         if not same:
             continue   # not the attention it looked like: left as exported
+        for node, x in rewire:   # the lifted factors are in the scale now
+            node.inputs[0] = x
         at = g.nodes.index(pv)
         g.nodes[at] = attention
         if keys is not None:

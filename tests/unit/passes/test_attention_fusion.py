@@ -15,18 +15,21 @@ B, S, H, D = 1, 40, 3, 16
 SCALE = float(D) ** -0.25
 
 
-def whisper_attention(mask=False, scores_out=False, score_scale=None):
+def whisper_attention(mask=False, scores_out=False, score_scale=None, q_first=False):
     """Whisper's/ViT's export: heads split by Reshape + Transpose, q and k each scaled by
-    D^-1/4, K transposed (0, 2, 3, 1), the product transposed back and merged."""
+    D^-1/4 (q before its heads are split with `q_first`, as Whisper does), K transposed
+    (0, 2, 3, 1), the product transposed back and merged."""
     ini = {"hd": np.array([B, S, H, D], np.int64), "m": np.array([B, S, H * D], np.int64),
            "sq": np.array(SCALE, np.float32), "sk": np.array(SCALE, np.float32)}
-    nodes = [node("Reshape", ["q", "hd"], ["q4"]), node("Reshape", ["k", "hd"], ["k4"]),
-             node("Reshape", ["v", "hd"], ["v4"]),
-             node("Transpose", ["q4"], ["qt"], perm=[0, 2, 1, 3]),
-             node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
-             node("Transpose", ["v4"], ["vt"], perm=[0, 2, 1, 3]),
-             node("Mul", ["qt", "sq"], ["qs"]), node("Mul", ["kt", "sk"], ["ks"]),
-             node("MatMul", ["qs", "ks"], ["s"])]
+    nodes = [node("Mul", ["q", "sq"], ["q1"])] if q_first else []
+    nodes += [node("Reshape", ["q1" if q_first else "q", "hd"], ["q4"]),
+              node("Reshape", ["k", "hd"], ["k4"]), node("Reshape", ["v", "hd"], ["v4"]),
+              node("Transpose", ["q4"], ["qt" if q_first else "qt0"], perm=[0, 2, 1, 3]),
+              node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+              node("Transpose", ["v4"], ["vt"], perm=[0, 2, 1, 3]),
+              node("Mul", ["kt", "sk"], ["ks"]), node("MatMul", ["qt", "ks"], ["s"])]
+    if not q_first:
+        nodes.insert(-1, node("Mul", ["qt0", "sq"], ["qt"]))
     scores = "s"
     if score_scale is not None:
         ini["ss"] = np.array(score_scale, np.float32)
@@ -64,6 +67,14 @@ def test_fused_to_one_attention_with_cheap_keys():
     assert {"Softmax", "MatMul"} <= {op for op, _ in att[0].fused}
 
 
+def test_scale_before_the_head_split_joins_the_scale():
+    g = optimize(from_onnx(whisper_attention(q_first=True)))
+    att = next(n for n in g.nodes if n.op == "Attention")
+    assert att.attrs["scale"] == pytest.approx(SCALE * SCALE, rel=1e-6)
+    assert [n.op for n in g.nodes].count("Mul") == 0
+    assert "rvvkit.ChannelAffine" not in [n.op for n in g.nodes]
+
+
 def test_score_scale_joins_the_scale():
     g = optimize(from_onnx(whisper_attention(score_scale=2.0)))
     att = next(n for n in g.nodes if n.op == "Attention")
@@ -84,6 +95,6 @@ def test_broadcast_product_left_alone():
     assert "Attention" not in ops(m)
 
 
-@pytest.mark.parametrize("kw", [{}, {"score_scale": 0.5}, {"mask": True}])
+@pytest.mark.parametrize("kw", [{}, {"score_scale": 0.5, "q_first": True}, {"mask": True}])
 def test_matches_onnxruntime(kw, executor):
     assert_matches(whisper_attention(**kw), feeds(), on=executor)
