@@ -92,13 +92,15 @@ def _sequence_model() -> onnx.ModelProto:
         node("Einsum", ["yl", "yl"], ["e1"], equation="tdbh,udbh->dbtu"),
         node("Einsum", ["e1"], ["e2"], equation="dbtu->ut"),
         node("Attention", ["q", "q", "q"], ["att"], is_causal=1, softcap=3.0),
+        node("Attention", ["q", "q", "q"], ["att3"]),   # unmasked: the Softmax kernel's row
         node("Attention", ["q", "q", "q", "", "pk", "pv"], ["att2", "pk2", "pv2", "qk2"],
              is_causal=1, qk_matmul_output_mode=3),   # KV cache
         node("Conv", ["v", "w3"], ["v1"], pads=[1, 1, 1, 1, 1, 1]),
         node("AveragePool", ["v1"], ["v2"], kernel_shape=[2, 2, 2], count_include_pad=1,
              pads=[1, 0, 0, 0, 1, 1]),
     ]
-    outs = ["a1", "hl", "cl", "yg", "hg", "yr", "e2", "att", "v2", "att2", "pk2", "pv2", "qk2"]
+    outs = ["a1", "hl", "cl", "yg", "hg", "yr", "e2", "att", "v2", "att2", "pk2", "pv2", "qk2",
+            "att3"]
     graph = helper.make_graph(
         nodes, "sequence",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 12]),

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from ... import x86
+from ... import rvv, x86
 from ...cfmt import flt, indent
 from ...lanes import lane_reduce
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
@@ -33,7 +33,9 @@ from ...loops import broadcast_strides, loop
 from ..gemm.core import core
 from ..gemm.spec import Epilogue, Side
 from ..gemm.tiling import choose_tile
+from ..math.vmath import exp_support
 from ..reduce import softmax_x86
+from ..reduce.norm import softmax_row_rvv
 from ..rnn.rows import DOT
 
 
@@ -224,9 +226,10 @@ def _head(ptr: str, rank: int, heads: int, seq: int, size: int, head: str) -> Tu
 
 def _softmax_row(c: Attn, total: int) -> str:
     """Row `srow` of scores through the score stages (softcap, masks, a qk copy) and the
-    softmax, in place. Without stages, the max and the sum run in lanes (lanes.py): a single
-    running max and sum are chains of dependent operations, which made Whisper's 1500-key rows
-    cost as much as its QK^T."""
+    softmax, in place. Without stages the row is the Softmax kernel's: its RVV form
+    (reduce/norm.py), its x86 intrinsics (reduce/softmax_x86.py), else its max and sum in
+    lanes (lanes.py; a single running max and sum are chains of dependent operations, which
+    made Whisper's 1500-key rows cost as much as its QK^T)."""
     stages = score_stages(c, "i")
     zeros = f"""if (mx == -INFINITY) {{   /* every key masked: zero weights */
     for (long j = 0; j < {total}; ++j) srow[j] = 0.0f;
@@ -235,12 +238,13 @@ def _softmax_row(c: Attn, total: int) -> str:
 """
     scale = f"const float inv = 1.0f / sum;\nfor (long j = 0; j < {total}; ++j) srow[j] *= inv;"
     if not stages:
-        return x86.guarded(
+        masked = zeros.replace("mx ==", "m ==")
+        return rvv.guarded(softmax_row_rvv("srow", "srow", total, masked), x86.guarded(
             softmax_x86.row("srow", "srow", total, masked_zeros=True),
             lane_reduce("mx", total, "srow[{k}]", init="-INFINITY",
                         step="{acc} = {v} > {acc} ? {v} : {acc};") + "\n" + zeros +
             lane_reduce("sum", total, "rvk_expf(srow[{k}] - mx)", stmt="srow[{k}] = v;") +
-            "\n" + scale)
+            "\n" + scale))
     return f"""float mx = -INFINITY;
 for (long j = 0; j < {total}; ++j) {{
     float s = srow[j];
@@ -303,5 +307,6 @@ for (long i = 0; i < {sq}; ++i) {{
         body = loop("b", 0, b_, offset_decl(c) + loop("h", 0, hq, head, "long"), "long",
                     flat=True)
     split = Split(b_ * hq, b_ * hq * sq * total * (d + dv)) if parts else None
-    rows = softmax_x86.support() if not score_stages(c, "i") else {}
+    rows = {**softmax_x86.support(), **rvv.header(), **exp_support(4)} \
+        if not score_stages(c, "i") else {}
     return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support, **rows}, split)

@@ -88,6 +88,20 @@ const {vt(L)} t = {vop('vfadd_vf', L)}(
                           support=header(), spec=spec, split=split))
 
 
+def softmax_row_rvv(x: str, y: str, n: int, masked: str = "") -> str:
+    """RVV statements: the softmax of row `x` (n floats) into `y`, which may be the same
+    pointer (each element is read before it is written). `masked`: statements run when the
+    row's maximum m is -inf, before anything is written. Needs `exp_support(4)` and the RVV
+    header."""
+    L = 8
+    scale = vse(L, f"{y} + k", f"{vop('vfmul_vf', L)}({vle(L, f'{y} + k')}, r, vl)")
+    return f"""{reduce_rvv("max", x, str(n), "-INFINITY")}
+const float m = red;
+{masked}{vexp_sum("s", x, n, "m", store=y)}
+const float r = 1.0f / s;
+{_strip("k", n, scale)}"""
+
+
 def _lane_row(n: int, log: bool) -> str:
     """A contiguous row's portable softmax, its max and sum in vectorisable lanes (lanes.py):
     one running sum made a 1500-long attention row cost ~1.7 ns per element on x86. Softmax
@@ -145,14 +159,17 @@ const float ls = logf(s);
 {_strip("k", n, f'''{vt(L)} v = {vop('vfsub_vf', L)}({vle(L, 'xp + k')}, m, vl);
 {vse(L, 'yp + k', vop('vfsub_vf', L) + '(v, ls, vl)')}''')}"""
     else:
-        rest = f"""{vexp_sum("s", "xp", n, "m", store="yp")}
-const float r = 1.0f / s;
-{_strip("k", n, vse(L, 'yp + k', vop('vfmul_vf', L) + '(' + vle(L, 'yp + k') + ', r, vl)'))}"""
-    rvv = indent(parts_loop("o", outer, f"""const float *__restrict xp = x + o * {n};
+        rest = None
+    head = f"""const float *__restrict xp = x + o * {n};
 float *__restrict yp = y + o * {n};
-{reduce_rvv("max", "xp", str(n), "-INFINITY")}
+"""
+    if rest is None:
+        body = head + softmax_row_rvv("xp", "yp", n)
+    else:
+        body = f"""{head}{reduce_rvv("max", "xp", str(n), "-INFINITY")}
 const float m = red;
-{rest}""", flat=True)[0])
+{rest}"""
+    rvv = indent(parts_loop("o", outer, body, flat=True)[0])
     rows = {} if log else softmax_x86.support()
     return Lowered(Kernel(name, XY, guarded(rvv, code),
                           support={**header(), **exp_support(4), **rows}, spec=spec, split=split))
