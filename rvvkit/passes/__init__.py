@@ -9,7 +9,7 @@ from ..ir import Graph
 from .attention import fuse_attention
 from .dce import remove_dead
 from .fold import fold_constants
-from .fuse import fuse_activations, fuse_residual
+from .fuse import fuse_activations, fuse_matmul_bias, fuse_residual
 from .patterns import fuse_patterns
 from .quant import lower_quantized
 from .simplify import canonical_gemm, merge_affines, remove_identities, to_affine
@@ -30,6 +30,7 @@ def optimize(g: Graph, level: int = 2) -> Graph:
     if level >= 2:
         fuse_residual(g)
         fuse_activations(g)
+        fuse_matmul_bias(g)
     remove_dead(g)
     return g
 

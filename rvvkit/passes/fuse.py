@@ -1,11 +1,17 @@
-"""Fusion: a residual Add into the convolution that feeds it, and an activation into its
-producer's epilogue. Both save one full pass over an activation tensor. Results are the
-node's typed fields (`residual`, `act`, `fused`), read by the lowerings."""
+"""Fusion: a residual Add into the convolution that feeds it, an activation into its
+producer's epilogue, a bias Add into the MatMul before it (as a Gemm). Each saves one full
+pass over an activation tensor. Results are the node's typed fields (`residual`, `act`,
+`fused`), read by the lowerings."""
 from __future__ import annotations
 
-from ..ir import Graph, Node
+from typing import Optional, Tuple
+
+import numpy as np
+
+from ..ir import Graph, Node, Tensor
 from ..ops import REGISTRY
 from ..ops.activations import act_of
+from ..ops.elementwise import CHANNEL_AFFINE
 
 
 def _single_use(g: Graph, name: str, consumers) -> bool:
@@ -62,3 +68,82 @@ def fuse_activations(g: Graph) -> None:
         p.outputs = [n.outputs[0]]
         g.remove_nodes([n])
         producers, consumers = g.producers(), g.consumers()
+
+
+def _bias_of(g: Graph, name: str, n: int) -> Optional[np.ndarray]:
+    """A float constant of n values along the last axis only ([n], [1, n], [1, 1, n], ...)."""
+    if not g.is_const(name) or g.t(name).dtype != np.float32:
+        return None
+    shape = g.t(name).shape
+    ok = len(shape) >= 1 and shape[-1] == n and all(d == 1 for d in shape[:-1])
+    return np.asarray(g.const(name), np.float32).reshape(n) if ok else None
+
+
+def _addends(g: Graph, add: Node):
+    """(product, addend) readings of an Add; a 2-D ChannelAffine (what to_affine made of a
+    bias Add on [M, N]) of unit scale reads as its input plus its shift."""
+    if add.op == "Add":
+        return [tuple(add.inputs), tuple(add.inputs[::-1])]
+    x, scale, shift = add.inputs
+    ones = g.is_const(scale) and bool(np.all(np.asarray(g.const(scale)) == 1.0))
+    return [(x, shift)] if ones and len(g.t(x).shape) == 2 else []
+
+
+def _reshaped(g: Graph, src: str, shape: Tuple[int, ...], out: Optional[str] = None) -> Node:
+    """A Reshape of `src` to `shape` (a new output tensor unless `out` is given)."""
+    target = g.fresh_name(f"{src}/shape")
+    g.add_const(target, np.array(shape, np.int64))
+    if out is None:
+        out = g.fresh_name(f"{src}/rows")
+        g.add_tensor(Tensor(out, tuple(shape), g.t(src).dtype))
+    return Node("Reshape", out, [src, target], [out])
+
+
+def fuse_matmul_bias(g: Graph) -> None:
+    """MatMul(x [..., M, K], W [K, N]) + b [N] -> Gemm over x's rows (x's leading axes
+    flattened into M by Reshapes, which cost nothing) adding b, and the Add's activation, in
+    its epilogue: every transformer projection then writes y once instead of writing it and
+    passing over it again (Whisper-tiny: 0.5 ms a layer, ViT-B: 0.3). Runs after
+    fuse_activations, so a GELU already fused into the Add moves into the Gemm with it."""
+    producers, consumers = g.producers(), g.consumers()
+    for add in list(g.nodes):
+        if add.op not in ("Add", CHANNEL_AFFINE) or len(add.inputs) != 2 + (add.op != "Add") \
+                or add.residual:
+            continue
+        for via, other in _addends(g, add):
+            mm = producers.get(via)
+            if mm is None or mm.op != "MatMul" or mm.act is not None or \
+                    not _single_use(g, via, consumers) or not g.is_const(mm.inputs[1]):
+                continue
+            x, w, y = (g.t(t).shape for t in (mm.inputs[0], mm.inputs[1], add.outputs[0]))
+            bias = _bias_of(g, other, w[-1]) if len(w) == 2 else None
+            if bias is None or len(x) < 2 or g.is_const(mm.inputs[0]) or \
+                    y != g.t(via).shape or (len(x) > 2 and add.outputs[0] in g.outputs):
+                continue
+            _to_gemm(g, mm, add, bias, x, w)
+            producers, consumers = g.producers(), g.consumers()
+            break
+
+
+def _to_gemm(g: Graph, mm: Node, add: Node, bias: np.ndarray, x, w) -> None:
+    rows = (int(np.prod(x[:-1])), x[-1])
+    b = g.fresh_name(f"{mm.name}/bias")
+    g.add_const(b, bias)
+    new = []
+    a = mm.inputs[0]
+    if len(x) > 2:
+        new.append(_reshaped(g, a, rows))
+        a = new[-1].outputs[0]
+    y = add.outputs[0]
+    if len(x) > 2:
+        y = g.fresh_name(f"{mm.name}/rows")
+        g.add_tensor(Tensor(y, (rows[0], w[1]), np.dtype(np.float32)))
+    gemm = Node("Gemm", mm.name, [a, mm.inputs[1], b], [y], {}, act=add.act,
+                fused=mm.fused + [(add.op, add.name)] + add.fused)
+    REGISTRY["Gemm"].infer(gemm, g)
+    new.append(gemm)
+    if len(x) > 2:
+        new.append(_reshaped(g, y, g.t(add.outputs[0]).shape, out=add.outputs[0]))
+    at = g.nodes.index(add)
+    g.nodes[at:at + 1] = new
+    g.remove_nodes([mm])

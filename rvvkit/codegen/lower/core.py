@@ -59,7 +59,7 @@ def _gemm(n: Node, g: Graph) -> Lowered:
             mode = "col"
     return gemmk.gemm(m, nn, k, b_const=g.is_const(n.inputs[1]), c_mode=mode,
                       alpha=float(n.attrs.get("alpha", 1.0)), beta=float(n.attrs.get("beta", 1.0)),
-                      act=n.act)
+                      act=n.act, pack_rows=n.attrs.get("pack_rows"))
 
 
 @lowering("MatMul")

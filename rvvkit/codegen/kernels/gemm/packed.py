@@ -89,9 +89,11 @@ def _call(trans: bool, name: str, aptr: str, bptr: str, rest: str) -> str:
 
 
 def gemm(M: int, N: int, K: int, *, b_const: bool, c_mode: Optional[str], alpha: float = 1.0,
-         beta: float = 1.0, act: Optional[Act] = None) -> Lowered:
-    """Y[M,N] = act(alpha * A[M,K] @ B[K,N] + beta * C); params a, b, [c], y."""
-    trans, mr, nr, rs, cs = _plan(M, N, K, b_const)
+         beta: float = 1.0, act: Optional[Act] = None, pack_rows: Optional[int] = None
+         ) -> Lowered:
+    """Y[M,N] = act(alpha * A[M,K] @ B[K,N] + beta * C); params a, b, [c], y. `pack_rows`:
+    as matmul's."""
+    trans, mr, nr, rs, cs = _plan(M, N, K, b_const, pack_rows)
     adds: Tuple = ()
     if c_mode is not None:
         if c_mode not in ("scalar", "row", "col", "full"):
