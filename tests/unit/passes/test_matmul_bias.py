@@ -11,11 +11,11 @@ from rvvkit.frontend.onnx import from_onnx
 from rvvkit.passes import optimize
 
 node = helper.make_node
-K, N = 24, 20
+K, N = 700, 20   # K over one k-block (KC_MAX 640): a single-k-block product is left alone
 
 
-def projection(x_shape, bias_shape=(N,), act=None, extra_use=False, y_is_output=False):
-    ini = {"w": rand(K, N, seed=1), "b": rand(*bias_shape, seed=2)}
+def projection(x_shape, bias_shape=(N,), act=None, extra_use=False, y_is_output=False, k=K):
+    ini = {"w": rand(k, N, seed=1, scale=0.05), "b": rand(*bias_shape, seed=2)}
     nodes = [node("MatMul", ["x", "w"], ["p"]), node("Add", ["p", "b"], ["s"])]
     last = "s"
     if act:
@@ -46,15 +46,21 @@ def test_bias_moves_into_one_gemm(x_shape):
     assert ops.count("Reshape") == (2 if len(x_shape) > 2 else 0)
 
 
+def test_k_block_bound_is_the_gemms():
+    from rvvkit.codegen.kernels.gemm import tiling
+    from rvvkit.passes import fuse
+    assert fuse.KC_MAX == tiling.KC_MAX
+
+
 def test_activation_comes_along():
     found, ops = gemms(projection((2, 7, K), act="Relu"))
     assert found and found[0].act is not None and "Relu" not in ops
 
 
 @pytest.mark.parametrize("kw", [{"bias_shape": (7, N)}, {"extra_use": True},
-                                {"y_is_output": True}])
+                                {"y_is_output": True}, {"k": 64}])
 def test_left_as_exported(kw):
-    found, ops = gemms(projection((2, 7, K), **kw))
+    found, ops = gemms(projection((2, 7, kw.get("k", K)), **kw))
     assert not found and "Add" in ops
 
 
