@@ -21,10 +21,9 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ..errors import ModelError
 from ..ir import Graph, Node, Tensor
 from ..ops.registry import REGISTRY
-from .cached_attention import _unscaled
+from .cached_attention import unscaled, attention_node
 from .dce import remove_dead
 from .view import View
 
@@ -54,7 +53,7 @@ def _lifted(v: View, name: str) -> Tuple[float, Optional[Tuple[Node, str]]]:
         node = v.prod.get(name)
     if first is None or not v.single(name):
         return 1.0, None
-    x, c = _unscaled(v, name)
+    x, c = unscaled(v, name)
     return (c, (first, x)) if x != name else (1.0, None)
 
 
@@ -65,12 +64,12 @@ def _match(v: View, sm: Node):
     shape = g.t(sm.inputs[0]).shape
     if len(shape) != 4 or sm.attrs.get("axis") not in (3, -1) or not v.single(sm.inputs[0]):
         return None
-    raw, scale = _unscaled(v, sm.inputs[0])
+    raw, scale = unscaled(v, sm.inputs[0])
     qk = v.node(raw, "MatMul")
     if qk is None or not v.single(raw):
         return None
-    q, q_scale = _unscaled(v, qk.inputs[0])
-    kt, k_scale = _unscaled(v, qk.inputs[1])
+    q, q_scale = unscaled(v, qk.inputs[0])
+    kt, k_scale = unscaled(v, qk.inputs[1])
     (q_lift, q_wire), (k_lift, k_wire) = _lifted(v, q), _lifted(v, kt)
     uses = v.cons.get(sm.outputs[0], [])
     if len(uses) != 1 or sm.outputs[0] in g.outputs:
@@ -109,15 +108,9 @@ def fuse_attention(g: Graph) -> int:
         src, perm = _keys(g, v, kt)
         keys = _transposed(g, src, perm, pv.name) if perm else None
         made = made or keys is not None
-        attention = Node("Attention", pv.name, [q, keys.outputs[0] if keys else src, value],
-                         list(pv.outputs), {"scale": scale},
-                         fused=[(n.op, n.name) for n in parts] + [(pv.op, pv.name)])
-        out = g.t(pv.outputs[0])
-        try:
-            same = REGISTRY["Attention"].infer(attention, g)[0] == (out.shape, out.dtype)
-        except ModelError:
-            same = False
-        if not same:
+        attention = attention_node(g, pv, [q, keys.outputs[0] if keys else src, value],
+                                   scale, parts)
+        if attention is None:
             continue   # not the attention it looked like: left as exported
         for node, x in rewire:   # the lifted factors are in the scale now
             node.inputs[0] = x

@@ -40,7 +40,7 @@ def _uniform(g: Graph, name: str) -> Optional[float]:
     return float(data[0]) if data.size and (data == data[0]).all() else None
 
 
-def _unscaled(v: View, name: str) -> Tuple[str, float]:
+def unscaled(v: View, name: str) -> Tuple[str, float]:
     """(the tensor that `name` is a constant multiple of, that constant): through an affine of
     one scale and no shift, then Mul/Div by scalars (View.product); else (`name`, 1)."""
     scale = 1.0
@@ -114,12 +114,12 @@ def _match(v: View, sm: Node):
             break
     else:
         return None
-    raw, scale = _unscaled(v, scores)
+    raw, scale = unscaled(v, scores)
     qk = v.node(raw, "MatMul")
     if qk is None or not v.single(raw):
         return None
-    q, q_scale = _unscaled(v, qk.inputs[0])
-    kt, k_scale = _unscaled(v, qk.inputs[1])
+    q, q_scale = unscaled(v, qk.inputs[0])
+    kt, k_scale = unscaled(v, qk.inputs[1])
     tr = v.node(kt, "Transpose")
     if tr is None or tuple(tr.attrs.get("perm", ())) != (0, 1, 3, 2) or not v.single(kt):
         return None
@@ -132,6 +132,20 @@ def _match(v: View, sm: Node):
     return q, ck, cv, mask, scale * q_scale * k_scale, pv, [qk, add, sm]
 
 
+def attention_node(g: Graph, pv: Node, inputs: List[str], scale: float,
+                   parts: List[Node]) -> Optional[Node]:
+    """The ONNX Attention computing the final MatMul `pv`'s output from `inputs`, the matched
+    `parts` listed as fused; None when its own shape inference does not give pv's output."""
+    node = Node("Attention", pv.name, inputs, list(pv.outputs), {"scale": scale},
+                fused=[(n.op, n.name) for n in parts] + [(pv.op, pv.name)])
+    out = g.t(pv.outputs[0])
+    try:
+        same = REGISTRY["Attention"].infer(node, g)[0] == (out.shape, out.dtype)
+    except ModelError:
+        same = False
+    return node if same else None
+
+
 def fuse_cached_attention(g: Graph, live_length) -> int:
     """Rewrite every matching chain; `live_length()` names the int64 [batch] live length
     (made on first use). Returns how many were rewritten."""
@@ -141,15 +155,9 @@ def fuse_cached_attention(g: Graph, live_length) -> int:
         if found is None:
             continue
         q, ck, cv, mask, scale, pv, parts = found
-        attention = Node("Attention", pv.name, [q, ck, cv, mask, "", "", live_length()],
-                         list(pv.outputs), {"scale": scale},
-                         fused=[(n.op, n.name) for n in parts] + [(pv.op, pv.name)])
-        out = g.t(pv.outputs[0])
-        try:
-            same = REGISTRY["Attention"].infer(attention, g)[0] == (out.shape, out.dtype)
-        except ModelError:
-            same = False
-        if not same:
+        attention = attention_node(g, pv, [q, ck, cv, mask, "", "", live_length()], scale,
+                                   parts)
+        if attention is None:
             continue   # not the attention it looked like: left as exported
         g.nodes[g.nodes.index(pv)] = attention
         done += 1
