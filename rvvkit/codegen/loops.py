@@ -76,18 +76,27 @@ def loop(var: str, start, stop, body: str, ty: str = "int", flat: bool = False,
     return f"{{\n{indent(fixed + body, directives=directives)}\n}}"
 
 
+def outer_loop(k: int, dim: int, parts: bool) -> str:
+    """The header of a nest's loop k over `dim`; with `parts`, loop 0 runs a split kernel's
+    parts [rvk_lo, rvk_hi) (parallel.py) instead of all of dim."""
+    lo, hi = ("rvk_lo", "rvk_hi") if parts and k == 0 else ("0", str(dim))
+    return f"for (long i{k} = {lo}; i{k} < {hi}; ++i{k}) {{"
+
+
 def nest(dims: Sequence[int], strides: Sequence[Sequence[int]], names: Sequence[str],
-         body: Callable[[Dict[str, str]], str], indent: str = INDENT) -> str:
+         body: Callable[[Dict[str, str]], str], indent: str = INDENT,
+         parts: bool = False) -> str:
     """A loop nest over `dims`. Outer loops keep one offset per operand; `body` receives, per
     operand name, the C index expression of the current element and returns statements.
-    A single element (dims [1]) is the body alone, at index 0."""
+    A single element (dims [1]) is the body alone, at index 0. `parts`: the outermost loop
+    (of two or more) runs a split kernel's parts (outer_loop)."""
     if list(dims) == [1]:
         idx = {name: "0" for name in names}
         return "\n".join(indent + stmt for stmt in body(idx).splitlines())
     depth = len(dims)
     lines: List[str] = []
     for k in range(depth - 1):
-        lines.append(f"{indent * (k + 1)}for (long i{k} = 0; i{k} < {dims[k]}; ++i{k}) {{")
+        lines.append(indent * (k + 1) + outer_loop(k, dims[k], parts))
     pad = indent * depth
     last = depth - 1
     idx = {}

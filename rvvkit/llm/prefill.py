@@ -31,8 +31,9 @@ def chunk_for(proto, max_seq: int, tokens: int) -> int:
 
 def _share_layouts(g, chunk: int) -> None:
     """Weights laid out as the decoding plan lays them out, so that the blob holds one copy:
-    a float MatMul's (or Gemm's) constant B packed as for one row of A (the decoding step's), a table tied
-    to the LM head kept in the head's layout (decided while the head is still in the graph)."""
+    a float MatMul's (or Gemm's) constant B packed as for one row of A (the decoding step's),
+    a table tied to the LM head kept in the head's layout (decided while the head is still in
+    the graph)."""
     for n in g.nodes:
         if n.op == GBQ:
             n.attrs["layout"] = gather_layout(n, g)

@@ -47,8 +47,7 @@ def _lifted(v: View, name: str) -> Tuple[float, Optional[Tuple[Node, str]]]:
     reads instead)); (1, None) when there is none."""
     node = v.prod.get(name)
     first = None
-    while node is not None and node.op in ("Reshape", "Transpose") and v.single(name) and \
-            not node.act:
+    while node is not None and node.op in ("Reshape", "Transpose") and v.single(name):
         first, name = node, node.inputs[0]
         node = v.prod.get(name)
     if first is None or not v.single(name):

@@ -105,8 +105,8 @@ def _reshaped(g: Graph, src: str, shape: Tuple[int, ...], out: Optional[str] = N
 
 
 def fuse_matmul_bias(g: Graph) -> None:
-    """MatMul(x [..., M, K], W [K, N]) + b [N], K over one k-block -> Gemm over x's rows (x's
-    leading axes flattened into M by Reshapes, which cost nothing) adding b, and the Add's
+    """MatMul(x [..., M, K], W [K, N]) + b [N], K over several k-blocks -> Gemm over x's rows
+    (x's leading axes flattened into M by Reshapes, which cost nothing) adding b, and the Add's
     activation, in its epilogue: the projection then writes y once instead of writing it and
     passing over it again (ViT-B's projections and MLP, K = 768 and 3072). Runs after
     fuse_activations, so a GELU already fused into the Add moves into the Gemm with it."""
@@ -134,24 +134,20 @@ def fuse_matmul_bias(g: Graph) -> None:
 
 
 def _to_gemm(g: Graph, mm: Node, add: Node, bias: np.ndarray, x, w) -> None:
-    rows = (int(np.prod(x[:-1])), x[-1])
     b = g.fresh_name(f"{mm.name}/bias")
     g.add_const(b, bias)
-    new = []
-    a = mm.inputs[0]
-    if len(x) > 2:
-        new.append(_reshaped(g, a, rows))
-        a = new[-1].outputs[0]
-    y = add.outputs[0]
-    if len(x) > 2:
-        y = g.fresh_name(f"{mm.name}/rows")
-        g.add_tensor(Tensor(y, (rows[0], w[1]), np.dtype(np.float32)))
+    a, y = mm.inputs[0], add.outputs[0]
+    before, after = [], []
+    if len(x) > 2:   # x's rows flattened in, y's shape restored: both Reshapes are aliases
+        before = [_reshaped(g, a, (int(np.prod(x[:-1])), x[-1]))]
+        a = before[0].outputs[0]
+        rows = g.add_tensor(Tensor(g.fresh_name(f"{mm.name}/rows"), (g.t(a).shape[0], w[1]),
+                                   np.dtype(np.float32))).name
+        after = [_reshaped(g, rows, g.t(y).shape, out=y)]
+        y = rows
     gemm = Node("Gemm", mm.name, [a, mm.inputs[1], b], [y], {}, act=add.act,
                 fused=mm.fused + [(add.op, add.name)] + add.fused)
     REGISTRY["Gemm"].infer(gemm, g)
-    new.append(gemm)
-    if len(x) > 2:
-        new.append(_reshaped(g, y, g.t(add.outputs[0]).shape, out=add.outputs[0]))
     at = g.nodes.index(add)
-    g.nodes[at:at + 1] = new
+    g.nodes[at:at + 1] = before + [gemm] + after
     g.remove_nodes([mm])

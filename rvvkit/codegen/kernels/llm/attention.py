@@ -224,27 +224,29 @@ def _head(ptr: str, rank: int, heads: int, seq: int, size: int, head: str) -> Tu
     return f"{ptr} + b * {seq * heads * size} + {head} * {size}", heads * size
 
 
-def _softmax_row(c: Attn, total: int) -> str:
-    """Row `srow` of scores through the score stages (softcap, masks, a qk copy) and the
-    softmax, in place. Without stages the row is the Softmax kernel's: its RVV form
-    (reduce/norm.py), its x86 intrinsics (reduce/softmax_x86.py), else its max and sum in
-    lanes (lanes.py; a single running max and sum are chains of dependent operations, which
-    made Whisper's 1500-key rows cost as much as its QK^T)."""
-    stages = score_stages(c, "i")
-    zeros = f"""if (mx == -INFINITY) {{   /* every key masked: zero weights */
+def _softmax_row(c: Attn, total: int) -> Tuple[str, dict]:
+    """(statements, their support): row `srow` of scores through the score stages (softcap,
+    masks, a qk copy) and the softmax, in place. Without stages the row is the Softmax
+    kernel's: its RVV form (reduce/norm.py), its x86 intrinsics (reduce/softmax_x86.py), else
+    its max and sum in lanes (lanes.py; a single running max and sum are chains of dependent
+    operations, which made Whisper's 1500-key rows cost as much as its QK^T)."""
+    def zeros(mx: str) -> str:
+        return f"""if ({mx} == -INFINITY) {{   /* every key masked: zero weights */
     for (long j = 0; j < {total}; ++j) srow[j] = 0.0f;
     continue;
 }}
 """
     scale = f"const float inv = 1.0f / sum;\nfor (long j = 0; j < {total}; ++j) srow[j] *= inv;"
+    stages = score_stages(c, "i")
     if not stages:
-        masked = zeros.replace("mx ==", "m ==")
-        return rvv.guarded(softmax_row_rvv("srow", "srow", total, masked), x86.guarded(
-            softmax_x86.row("srow", "srow", total, masked_zeros=True),
-            lane_reduce("mx", total, "srow[{k}]", init="-INFINITY",
-                        step="{acc} = {v} > {acc} ? {v} : {acc};") + "\n" + zeros +
-            lane_reduce("sum", total, "rvk_expf(srow[{k}] - mx)", stmt="srow[{k}] = v;") +
-            "\n" + scale))
+        lanes = (lane_reduce("mx", total, "srow[{k}]", init="-INFINITY",
+                             step="{acc} = {v} > {acc} ? {v} : {acc};") + "\n" + zeros("mx") +
+                 lane_reduce("sum", total, "rvk_expf(srow[{k}] - mx)", stmt="srow[{k}] = v;") +
+                 "\n" + scale)
+        x86_row = softmax_x86.row("srow", "srow", total, masked_zeros=True)
+        text = rvv.guarded(softmax_row_rvv("srow", "srow", total, zeros("m")),
+                           x86.guarded(x86_row, lanes))
+        return text, {**softmax_x86.support(), **rvv.header(), **exp_support(4)}
     return f"""float mx = -INFINITY;
 for (long j = 0; j < {total}; ++j) {{
     float s = srow[j];
@@ -252,12 +254,12 @@ for (long j = 0; j < {total}; ++j) {{
     srow[j] = s;
     mx = s > mx ? s : mx;
 }}
-{zeros}float sum = 0.0f;
+{zeros("mx")}float sum = 0.0f;
 for (long j = 0; j < {total}; ++j) {{
     srow[j] = rvk_expf(srow[j] - mx);
     sum += srow[j];
 }}
-{scale}"""
+{scale}""", {}
 
 
 def attention_gemm(c: Attn) -> Lowered:
@@ -286,11 +288,12 @@ def attention_gemm(c: Attn) -> Lowered:
     # (batch, head) pairs are the parts threads share (each uses the workspace alone); not
     # with present outputs, which every head of a group would write
     parts = not c.present and b_ * hq > 1
+    row, row_support = _softmax_row(c, total)
     head = f"""{c1.name}({q}, {k}, ws, {cws});
 for (long i = 0; i < {sq}; ++i) {{
     float *__restrict srow = ws + i * {total};
 {indent(qkr)}
-{indent(_softmax_row(c, total))}
+{indent(row)}
 }}
 {probs}
 {c2.name}(ws, {v}, {y}, {cws});"""
@@ -307,6 +310,5 @@ for (long i = 0; i < {sq}; ++i) {{
         body = loop("b", 0, b_, offset_decl(c) + loop("h", 0, hq, head, "long"), "long",
                     flat=True)
     split = Split(b_ * hq, b_ * hq * sq * total * (d + dv)) if parts else None
-    rows = {**softmax_x86.support(), **rvv.header(), **exp_support(4)} \
-        if not score_stages(c, "i") else {}
-    return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support, **rows}, split)
+    return _kernel(c, body, sq * total + scratch, {**c1.support, **c2.support, **row_support},
+                   split)

@@ -152,23 +152,18 @@ def softmax(shape: Sequence[int], axis: int, coerce: bool, log: bool = False) ->
     if inner != 1:
         return Lowered(Kernel(name, XY, code, spec=spec, split=split))
     L = 8
-    # the exponentials with the vector exp of math/vmath.py (kernels/reduce/vreduce.py vexp_sum)
-    if log:
-        rest = f"""{vexp_sum("s", "xp", n, "m")}
+    body = f"""const float *__restrict xp = x + o * {n};
+float *__restrict yp = y + o * {n};
+"""
+    if log:   # the vector exp of math/vmath.py (kernels/reduce/vreduce.py vexp_sum)
+        body += f"""{reduce_rvv("max", "xp", str(n), "-INFINITY")}
+const float m = red;
+{vexp_sum("s", "xp", n, "m")}
 const float ls = logf(s);
 {_strip("k", n, f'''{vt(L)} v = {vop('vfsub_vf', L)}({vle(L, 'xp + k')}, m, vl);
 {vse(L, 'yp + k', vop('vfsub_vf', L) + '(v, ls, vl)')}''')}"""
     else:
-        rest = None
-    head = f"""const float *__restrict xp = x + o * {n};
-float *__restrict yp = y + o * {n};
-"""
-    if rest is None:
-        body = head + softmax_row_rvv("xp", "yp", n)
-    else:
-        body = f"""{head}{reduce_rvv("max", "xp", str(n), "-INFINITY")}
-const float m = red;
-{rest}"""
+        body += softmax_row_rvv("xp", "yp", n)
     rvv = indent(parts_loop("o", outer, body, flat=True)[0])
     rows = {} if log else softmax_x86.support()
     return Lowered(Kernel(name, XY, guarded(rvv, code),

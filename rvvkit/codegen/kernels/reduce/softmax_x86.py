@@ -84,43 +84,43 @@ static inline VT rvk_vexp_x86(VT x) {
 }
 """
 
-_WIDE = {   # macro -> (AVX-512 form, AVX2 form)
-    "W": ("16", "8"), "VT": ("__m512", "__m256"),
-    "SET1(v)": ("_mm512_set1_ps(v)", "_mm256_set1_ps(v)"),
-    "LOAD(p)": ("_mm512_loadu_ps(p)", "_mm256_loadu_ps(p)"),
-    "STORE(p, v)": ("_mm512_storeu_ps((p), (v))", "_mm256_storeu_ps((p), (v))"),
-    "MAX(a, b)": ("_mm512_max_ps((a), (b))", "_mm256_max_ps((a), (b))"),
-    "MIN(a, b)": ("_mm512_min_ps((a), (b))", "_mm256_min_ps((a), (b))"),
-    "ADD(a, b)": ("_mm512_add_ps((a), (b))", "_mm256_add_ps((a), (b))"),
-    "SUB(a, b)": ("_mm512_sub_ps((a), (b))", "_mm256_sub_ps((a), (b))"),
-    "MUL(a, b)": ("_mm512_mul_ps((a), (b))", "_mm256_mul_ps((a), (b))"),
-    "FMA(a, b, c)": ("_mm512_fmadd_ps((a), (b), (c))", "_mm256_fmadd_ps((a), (b), (c))"),
-    "FNMA(a, b, c)": ("_mm512_fnmadd_ps((a), (b), (c))", "_mm256_fnmadd_ps((a), (b), (c))"),
+_WIDE = {   # macro -> (its parameters, AVX-512 form, AVX2 form)
+    "W": ("", "16", "8"), "VT": ("", "__m512", "__m256"),
+    "SET1": ("(v)", "_mm512_set1_ps(v)", "_mm256_set1_ps(v)"),
+    "LOAD": ("(p)", "_mm512_loadu_ps(p)", "_mm256_loadu_ps(p)"),
+    "STORE": ("(p, v)", "_mm512_storeu_ps((p), (v))", "_mm256_storeu_ps((p), (v))"),
+    "MAX": ("(a, b)", "_mm512_max_ps((a), (b))", "_mm256_max_ps((a), (b))"),
+    "MIN": ("(a, b)", "_mm512_min_ps((a), (b))", "_mm256_min_ps((a), (b))"),
+    "ADD": ("(a, b)", "_mm512_add_ps((a), (b))", "_mm256_add_ps((a), (b))"),
+    "SUB": ("(a, b)", "_mm512_sub_ps((a), (b))", "_mm256_sub_ps((a), (b))"),
+    "MUL": ("(a, b)", "_mm512_mul_ps((a), (b))", "_mm256_mul_ps((a), (b))"),
+    "FMA": ("(a, b, c)", "_mm512_fmadd_ps((a), (b), (c))", "_mm256_fmadd_ps((a), (b), (c))"),
+    "FNMA": ("(a, b, c)", "_mm512_fnmadd_ps((a), (b), (c))", "_mm256_fnmadd_ps((a), (b), (c))"),
     # 2^n from t's bits: (bits(t) - bits(1.5 * 2^23) + 127) << 23
-    "EXP2(t)": ("_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), "
-                "_mm512_set1_epi32(127 - 0x4B400000)), 23))",
-                "_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t), "
-                "_mm256_set1_epi32(127 - 0x4B400000)), 23))"),
+    "EXP2": ("(t)",
+             "_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), "
+             "_mm512_set1_epi32(127 - 0x4B400000)), 23))",
+             "_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t), "
+             "_mm256_set1_epi32(127 - 0x4B400000)), 23))"),
 }
 
 
 def _defines(form: int) -> str:
-    return "\n".join(f"#define RVK_SMX_{k.split('(')[0]}{k[len(k.split('(')[0]):]} {v[form]}"
-                     for k, v in _WIDE.items())
+    """The macros for one form (1: AVX-512, 2: AVX2), prefixed RVK_SMX_."""
+    return "\n".join(f"#define RVK_SMX_{name}{v[0]} {v[form]}" for name, v in _WIDE.items())
 
 
 def _named(text: str) -> str:
     """The body with its macros prefixed (RVK_SMX_), so that they cannot meet other names."""
-    for k in sorted(_WIDE, key=lambda k: -len(k.split("(")[0])):
-        name = k.split("(")[0]
+    for name in _WIDE:
         text = re.sub(rf"\b{name}\b", f"RVK_SMX_{name}", text)
     return text
 
 
 def support() -> dict:
     """The row function (and the x86 header) under the x86 guard."""
-    undef = "\n".join(f"#undef RVK_SMX_{k.split('(')[0]}" for k in _WIDE)
-    code = (f"{x86.GUARD}\n#if defined(__AVX512F__)\n{_defines(0)}\n#else\n{_defines(1)}\n"
+    undef = "\n".join(f"#undef RVK_SMX_{name}" for name in _WIDE)
+    code = (f"{x86.GUARD}\n#if defined(__AVX512F__)\n{_defines(1)}\n#else\n{_defines(2)}\n"
             f"#endif\n{_named(_EXP)}{_named(_BODY)}{undef}\n#endif\n")
     return {**x86.header(), KEY: code}
 
