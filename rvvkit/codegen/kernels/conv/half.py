@@ -43,23 +43,23 @@ def gemm_of(ws_, ys) -> HalfGemm:
 def _epilogue(g: HalfGemm, i: int, bias: bool, residual: bool, act: Optional[Act]) -> str:
     """Accumulator c<i> + bias + residual, activated, stored: row m0 + i over positions
     [j, j + vl), or (transposed) position t0 + i over channels [m0, m0 + vl), strided."""
-    hw = g.cols
+    hw, a = g.cols, g.acc_lmul
     if g.trans:
-        at, bvec = f"m0 * {hw} + t0 + {i}", "__riscv_vle32_v_f32m4(b + m0, vl)"
-        res = f"__riscv_vlse32_v_f32m4(rn + {at}, {4 * hw}, vl)"
-        out = f"__riscv_vsse32_v_f32m4(yn + {at}, {4 * hw}, v, vl);"
+        at, bvec = f"m0 * {hw} + t0 + {i}", f"__riscv_vle32_v_f32m{a}(b + m0, vl)"
+        res = f"__riscv_vlse32_v_f32m{a}(rn + {at}, {4 * hw}, vl)"
+        out = f"__riscv_vsse32_v_f32m{a}(yn + {at}, {4 * hw}, v, vl);"
     else:
         at = f"(ptrdiff_t)(m0 + {i}) * {hw} + j"
-        bvec, res = None, f"__riscv_vle32_v_f32m4(rn + {at}, vl)"
-        out = f"__riscv_vse32_v_f32m4(yn + {at}, v, vl);"
-    lines = [f"vfloat32m4_t v = c{i};"]
+        bvec, res = None, f"__riscv_vle32_v_f32m{a}(rn + {at}, vl)"
+        out = f"__riscv_vse32_v_f32m{a}(yn + {at}, v, vl);"
+    lines = [f"vfloat32m{a}_t v = c{i};"]
     if bias:
-        lines.append(f"v = __riscv_vfadd_vv_f32m4(v, {bvec}, vl);" if bvec else
-                     f"v = __riscv_vfadd_vf_f32m4(v, b[m0 + {i}], vl);")
+        lines.append(f"v = __riscv_vfadd_vv_f32m{a}(v, {bvec}, vl);" if bvec else
+                     f"v = __riscv_vfadd_vf_f32m{a}(v, b[m0 + {i}], vl);")
     if residual:
-        lines.append(f"v = __riscv_vfadd_vv_f32m4(v, {res}, vl);")
+        lines.append(f"v = __riscv_vfadd_vv_f32m{a}(v, {res}, vl);")
     if act is not None:
-        lines.append(f"v = {act.rvv_expr('v', 4, 'vl')};")
+        lines.append(f"v = {act.rvv_expr('v', a, 'vl')};")
     lines.append(out)
     return "{\n" + indent("\n".join(lines)) + "\n}"
 
@@ -108,7 +108,7 @@ def half_body(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[A
             + convert_run("xh", "xn", str(cin * hw), cin * hw) if pointwise(ws_, *geometry[:2])
             else
             _im2col_half(xs, ws_, ys, *geometry))
-    gemm = g.loops(lambda i: _epilogue(g, i, bias, residual, act))
+    gemm = g.loops(lambda i: _epilogue(g, i, bias, residual, act), "yn", "acc_ws")
     per_image = [f"const float *__restrict xn = x + (ptrdiff_t)n * {cin * h * w};",
                  f"float *__restrict yn = y + (ptrdiff_t)n * {m * hw};"]
     if residual:
@@ -118,15 +118,22 @@ def half_body(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[A
         body = f"for (int n = 0; n < {n}; ++n) {{\n{indent(body)}\n}}"
     else:
         body = "const int n = 0;\n" + body
+    scratch = (f"float *__restrict acc_ws = ws + {_operand_floats(g)};   /* the float32 sums "
+               "between stages */\n" if g.scratch_floats else "")
     return f"""_Float16 *__restrict xh = (_Float16 *)ws;
-const _Float16 *__restrict wp = (const _Float16 *){wname};
-const size_t vmax = __riscv_vsetvlmax_e16m2();
+{scratch}const _Float16 *__restrict wp = (const _Float16 *){wname};
+{g.vmax_decl()}
 {body}"""
 
 
+def _operand_floats(g: HalfGemm) -> int:
+    return cdiv(operand_halves(g), 2)
+
+
 def workspace_of(ws_, ys) -> int:
-    """Floats of workspace the float16 operand of one image takes."""
-    return cdiv(operand_halves(gemm_of(ws_, ys)), 2)
+    """Floats of workspace: the float16 operand of one image, and the staged GEMM's scratch."""
+    g = gemm_of(ws_, ys)
+    return _operand_floats(g) + g.scratch_floats
 
 
 def pack_weights(ws_, ys):
@@ -139,9 +146,9 @@ def _hint(ws_, geometry, form: str) -> str:
     return ("conv1x1_" if pointwise(ws_, *geometry[:2]) else "conv2d_") + form
 
 
-def support_of(act: Optional[Act]) -> dict:
+def support_of(act: Optional[Act], lmul: int) -> dict:
     sup = header()
-    sup.update(act_rvv_support(act, 4))
+    sup.update(act_rvv_support(act, lmul))
     return sup
 
 
@@ -151,7 +158,7 @@ def half_only(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[A
     body = fp16_only(half_body(xs, ws_, ys, geometry, bias, residual, act, "w"))
     params = tuple(Param(p.name, p.const, "float16") if p.name == "w" else p for p in params)
     kern = Kernel(_hint(ws_, geometry, "f16"), params, indent(body, directives=True) + "\n",
-                  workspace_of(ws_, ys), support_of(act),
+                  workspace_of(ws_, ys), support_of(act, gemm_of(ws_, ys).acc_lmul),
                   xs[0] * ws_[0] * ys[2] * ys[3] * ws_[1] * ws_[2] * ws_[3],
                   spec=dict(spec, half_rows=gemm_of(ws_, ys).rows))
     return Lowered(kern, {1: pack_weights(ws_, ys)})
@@ -166,7 +173,7 @@ def combine(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[Act
     body = fp16_or(half_body(xs, ws_, ys, geometry, bias, residual, act, "wh"),
                    dk.body) + "(void)wh;\n"
     support = dict(dk.support)
-    support.update(support_of(act))
+    support.update(support_of(act, gemm_of(ws_, ys).acc_lmul))
     params = dk.params[:2] + (Param("wh", True, "float16"),) + dk.params[2:]
     kern = Kernel(_hint(ws_, geometry, "auto"), params, indent(body, directives=True) + "\n",
                   max(dk.workspace, workspace_of(ws_, ys)), support, dk.macs,

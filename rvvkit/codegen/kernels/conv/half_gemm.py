@@ -1,9 +1,14 @@
 """The float16 GEMM of the float16 conv forms (half.py, and Winograd's 36 GEMMs): OUT[m][cols]
 = W[m][k] . X[k][cols] with float16 weights and a float16 operand `xh` (k rows of `cols`) into
-float32 accumulators (LMUL 4), the products at LMUL 2 either summed in blocks of 8 in float16
-(`vfmacc.vf` at SEW 16, each block added by `vfwadd.wv`: the convolutions) or widened one by
-one (`vfwmacc.vf`: Winograd, whose transforms amplify a float16 sum's error), in one of two
-orientations:
+float32 sums, in one of two forms:
+
+  staged      (block > 0, the convolutions) products summed in float16 (`vfmacc.vf` at SEW 16,
+              LMUL 2 or 4) for `block` steps, each such sum then added to float32 sums kept in
+              the output (half_staged.py);
+  widened     (block 0, Winograd, whose transforms amplify a float16 sum's error) every product
+              widened into float32 accumulators at LMUL 4 (`vfwmacc.vf`), R <= 7 rows;
+
+and in one of two orientations:
 
   normal      vectors along cols (output positions), R panel rows of weights as scalars; the
               weights are stored as panels [m / R][k][R] (zero padded);
@@ -11,9 +16,8 @@ orientations:
               stored [k][m]. For few columns (a 7x7 map, Winograd's 16 tiles of a 13x13 map),
               where a strip along cols would leave most lanes empty.
 
-Registers: R accumulators of 4 (and, in blocks, R float16 sums of 2) plus the vector operand's
-2: R <= 7 (5) of 32. A kernel is built for any VLEN; the orientation is chosen for the build's
-VLEN (--vlen), else for 256 (the K1)."""
+A kernel is built for any VLEN; the orientation, LMUL and rows are chosen for the build's VLEN
+(--vlen), else for 256 (the K1)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,18 +29,18 @@ from ...cfmt import indent
 from ...loops import cdiv
 from ...rvv import FP16_GUARD
 from ..gemm.rvv_lmul import target_vlen
+from . import half_staged
 
-MAX_ROWS = 7                # float32 accumulators (4 registers) + the operand (2): 7 x 4 + 2
-MAX_ROWS_BLOCKED = 4        # + a float16 partial sum (2) per row: 4 x 6 + 2, room for the next operand
-BLOCK = 8                   # products summed in float16 before each widening add
+MAX_ROWS = 7                # widened: float32 accumulators (4 registers) + the operand (2)
+BLOCK = half_staged.STAGE   # staged: products summed in float16 before the float32 sums
 HALF_MAX = 65504.0          # the largest finite float16
 DEFAULT_VLEN = 256
 
 
-def rows_for(n: int, block: int = 0) -> int:
-    """Rows per panel for n rows: the fewest padded rows, then the most rows per panel."""
-    top = MAX_ROWS_BLOCKED if block else MAX_ROWS
-    return min(range(4, top + 1), key=lambda r: (cdiv(n, r) * r, -r))
+def rows_for(n: int) -> int:
+    """Rows per panel of the widened form for n rows: the fewest padded rows, then the most
+    rows per panel."""
+    return min(range(4, MAX_ROWS + 1), key=lambda r: (cdiv(n, r) * r, -r))
 
 
 def _clamped(w2: np.ndarray) -> np.ndarray:
@@ -46,19 +50,24 @@ def _clamped(w2: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class HalfGemm:
-    """block 0: every product widened into the float32 sums (`vfwmacc.vf`); block B: B
-    products summed in float16 (`vfmacc.vf` at SEW 16, half the FP pipe's time per product on
-    an X60, whose widening multiply-add costs as much as a float32 one) and each such partial
-    sum added to the float32 sums (`vfwadd.wv`)."""
+    """block 0: the widened form (every product `vfwmacc.vf` into float32 registers, LMUL 2
+    operands); block B: the staged form (half_staged.py) at LMUL `lmul` with `r` rows per
+    panel (chosen by plan)."""
     m: int
     k: int
     cols: int
     trans: bool
     block: int = 0
+    lmul: int = 2
+    r: int = 0
 
     @property
     def rows(self) -> int:
-        return rows_for(self.cols if self.trans else self.m, self.block)
+        return self.r or rows_for(self.cols if self.trans else self.m)
+
+    @property
+    def stage(self) -> int:
+        return self.block
 
     @property
     def weight_halves(self) -> int:
@@ -75,11 +84,26 @@ class HalfGemm:
         return np.ascontiguousarray(wt.reshape(-1, r, self.k).transpose(0, 2, 1)
                                     ).astype(np.float16).reshape(-1)
 
-    def loops(self, store: Callable[[int], str]) -> str:
-        """C over `wp` (weights), `xh` (operand) and `vmax` (VLMAX at e16m2); store(i) finishes
-        accumulator c<i>: normal, output channel m0 + i over positions [j, j + vl);
-        transposed, position t0 + i over channels [m0, m0 + vl)."""
+    def loops(self, store: Callable[[int], str], out: str = "out", scratch: str = "") -> str:
+        """C over `wp` (weights), `xh` (operand), `vmax` (vmax_decl) and the float output
+        `out` [m][cols] (and `scratch`, scratch_floats: the staged transposed form's); store(i)
+        finishes accumulator c<i> (vfloat32m<2·lmul>_t): normal, output channel m0 + i over
+        positions [j, j + vl); transposed, position t0 + i over channels [m0, m0 + vl)."""
+        if self.block:
+            return half_staged.loops(self, store, out, scratch)
         return (self._trans if self.trans else self._normal)(store)
+
+    def vmax_decl(self) -> str:
+        return (half_staged.vmax_decl(self) if self.block else
+                "const size_t vmax = __riscv_vsetvlmax_e16m2();")
+
+    @property
+    def scratch_floats(self) -> int:
+        return half_staged.scratch_floats(self) if self.block else 0
+
+    @property
+    def acc_lmul(self) -> int:
+        return 2 * self.lmul
 
     def _rows(self, store, first_idx: str, total: int) -> str:
         r = self.rows
@@ -131,46 +155,9 @@ class HalfGemm:
 
     def _k_loop(self, first: str, step, vec: str, vstride: int, sc: str, sstride: int,
                 reg: str) -> str:
-        """The k loop: widening every product (block 0: `first` is the peeled step 0), or
-        in blocks of float16 partial sums."""
-        if self.block:
-            return _blocked(self.k, self.block, vec, vstride, sc, sstride, self.rows, reg)
+        """The widened form's k loop (`first` is the peeled step 0)."""
         return (f"vfloat16m2_t {reg} = __riscv_vle16_v_f16m2({vec}, vl);\n{first}\n"
                 + _k_steps(self.k, vec, vstride, sc, sstride, reg, step))
-
-
-def _blocked(k: int, block: int, vec: str, vstride: int, sc: str, sstride: int, r: int,
-             reg: str) -> str:
-    """C: the k loop in blocks of `block` products summed in float16 (h<i>), each block's sums
-    then widened into the float32 sums c<i> (the first block by conversion); full blocks loop,
-    the last short block is unrolled after them."""
-    def one_block(n: int, first: bool) -> str:
-        lines = []
-        for u in range(n):
-            lines.append(f"{reg} = __riscv_vle16_v_f16m2({vec} + {u * vstride}, vl);")
-            for i in range(r):
-                s = f"{sc}[{u * sstride + i}]"
-                lines.append(f"h{i} = __riscv_vfmul_vf_f16m2({reg}, {s}, vl);" if u == 0 else
-                             f"h{i} = __riscv_vfmacc_vf_f16m2(h{i}, {s}, {reg}, vl);")
-        for i in range(r):
-            lines.append(f"c{i} = __riscv_vfwcvt_f_f_v_f32m4(h{i}, vl);" if first else
-                         f"c{i} = __riscv_vfwadd_wv_f32m4(c{i}, h{i}, vl);")
-        return "\n".join(lines)
-    bump = f"{vec} += {block * vstride};\n{sc} += {block * sstride};"
-    full, tail = divmod(k, block)
-    out = [f"vfloat16m2_t {reg}, " + ", ".join(f"h{i}" for i in range(r)) + ";",
-           "vfloat32m4_t " + ", ".join(f"c{i}" for i in range(r)) + ";"]
-    if full:
-        out += [one_block(block, True), bump]
-        if full > 1:
-            end = f"{sc} + (ptrdiff_t){(full - 1) * block * sstride}"
-            out.append(f"""for (const _Float16 *const end = {end}; {sc} != end;) {{
-{indent(one_block(block, False))}
-{indent(bump)}
-}}""")
-    if tail:
-        out.append(one_block(tail, not full))
-    return "\n".join(out)
 
 
 def _k_steps(k: int, vec: str, vstride: int, sc: str, sstride: int, reg: str, step) -> str:
@@ -202,15 +189,26 @@ def _vlen() -> int:
 
 
 def plan(m: int, k: int, cols: int, block: int = BLOCK) -> HalfGemm:
-    """The orientation that leaves fewer lanes and rows empty at the build's VLEN, the
-    transposed one only by a margin: its outputs are stored strided, row by row (measured at
-    VLEN 256: squeezenet's last layer, 8 % fewer empty lanes, gains 10 %; resnet50's 28x28
-    layers, 2 % fewer, lose)."""
-    lanes = _vlen() * 2 // 16
-    rn, rt = rows_for(m, block), rows_for(cols, block)
-    normal = cdiv(m, rn) * rn * cdiv(cols, lanes) * lanes
-    trans = cdiv(cols, rt) * rt * cdiv(m, lanes) * lanes
-    return HalfGemm(m, k, cols, trans < 0.95 * normal, block)
+    """The form for a GEMM: widened (block 0) or staged, its orientation, LMUL and rows by
+    the fewest instructions at the build's VLEN (empty lanes and padded rows count as work),
+    the transposed orientation only by a margin: its sums are loaded and stored strided
+    (measured at VLEN 256: squeezenet's last layer, 8 % fewer empty lanes, gains 10 %;
+    resnet50's 28x28 layers, 2 % fewer, lose)."""
+    if not block:
+        lanes = _vlen() * 2 // 16
+        rn, rt = rows_for(m), rows_for(cols)
+        normal = cdiv(m, rn) * rn * cdiv(cols, lanes) * lanes
+        trans = cdiv(cols, rt) * rt * cdiv(m, lanes) * lanes
+        return HalfGemm(m, k, cols, trans < 0.95 * normal)
+
+    def cost(g: HalfGemm) -> float:
+        vec, sc = (m, cols) if g.trans else (cols, m)
+        strips = cdiv(vec, _vlen() * g.lmul // 16)
+        return (strips * cdiv(sc, g.r) * half_staged.step_cost(g.r, g.lmul, k, block)
+                * (1.05 if g.trans else 1.0))
+    forms = [HalfGemm(m, k, cols, trans, block, lmul, r) for trans in (False, True)
+             for lmul, top in half_staged.MAX_ROWS.items() for r in range(2, top + 1)]
+    return min(forms, key=cost)
 
 
 def operand_halves(g: HalfGemm) -> int:
@@ -250,7 +248,7 @@ def gemm_function(name: str, g: HalfGemm) -> str:
 static void {name}(const _Float16 *__restrict wp, const float *__restrict xn,
     float *__restrict out, _Float16 *__restrict xh) {{
 {indent(convert_run("xh", "xn", str(g.k * g.cols), g.k * g.cols))}
-    const size_t vmax = __riscv_vsetvlmax_e16m2();
+    {g.vmax_decl()}
 {indent(g.loops(store))}
 }}
 #endif
