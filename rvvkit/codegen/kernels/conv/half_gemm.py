@@ -234,22 +234,33 @@ def convert_run(dst: str, src: str, n: str, longest: int, stride: int = 1) -> st
 }}"""
 
 
+def scratch_halves(g: HalfGemm) -> int:
+    """Halves of scratch gemm_function takes: the operand, then (even-aligned) the staged
+    transposed form's float32 sums."""
+    return operand_halves(g) + operand_halves(g) % 2 + 2 * g.scratch_floats
+
+
 def gemm_function(name: str, g: HalfGemm) -> str:
     """A static C function `name(wp, xn, out, xh)`: out[m][cols] = W . X for float16 weights
     `wp` (g's layout) and a float32 X[k][cols], converted first into the float16 scratch xh
-    (operand_halves(g)). Defined only where Zvfh is (the callers' calls are under the same
+    (scratch_halves(g)). Defined only where Zvfh is (the callers' calls are under the same
     guard)."""
+    a = g.acc_lmul
+
     def store(i: int) -> str:
         if g.trans:
-            return (f"__riscv_vsse32_v_f32m4(out + m0 * {g.cols} + t0 + {i}, {4 * g.cols}, "
+            return (f"__riscv_vsse32_v_f32m{a}(out + m0 * {g.cols} + t0 + {i}, {4 * g.cols}, "
                     f"c{i}, vl);")
-        return f"__riscv_vse32_v_f32m4(out + (ptrdiff_t)(m0 + {i}) * {g.cols} + j, c{i}, vl);"
+        return f"__riscv_vse32_v_f32m{a}(out + (ptrdiff_t)(m0 + {i}) * {g.cols} + j, c{i}, vl);"
+    at = operand_halves(g) + operand_halves(g) % 2
+    scratch = (f"    float *__restrict acc_ws = (float *)(xh + {at});\n" if g.scratch_floats
+               else "")
     return f"""{FP16_GUARD}
 static void {name}(const _Float16 *__restrict wp, const float *__restrict xn,
     float *__restrict out, _Float16 *__restrict xh) {{
 {indent(convert_run("xh", "xn", str(g.k * g.cols), g.k * g.cols))}
-    {g.vmax_decl()}
-{indent(g.loops(store))}
+{scratch}    {g.vmax_decl()}
+{indent(g.loops(store, "out", "acc_ws"))}
 }}
 #endif
 """
