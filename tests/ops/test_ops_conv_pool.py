@@ -6,11 +6,13 @@ with onnxruntime (single-threaded). Shapes are deliberately awkward: primes, 1x1
 non-square windows, batch 2, padding on one side only."""
 import re
 
+import numpy as np
 import pytest
 from onnx import helper
 
 import rvvkit
-from conftest import assert_matches, bn_params, make_model, rand
+from conftest import assert_matches, bn_params, make_model, rand, run_ort
+from executors import Executor
 from ops_support import check_single, plan_ops
 
 node = helper.make_node
@@ -67,6 +69,41 @@ def test_conv(x_shape, w_shape, attrs, bias, executor):
         ins.append("b")
     m = make_model([node("Conv", ins, ["y"], **attrs)], [("x", x_shape)], ["y"], inits)
     assert_matches(m, {"x": rand(*x_shape)}, on=executor)
+
+
+# float16 (`--precision auto` on the K1 profile: Zvfh), every case at VLEN 128 and 512 with
+# poisoned tails, relative to the largest output: the staged GEMM's float16 sums of up to 32
+# products (tests/qemu/test_precision_fp16.py measures 5e-4..2.1e-3 on its cases), Winograd's
+# amplified rounding (2e-2 there)
+HALF_TOLERANCE = {"direct": 5e-3, "winograd": 2e-2}
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("x_shape, w_shape, attrs, bias",
+                         [c[1:] for c in CONV_CASES], ids=[c[0] for c in CONV_CASES])
+def test_conv_float16_on_k1(x_shape, w_shape, attrs, bias):
+    why = Executor("qemu", "qemu").why_not()
+    if why:
+        pytest.skip(why)
+    inits = {"w": rand(*w_shape, seed=1)}
+    ins = ["x", "w"] + (["b"] if bias else [])
+    if bias:
+        inits["b"] = rand(w_shape[0], seed=2)
+    m = make_model([node("Conv", ins, ["y"], **attrs)], [("x", x_shape)], ["y"], inits)
+    feeds = {"x": rand(*x_shape)}
+    want = run_ort(m, feeds)["y"]
+    scale = float(np.abs(want).max())
+    art = rvvkit.build(m, precision="auto", cuda=False)
+    tol = HALF_TOLERANCE["winograd" if "winograd" in art.c_source else "direct"]
+    # a conv of one group always takes a float16 form (grouped ones keep float32)
+    half = attrs.get("group", 1) == 1
+    for vlen in (128, 512):
+        with rvvkit.load(art, on="qemu", vlen=vlen, isa="k1", tail_ones=True) as sess:
+            got = sess.run(feeds)["y"]
+        err = float(np.abs(got - want).max())
+        assert err <= tol * scale, (vlen, err / scale)
+        if half:
+            assert err > 1e-6 * scale, f"VLEN {vlen}: float32 results, no float16 form ran"
 
 
 # ---------------------------------------------------------------------------------------------
