@@ -6,7 +6,7 @@
  *   runner ARTIFACT KERNELS.so [--inputs in0.npy in1.npy ...] [--outdir DIR] [--repeat N]
  *          [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]
  *   runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M,P --max-seq M
- *          [--cache-steps C] [--eos E] [--temperature T --top-k K --top-p P --seed S]
+ *          [--cache-steps C] [--eos E[,E...]] [--temperature T --top-k K --top-p P --seed S]
  *          [--logits-out FILE] [--outdir DIR] [--threads T] [--no-verify]
  *
  * --generate runs a decoder's plan once per token in this process (rvk_generate.h), the
@@ -123,15 +123,15 @@ static const char USAGE[] =
     "usage: runner ARTIFACT KERNELS.so [--inputs IN.npy ...] [--outdir DIR] [--repeat N]\n"
     "              [--warmup W] [--timings FILE] [--untimed] [--no-verify] [--threads T]\n"
     "       runner ARTIFACT KERNELS.so --generate N --prompt-ids 1,2,3 --roles I,S,T,L,M,P\n"
-    "              --max-seq M [--cache-steps C] [--eos E] [--temperature T] [--top-k K]\n"
-    "              [--top-p P] [--seed S] [--logits-out FILE] [--outdir DIR] [--threads T]";
+    "              --max-seq M [--cache-steps C] [--eos E[,E...]] [--temperature T]\n"
+    "              [--top-k K] [--top-p P] [--seed S] [--logits-out FILE] [--outdir DIR]\n"
+    "              [--threads T]";
 
 static struct args parse_args(int argc, char **argv) {
     struct args a;
     memset(&a, 0, sizeof a);
     a.outdir = ".";
     a.repeat = 1;
-    a.gen.eos = -1;
     a.gen.top_p = 1.0;
     int positional = 0;
     for (int i = 1; i < argc; ++i) {
@@ -159,7 +159,7 @@ static struct args parse_args(int argc, char **argv) {
             else if (!strcmp(s, "--threads")) a.threads = parse_count(s, v);
             else if (!strcmp(s, "--generate")) a.gen.new_tokens = parse_count(s, v);
             else if (!strcmp(s, "--max-seq")) a.gen.max_seq = parse_count(s, v);
-            else if (!strcmp(s, "--eos")) a.gen.eos = parse_count(s, v);
+            else if (!strcmp(s, "--eos")) a.gen.eos = v;
             else if (!strcmp(s, "--cache-steps")) a.gen.cache_steps = parse_count(s, v);
             else if (!strcmp(s, "--top-k")) a.gen.top_k = parse_count(s, v);
             else if (!strcmp(s, "--seed")) a.gen.seed = (unsigned long long)parse_count(s, v);

@@ -12,7 +12,8 @@
  * position ids of RoPE (int64 [1, 1]). Tokens are printed to stdout
  * one per line as they come; DIR/generate.json gets the tokens, the prefill and decode
  * seconds and why generation stopped ("max_new_tokens", "eos" or "bound": the cache is
- * full); --logits-out writes every generated step's logits row as one float32 .npy.
+ * full); --eos takes the ids that end a reply (a model may have several: Qwen2.5's
+ * <|im_end|> and <|endoftext|>); --logits-out writes every generated step's logits row as one float32 .npy.
  *
  * A decoder artifact with a prefill plan (rvvkit_prefill_tokens() = C > 0) runs the prompt's
  * tokens before the last through it, C per call (the same roles, ids and positions C long);
@@ -33,7 +34,7 @@
 typedef struct {
     long new_tokens;      /* --generate N: at most N generated tokens (N >= 1) */
     long max_seq;         /* --max-seq: the cache bound (positions) */
-    long eos;             /* --eos: stop after this token (-1: none) */
+    const char *eos;      /* --eos "E1,E2": stop after any of these tokens (NULL: none) */
     long cache_steps;     /* --cache-steps: the steps a prompt token before the last needs
                              (those up to the last cache write; 0: every step) */
     int roles[6];         /* inputs ids, seqlens (-1), total (-1), output logits, inputs
@@ -253,8 +254,10 @@ static void rvk_gen_json(const char *dir, const long *tokens, long n, double pre
 /* Runs the loop; `out_elems`/`in_elems` check the roles' sizes. */
 static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *outdir,
                          long vocab) {
-    long *prompt = NULL;
+    long *prompt = NULL, *eos = NULL;
     const long np = rvk_gen_list(g->prompt, &prompt);
+    const long neos = g->eos ? rvk_gen_list(g->eos, &eos) : 0;
+    if (neos < 0) die(EXIT_USAGE, "--eos expects token ids like 2 or 2,7, got '%s'", g->eos);
     if (np < 1) die(EXIT_USAGE, "--prompt-ids expects token ids like 1,2,3, got '%s'", g->prompt);
     for (long i = 0; i < np; ++i)
         if (prompt[i] < 0 || prompt[i] >= vocab)
@@ -292,7 +295,9 @@ static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *ou
         tokens[n++] = token;
         printf("%ld\n", token);
         fflush(stdout);
-        if (g->eos >= 0 && token == g->eos) { stopped = "eos"; break; }
+        int at_eos = 0;
+        for (long i = 0; i < neos; ++i) at_eos |= token == eos[i];
+        if (at_eos) { stopped = "eos"; break; }
         if (n >= g->new_tokens) break;
         if (pos >= g->max_seq) { stopped = "bound"; break; }
         rvk_gen_step(s, pos++, token, 0);
@@ -305,6 +310,7 @@ static void rvk_generate(const rvk_gen_args *g, rvk_gen_state *s, const char *ou
     }
     rvk_gen_json(outdir, tokens, n, t1 - t0, t2 - t1, stopped);
     free(prompt);
+    free(eos);
     free(order);
     free(prob);
     free(tokens);

@@ -1,6 +1,7 @@
 """`rvvkit build`: ONNX model → optimised graph → kernel plan → C source → artifact."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -18,6 +19,7 @@ from .ops import REGISTRY
 from .passes import optimize
 from .passes.kv_cache import caches_to_state
 from .llm.decoder import PREFILL_TOKENS, decoder_meta
+from .llm.model_config import eos_from_folder
 
 
 def _need_onnx() -> None:
@@ -45,6 +47,7 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     say = progress or (lambda _msg: None)
     _need_onnx()
     t0 = time.perf_counter()
+    path = model if isinstance(model, (str, os.PathLike)) else None
     if max_seq is not None:
         model = load_model(model)
         input_shapes = {**decoder_shapes(model, max_seq), **dict(input_shapes or {})}
@@ -67,9 +70,19 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     source = render(plan, prefill=second)
     meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen, prefill=second,
                      precision=precision)
+    if meta.get("decoder") and path is not None:
+        _read_eos(meta["decoder"], path, say)
     say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
     cu_source = _cuda_source(plan, second, meta, say) if cuda else None
     return Artifact(meta, source, (second or plan).weights, cu_source=cu_source)
+
+
+def _read_eos(dec: Dict, path, say: Callable[[str], None]) -> None:
+    """The model's own end-of-reply ids, from a config file beside it (llm/model_config.py)."""
+    found = eos_from_folder(path)
+    if found:
+        dec["eos"], dec["eos_from"] = found
+        say(f"end-of-text token ids {found[0]} (from {found[1]})")
 
 
 def _cuda_source(plan: Plan, prefill: Optional[Plan], meta: Dict,

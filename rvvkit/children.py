@@ -21,11 +21,13 @@ rvvkit.runtime.remote). Terminated is a KeyboardInterrupt, so the cleanup that C
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import threading
-from typing import Mapping, Optional, Sequence, Set
+import time
+from typing import Callable, Mapping, Optional, Sequence, Set, Tuple
 
 # The process groups end() kills: each child's while it runs. Plain set operations, no lock:
 # end() runs in a signal handler, which may interrupt this very thread while it holds one
@@ -86,12 +88,13 @@ def untrack(pgid: int) -> None:
 
 
 def run(argv: Sequence[str], *, cwd=None, env: Optional[Mapping[str, str]] = None,
-        timeout: Optional[float] = None,
-        merge_stderr: bool = False) -> subprocess.CompletedProcess:
+        timeout: Optional[float] = None, merge_stderr: bool = False,
+        on_stdout: Optional[Callable[[bytes], None]] = None) -> subprocess.CompletedProcess:
     """subprocess.run(argv, stdin=DEVNULL, capture_output=True) for a child that ends with
     rvvkit (stderr into stdout with `merge_stderr`). OSError when it cannot start;
     subprocess.TimeoutExpired after `timeout` seconds, the child killed with its group;
-    Terminated when rvvkit is ending."""
+    Terminated when rvvkit is ending. `on_stdout` sees stdout's bytes as they come (the
+    whole of it is still returned); whatever it raises kills the child and propagates."""
     if _ending:
         _told.add(threading.get_ident())
         raise Terminated(_ending)
@@ -101,7 +104,8 @@ def run(argv: Sequence[str], *, cwd=None, env: Optional[Mapping[str, str]] = Non
     try:
         if _ending:  # end() came before the group was recorded
             _kill_group(lifeline.group)
-        out, err = proc.communicate(timeout=timeout)
+        out, err = (proc.communicate(timeout=timeout) if on_stdout is None else
+                    _stream(proc, timeout, on_stdout))
     except BaseException as exc:  # a timeout, Ctrl-C, a signal: never leave the child running
         _kill_group(lifeline.group)
         out, err = proc.communicate()
@@ -112,6 +116,31 @@ def run(argv: Sequence[str], *, cwd=None, env: Optional[Mapping[str, str]] = Non
         lifeline.cut()
     check()  # killed by end() from another thread: this one learns of it here
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+def _stream(proc, timeout: Optional[float], on_stdout) -> Tuple[bytes, bytes]:
+    """communicate() that hands stdout's bytes to on_stdout as they arrive."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as sel:
+        for pipe, buf in ((proc.stdout, out), (proc.stderr, err)):
+            if pipe is not None:
+                os.set_blocking(pipe.fileno(), False)
+                sel.register(pipe, selectors.EVENT_READ, buf)
+        while sel.get_map():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout, bytes(out), bytes(err))
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fileobj.fileno(), 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if key.data is out:
+                    on_stdout(chunk)
+    proc.wait()
+    return bytes(out), bytes(err)
 
 
 def _start(argv, **popen_args):

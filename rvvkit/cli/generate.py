@@ -8,6 +8,7 @@ from typing import List
 
 from ..errors import InputError, RvvkitError
 from ..llm.generate import Sampling
+from ..llm.text import TextStream
 from .common import UsageError, add_threads_option, count, executor, open_session, progress, \
     vlen
 from .sign import add_require_option, verified
@@ -41,20 +42,32 @@ def cmd_generate(args) -> int:
         raise UsageError("give exactly one of --prompt-ids and --prompt")
     if args.prompt is not None and not args.tokenizer:
         raise UsageError("--prompt TEXT needs --tokenizer tokenizer.json")
+    if args.eos is not None and args.ignore_eos:
+        raise UsageError("give at most one of --eos and --ignore-eos")
     tok = _tokenizer(args.tokenizer) if args.tokenizer else None
     prompt = args.prompt_ids if args.prompt is None else tok.encode(args.prompt).ids
     art = verified(args, args.artifact)
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    text = TextStream(tok, prompt) if tok else None
+    shown: List[int] = []
+
+    def show(token: int) -> None:
+        shown.append(token)
+        sys.stdout.write(text.push(token) if text else f"{token} ")
+        sys.stdout.flush()
     sess = open_session(art or args.artifact, args.on, compiler=args.compiler,
                         no_cache=args.no_cache, vlen=args.vlen, threads=args.threads)
-    with sess:
-        def show(token: int) -> None:
-            text = tok.decode([token]) if tok else f"{token} "
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        result = sess.generate(prompt, args.max_new_tokens, sampling=sampling, eos=args.eos,
-                               on_token=show)
-    sys.stdout.write("\n")
+    try:
+        with sess:
+            result = sess.generate(prompt, args.max_new_tokens, sampling=sampling,
+                                   eos=[] if args.ignore_eos else args.eos, on_token=show)
+    except KeyboardInterrupt:
+        # what was generated is on the screen already: finish its text, say where it stopped
+        sys.stdout.write((text.finish() if text else "") + "\n")
+        sys.stdout.flush()
+        progress(f"interrupted after {len(shown)} generated tokens (shown above)")
+        raise
+    sys.stdout.write((text.finish() if text else "") + "\n")
     progress(result.summary() + f" on {args.on}")
     return 0
 
@@ -74,7 +87,12 @@ def add_parser(sub) -> None:
     r.add_argument("--max-new-tokens", type=count(1), default=32,
                    help="tokens to generate at most (default 32; stops earlier, saying so, "
                         "when the artifact's cache is full)")
-    r.add_argument("--eos", type=count(0), help="stop after this token id")
+    r.add_argument("--eos", type=token_ids, metavar="IDS",
+                   help="stop after any of these token ids, e.g. 2 or 151643,151645 (default: "
+                        "the model's own, read from genai_config.json, generation_config.json "
+                        "or config.json beside the model when it was built)")
+    r.add_argument("--ignore-eos", action="store_true",
+                   help="generate --max-new-tokens tokens whatever they are")
     r.add_argument("--temperature", type=float, default=0.0,
                    help="sample at this temperature (default 0: greedy)")
     r.add_argument("--top-k", type=count(0), default=0, help="sample among the k likeliest")

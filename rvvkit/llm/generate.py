@@ -72,7 +72,25 @@ class Generation:
         if self.stopped == "bound":
             text += " (stopped early: the artifact's key/value cache is full; rebuild with " \
                     "a larger bound for longer generations)"
+        elif self.stopped == "eos" and self.tokens:
+            text += f" (stopped at end-of-text token {self.tokens[-1]})"
+        else:
+            text += " (stopped at the token limit)"
         return text
+
+
+def eos_ids(dec: dict, eos=None) -> List[int]:
+    """The ids that end a generation: `eos` (an id or a list of ids) where given, else the
+    model's own, read from its folder at build time (llm/model_config.py; none if it had no
+    such file)."""
+    if eos is None:
+        return [int(t) for t in dec.get("eos") or []]
+    items = [eos] if isinstance(eos, (int, np.integer)) else list(eos)
+    bad = [t for t in items if not 0 <= int(t) < dec["vocab"]]
+    if bad:
+        raise InputError(f"eos token id {bad[0]} is outside the vocabulary (0 .. "
+                         f"{dec['vocab'] - 1})")
+    return sorted({int(t) for t in items})
 
 
 def check_prompt(dec: dict, prompt: Sequence[int], max_new_tokens: int) -> List[int]:
@@ -134,12 +152,13 @@ def chunks(n: int, chunk: int, bound: int) -> List[Tuple[int, int]]:
 
 
 def steps(session, prompt: Sequence[int], max_new_tokens: int,
-          sampling: Sampling = Sampling(), eos: Optional[int] = None,
+          sampling: Sampling = Sampling(), eos=None,
           keep_logits: bool = False, result: Optional[Generation] = None) -> Iterator[int]:
-    """Yield generated tokens one at a time (filling `result` as it goes)."""
+    """Yield generated tokens one at a time (filling `result` as it goes); `eos`: eos_ids."""
     dec = require(session.artifact.meta)
     sampling.check()
     ids = check_prompt(dec, prompt, max_new_tokens)
+    stops = set(eos_ids(dec, eos))
     out = result if result is not None else Generation(ids)
     out.prompt = ids
     rng = np.random.default_rng(sampling.seed)
@@ -173,7 +192,7 @@ def steps(session, prompt: Sequence[int], max_new_tokens: int,
             out.logits.append(np.array(logits))
         out.decode_s = time.perf_counter() - t0
         yield token
-        if eos is not None and token == eos:
+        if token in stops:
             out.stopped = "eos"
             return
         if len(out.tokens) >= max_new_tokens:
@@ -186,7 +205,7 @@ def steps(session, prompt: Sequence[int], max_new_tokens: int,
 
 
 def generate(session, prompt: Sequence[int], max_new_tokens: int = 32,
-             sampling: Sampling = Sampling(), eos: Optional[int] = None,
+             sampling: Sampling = Sampling(), eos=None,
              keep_logits: bool = False,
              on_token: Optional[Callable[[int], None]] = None) -> Generation:
     """Run the whole loop; `on_token` sees each token as it comes."""

@@ -59,6 +59,15 @@ def pid_of(out: bytearray) -> bytes:
     return line if newline else b""
 
 
+def _pass_on(out: bytearray, seen: int, on_out) -> None:
+    """Hand on_out what `out` gained past `seen`, leaving out the pid line sh() prints first
+    (until that line is complete, nothing)."""
+    first = out.find(b"\n") + 1
+    start = max(seen, first)
+    if first and start < len(out):
+        on_out(bytes(out[start:]))
+
+
 @dataclass
 class RawResult:
     rc: int
@@ -130,15 +139,17 @@ class Board:
     def alive(self) -> bool:
         return self.transport is not None and self.transport.is_active()
 
-    def sh(self, script: str, *, timeout: float, what: str) -> Result:
+    def sh(self, script: str, *, timeout: float, what: str, on_out=None) -> Result:
         """Run shell text on the board and wait for it. A command still running after
         `timeout` seconds is killed on the board, with everything it started, and raises
-        ExecutionError; so does a connection lost meanwhile."""
-        res = self.run(script, timeout=timeout, what=what)
+        ExecutionError; so does a connection lost meanwhile. `on_out` sees its stdout's
+        bytes as they come (after the shell's pid line)."""
+        res = self.run(script, timeout=timeout, what=what, on_out=on_out)
         return Result(res.rc, res.out.decode("utf-8", "replace"),
                       res.err.decode("utf-8", "replace"))
 
-    def run(self, script: str, *, stdin: bytes = b"", timeout: float, what: str) -> RawResult:
+    def run(self, script: str, *, stdin: bytes = b"", timeout: float, what: str,
+            on_out=None) -> RawResult:
         """sh() with bytes: `stdin` is written to the command (then EOF), its output comes
         back undecoded. The exec-channel file transfers stream through here."""
         transport = self.client.get_transport()
@@ -170,9 +181,12 @@ class Board:
                 children.check()  # rvvkit is ending (a signal): Terminated, handled below
                 with self._net(what):
                     if chan.recv_ready():
+                        seen = len(out)
                         out += chan.recv(1 << 20)
                         self.keepalive.saw_data()
                         pause = 0.001
+                        if on_out is not None:
+                            _pass_on(out, seen, on_out)
                         continue
                     if chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
@@ -184,7 +198,10 @@ class Board:
                     # command (seen: a 5-line answer cut to 2): output is complete only at
                     # the channel's EOF, which `drained` waits for briefly.
                     while chan.recv_ready():
+                        seen = len(out)
                         out += chan.recv(1 << 20)
+                        if on_out is not None:
+                            _pass_on(out, seen, on_out)
                     while chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
                     break

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..llm.decoder import require
 from ..errors import ExecutionError
-from ..llm.generate import Generation, Sampling, check_prompt
+from ..llm.generate import Generation, Sampling, check_prompt, eos_ids
+from ..llm.streaming import TokenLines, stream_tokens
 from .runner import DATA_EXIT, describe_exit
 from .session import Session
 from .transport import Command, RawRun
@@ -105,17 +106,18 @@ class RunnerSession(Session):
 
     def run_raw(self, rundir, repeat: int = 1, warmup: int = 0, extra_args: Sequence[str] = (),
                 *, timings: bool = False, untimed: bool = False, timeout: Optional[float] = None,
-                check: bool = True, argv: Optional[List[str]] = None) -> RawRun:
+                check: bool = True, argv: Optional[List[str]] = None,
+                on_stdout=None) -> RawRun:
         """Run runner_command(...) in `rundir` (from write_inputs); ExecutionError on a
         timeout, and (when `check`) on a non-zero exit or a signal, quoting the command and
-        the runner's stderr."""
+        the runner's stderr. `on_stdout` sees the runner's stdout as it comes."""
         self.check_open()
         cmd = self.command(argv, [str(a) for a in extra_args]) if argv else \
             self.runner_command(rundir, repeat, warmup, extra_args, timings=timings,
                                 untimed=untimed)
         limit = self.timeout if timeout is None else timeout
         try:
-            run = self.transport.execute(cmd, rundir, limit)
+            run = self.transport.execute(cmd, rundir, limit, on_stdout)
         except subprocess.TimeoutExpired:
             raise ExecutionError(self.timeout_message(limit, cmd)) from None
         if check and run.returncode == DATA_EXIT:
@@ -169,7 +171,7 @@ class RunnerSession(Session):
     # -- generation: the loop runs in the runner, on the target ----------------------------
 
     def generate_argv(self, rundir, prompt: Sequence[int], max_new_tokens: int,
-                      eos: Optional[int] = None, logits: bool = False,
+                      eos: Sequence[int] = (), logits: bool = False,
                       sampling: Sampling = Sampling()) -> List[str]:
         """The runner's argv for `runner --generate` (rvk_generate.h) in `rundir`."""
         dec = require(self.artifact.meta)
@@ -184,8 +186,8 @@ class RunnerSession(Session):
                 "--prompt-ids", ",".join(str(int(t)) for t in prompt),
                 "--roles", ",".join(map(str, roles)), "--max-seq", str(dec["max_seq"]),
                 "--cache-steps", str(dec.get("cache_steps", 0)), "--outdir", where]
-        if eos is not None:
-            argv += ["--eos", str(int(eos))]
+        if eos:
+            argv += ["--eos", ",".join(str(int(t)) for t in eos)]
         if sampling.temperature:
             argv += ["--temperature", repr(float(sampling.temperature)), "--top-k",
                      str(int(sampling.top_k)), "--top-p", repr(float(sampling.top_p)),
@@ -197,18 +199,23 @@ class RunnerSession(Session):
         return argv
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int = 32,
-                 sampling: Sampling = Sampling(), eos: Optional[int] = None,
+                 sampling: Sampling = Sampling(), eos=None,
                  keep_logits: bool = False, on_token=None) -> Generation:
         """Session.generate, with the loop in C on the target: one runner process for the
         whole generation, its key/value caches in the runner's arena. Sampling draws from the
-        runner's own generator (reproducible per seed on every target, not numpy's draws)."""
+        runner's own generator (reproducible per seed on every target, not numpy's draws).
+        `on_token` sees each token as the runner prints it (a line per token, read from
+        QEMU's pipe or the SSH channel as it comes)."""
         dec = require(self.artifact.meta)
         sampling.check()
         ids = check_prompt(dec, prompt, max_new_tokens)
+        stops = eos_ids(dec, eos)
         rundir = self.transport.new_dir()
+        lines = TokenLines(on_token)
         try:
-            self.run_raw(rundir, argv=self.generate_argv(rundir, ids, max_new_tokens, eos,
-                                                         keep_logits, sampling))
+            self.run_raw(rundir, argv=self.generate_argv(rundir, ids, max_new_tokens, stops,
+                                                         keep_logits, sampling),
+                         on_stdout=lines.feed)
             doc = json.loads(self.transport.get(rundir, "generate.json").decode("utf-8"))
             rows = np.load(io.BytesIO(self.transport.get(rundir, "logits.npy")),
                            allow_pickle=False) if keep_logits else None
@@ -218,13 +225,16 @@ class RunnerSession(Session):
                          float(doc["decode_seconds"]), str(doc["stopped"]))
         if rows is not None:
             out.logits = list(rows.reshape(len(out.tokens), dec["vocab"]))
-        for token in out.tokens:
-            if on_token:
-                on_token(token)
+        if out.tokens[:len(lines.tokens)] != lines.tokens or len(lines.tokens) != len(out.tokens):
+            raise ExecutionError(f"{self.runner_where} printed tokens {lines.tokens} but wrote "
+                                 f"{out.tokens}")
         return out
 
     def generate_iter(self, prompt: Sequence[int], max_new_tokens: int = 32, **options):
-        return iter(self.generate(prompt, max_new_tokens, **options).tokens)
+        """generate(), its tokens yielded as the runner prints them (the runner runs on a
+        thread; closing the iterator early stops it at its next token)."""
+        return stream_tokens(lambda on_token: self.generate(prompt, max_new_tokens,
+                                                            on_token=on_token, **options))
 
     # -- the Session contract --------------------------------------------------------------
 

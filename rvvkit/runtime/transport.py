@@ -57,11 +57,12 @@ class LocalProcess:
     def remove(self, rundir) -> None:
         shutil.rmtree(rundir, ignore_errors=True)
 
-    def execute(self, argv: List[str], rundir, timeout: float) -> RawRun:
+    def execute(self, argv: List[str], rundir, timeout: float, on_stdout=None) -> RawRun:
         """Run `argv` in `rundir`; subprocess.TimeoutExpired (after killing it) on a timeout.
-        It ends with rvvkit, whatever ends rvvkit (rvvkit.children)."""
+        It ends with rvvkit, whatever ends rvvkit (rvvkit.children). `on_stdout` sees its
+        stdout's bytes as they come."""
         t0 = time.perf_counter()
-        proc = children.run(argv, cwd=rundir, timeout=timeout)
+        proc = children.run(argv, cwd=rundir, timeout=timeout, on_stdout=on_stdout)
         return RawRun(argv, proc.returncode, proc.stdout.decode("utf-8", "replace"),
                       proc.stderr.decode("utf-8", "replace"), time.perf_counter() - t0,
                       Path(rundir))
@@ -93,8 +94,8 @@ class BoardShell:
     def remove(self, rundir) -> None:
         self.board.remove(rundir)
 
-    def execute(self, command: str, rundir, timeout: float) -> RawRun:
+    def execute(self, command: str, rundir, timeout: float, on_stdout=None) -> RawRun:
         t0 = time.perf_counter()
         res = self.board.sh(f"cd {shlex.quote(rundir)} && {command}", timeout=timeout,
-                            what="the run")
+                            what="the run", on_out=on_stdout)
         return RawRun(command, res.rc, res.out, res.err, time.perf_counter() - t0, rundir)

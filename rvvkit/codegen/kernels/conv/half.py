@@ -4,11 +4,10 @@ Zvfh (`rvvkit build --precision fp16|auto`, see codegen/precision.py).
 Per image, OUT[m][p] = sum_k W[m][k] * X'[k][p] over k = (c, r, s). X' (the input itself for a
 pointwise conv, else its im2col matrix) is written once in float16 (vfncvt: every output channel
 reads all of it); the weights are stored in float16 (half_gemm.py: the GEMM, in whichever
-orientation fills the vectors better). Each product is a widening multiply-add into float32
-accumulators (`vfwmacc.vf`): against the float32 GEMM, half the register groups per product,
-and a float32 sum, so only the operands' rounding differs from float32. The epilogue (bias,
-residual, activation) works on the float32 accumulators and stores float32, so the tensors
-between layers stay float32.
+orientation, LMUL and panel rows cost least). The products are summed in float16 in stages of
+32, each stage's sums added to float32 sums (half_staged.py): against the float32 GEMM, half
+the register groups per product. The epilogue (bias, residual, activation) works on the float32
+sums and stores float32, so the tensors between layers stay float32.
 
 `auto` carries this form beside the float32 GEMM and its weights (`combine`); `fp16` carries
 this form alone, and its source refuses to compile without Zvfh."""

@@ -106,13 +106,8 @@ class HalfGemm:
         return 2 * self.lmul
 
     def _rows(self, store, first_idx: str, total: int) -> str:
-        r = self.rows
-        out = []
-        for i in range(r):
-            st = store(i)
-            full = i < total % r or total % r == 0
-            out.append(st if full else f"if ({first_idx} + {i} < {total}) {st}")
-        return "\n".join(out)
+        return "\n".join(half_staged.guarded(store(i), i, first_idx, total, self.rows)
+                         for i in range(self.rows))
 
     def _normal(self, store) -> str:
         m, k, cols, r = self.m, self.k, self.cols, self.rows

@@ -50,6 +50,13 @@ def step_cost(rows: int, lmul: int, k: int, stage: int = STAGE) -> float:
     return k * per_step + (stages(k, stage)[1] - 1) * (rows * FLUSH * lmul + 2)
 
 
+def guarded(stmt: str, i: int, first: str, total: int, r: int) -> str:
+    """stmt for row (column) i of a panel of r starting at `first`, guarded where the last
+    panel may be padded past `total`."""
+    full = i < total % r or total % r == 0
+    return stmt if full else f"if ({first} + {i} < {total}) {stmt}"
+
+
 def needs_scratch(g) -> bool:
     return g.trans and stages(g.k, g.stage)[1] > 1
 
@@ -100,12 +107,9 @@ def loops(g, store: Callable[[int], str], out: str, scratch: str = "") -> str:
         head += f"\n        float *__restrict acc = {acc};"
     ops = _Ops(L, 0 if g.trans else g.cols)
 
-    def guarded(i: int, stmt: str) -> str:
-        full = i < total % r or total % r == 0
-        return stmt if full else f"if ({first} + {i} < {total}) {stmt}"
-
     def flush(kind: str) -> str:
-        return "\n".join(guarded(i, ops.flush(kind, i, store)) for i in range(r))
+        return "\n".join(guarded(ops.flush(kind, i, store), i, first, total, r)
+                         for i in range(r))
     body = [f"vfloat16m{L}_t xv, " + ", ".join(f"h{i}" for i in range(r)) + ";",
             _stage(n0, vec, vstride, sc, sstride, r, L)]
     if n == 1:

@@ -1,0 +1,45 @@
+"""What a decoder's own files say about generation, read at build time from the model's folder:
+the ids that end a reply. onnxruntime-genai's builder writes genai_config.json beside the
+model (model.eos_token_id), transformers and optimum write generation_config.json and
+config.json (eos_token_id): an int or a list in each."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from ..errors import InputError
+
+# first found wins: genai's file is written for the exported model itself
+SOURCES = (("genai_config.json", ("model", "eos_token_id")),
+           ("generation_config.json", ("eos_token_id",)),
+           ("config.json", ("eos_token_id",)))
+
+
+def _ids(value, where: str) -> List[int]:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                            for v in items):
+        raise InputError(f"{where}: eos_token_id {value!r} is not a token id or a list of them")
+    return sorted(set(items))
+
+
+def eos_from_folder(model_path) -> Optional[Tuple[List[int], str]]:
+    """(eos ids, the file they came from) for a model file whose folder holds one of SOURCES
+    with an eos_token_id, else None. A file that is there but unreadable is an InputError:
+    building on without the reply's end would generate past it silently."""
+    folder = Path(model_path).resolve().parent
+    for name, keys in SOURCES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read {path}: {exc}") from None
+        value = doc
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            return _ids(value, str(path)), name
+    return None
