@@ -7,7 +7,8 @@ import sys
 from typing import List
 
 from ..errors import InputError, RvvkitError
-from ..llm.generate import Sampling
+from ..llm.decoder import require
+from ..llm.generate import Sampling, check_prompt, eos_ids
 from ..llm.text import TextStream
 from .common import UsageError, add_threads_option, count, executor, open_session, progress, \
     vlen
@@ -37,6 +38,11 @@ def _tokenizer(path: str):
         raise InputError(f"cannot read tokenizer {path}: {exc}") from None
 
 
+def _load(path: str):
+    from ..artifact.container import Artifact
+    return Artifact.load(path)
+
+
 def cmd_generate(args) -> int:
     if (args.prompt is None) == (args.prompt_ids is None):
         raise UsageError("give exactly one of --prompt-ids and --prompt")
@@ -46,8 +52,12 @@ def cmd_generate(args) -> int:
         raise UsageError("give at most one of --eos and --ignore-eos")
     tok = _tokenizer(args.tokenizer) if args.tokenizer else None
     prompt = args.prompt_ids if args.prompt is None else tok.encode(args.prompt).ids
-    art = verified(args, args.artifact)
+    art = verified(args, args.artifact) or _load(args.artifact)
+    # the prompt against the artifact before any compile: a bad one is one line, at once
+    check_prompt(require(art.meta), prompt, args.max_new_tokens)
+    eos_ids(require(art.meta), args.eos)
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    sampling.check()
     text = TextStream(tok, prompt) if tok else None
     shown: List[int] = []
 
@@ -55,7 +65,7 @@ def cmd_generate(args) -> int:
         shown.append(token)
         sys.stdout.write(text.push(token) if text else f"{token} ")
         sys.stdout.flush()
-    sess = open_session(art or args.artifact, args.on, compiler=args.compiler,
+    sess = open_session(art, args.on, compiler=args.compiler,
                         no_cache=args.no_cache, vlen=args.vlen, threads=args.threads)
     try:
         with sess:

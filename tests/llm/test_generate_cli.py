@@ -86,6 +86,19 @@ def test_generate_bad_use_and_input(decoder, args, code, said):
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--prompt-ids", ",".join(["1"] * (BOUND + 1))], f"the prompt has {BOUND + 1} tokens"),
+    (["--prompt-ids", "1", "--eos", "999"], "eos token id 999 is outside the vocabulary"),
+    (["--prompt-ids", "1", "--top-p", "2"], "top-p 2.0 (in (0, 1])"),
+])
+def test_bad_input_is_said_before_any_compile(decoder, args, said):
+    """With a compiler that does not exist, the message is still the input's."""
+    d, _ = decoder
+    res = _run(d / "dec.rvv", *args, "--compiler", "no-such-compiler", "--no-cache")
+    assert res.returncode == 1 and said in res.stderr, res.stderr
+    assert "compiler" not in res.stderr and "kernels ready" not in res.stderr
+
+
 def test_sampling_in_the_runner_is_seeded_and_the_same_at_every_vlen(decoder):
     d, _ = decoder
     runs = [_run(d / "dec.rvv", "--prompt-ids", "4,8", "--max-new-tokens", 16, "--temperature",
