@@ -9,6 +9,7 @@ from typing import List
 from ..errors import InputError, RvvkitError
 from ..llm.decoder import require
 from ..llm.generate import Sampling, check_prompt, eos_ids
+from ..llm.chat import load_template
 from ..llm.text import TextStream
 from .common import UsageError, add_threads_option, count, executor, open_session, progress, \
     vlen
@@ -44,20 +45,49 @@ def _load(path: str):
 
 
 def cmd_generate(args) -> int:
+    if args.chat:
+        return _chat(args)
     if (args.prompt is None) == (args.prompt_ids is None):
         raise UsageError("give exactly one of --prompt-ids and --prompt")
     if args.prompt is not None and not args.tokenizer:
         raise UsageError("--prompt TEXT needs --tokenizer tokenizer.json")
-    if args.eos is not None and args.ignore_eos:
-        raise UsageError("give at most one of --eos and --ignore-eos")
+    _check_eos_options(args)
     tok = _tokenizer(args.tokenizer) if args.tokenizer else None
     prompt = args.prompt_ids if args.prompt is None else tok.encode(args.prompt).ids
+    art = _checked(args, prompt)
+    with _open(args, art) as sess:
+        result = _reply(args, sess, tok, prompt)
+    progress(result.summary() + f" on {args.on}")
+    return 0
+
+
+def _check_eos_options(args) -> None:
+    if args.eos is not None and args.ignore_eos:
+        raise UsageError("give at most one of --eos and --ignore-eos")
+
+
+def _checked(args, prompt):
+    """The artifact, the prompt, the eos ids and the sampling checked before any compile: a
+    bad one is one line, at once."""
     art = verified(args, args.artifact) or _load(args.artifact)
-    # the prompt against the artifact before any compile: a bad one is one line, at once
     check_prompt(require(art.meta), prompt, args.max_new_tokens)
     eos_ids(require(art.meta), args.eos)
-    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
-    sampling.check()
+    _sampling(args).check()
+    return art
+
+
+def _sampling(args) -> Sampling:
+    return Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+
+
+def _open(args, art):
+    return open_session(art, args.on, compiler=args.compiler, no_cache=args.no_cache,
+                        vlen=args.vlen, threads=args.threads)
+
+
+def _reply(args, sess, tok, prompt):
+    """One generation, streamed to stdout (text through `tok`, else ids); Ctrl-C keeps what
+    was shown and says how much."""
     text = TextStream(tok, prompt) if tok else None
     shown: List[int] = []
 
@@ -65,12 +95,9 @@ def cmd_generate(args) -> int:
         shown.append(token)
         sys.stdout.write(text.push(token) if text else f"{token} ")
         sys.stdout.flush()
-    sess = open_session(art, args.on, compiler=args.compiler,
-                        no_cache=args.no_cache, vlen=args.vlen, threads=args.threads)
     try:
-        with sess:
-            result = sess.generate(prompt, args.max_new_tokens, sampling=sampling,
-                                   eos=[] if args.ignore_eos else args.eos, on_token=show)
+        result = sess.generate(prompt, args.max_new_tokens, sampling=_sampling(args),
+                               eos=[] if args.ignore_eos else args.eos, on_token=show)
     except KeyboardInterrupt:
         # what was generated is on the screen already: finish its text, say where it stopped
         sys.stdout.write((text.finish() if text else "") + "\n")
@@ -78,8 +105,39 @@ def cmd_generate(args) -> int:
         progress(f"interrupted after {len(shown)} generated tokens (shown above)")
         raise
     sys.stdout.write((text.finish() if text else "") + "\n")
-    progress(result.summary() + f" on {args.on}")
-    return 0
+    sys.stdout.flush()
+    return result
+
+
+def _chat(args) -> int:
+    """Turns read from stdin (a line each; an empty line or end of input ends the chat), each
+    answered by generating after the whole conversation rendered by the chat template."""
+    if args.prompt is not None or args.prompt_ids is not None:
+        raise UsageError("--chat reads the turns from stdin: give no --prompt/--prompt-ids")
+    if not args.tokenizer:
+        raise UsageError("--chat needs --tokenizer tokenizer.json")
+    _check_eos_options(args)
+    tok = _tokenizer(args.tokenizer)
+    template = load_template(args.tokenizer, args.chat_template)
+    messages = [{"role": "system", "content": args.system}] if args.system else []
+    art = _checked(args, tok.encode(template.render(messages or [
+        {"role": "user", "content": "hi"}]), add_special_tokens=False).ids)
+    with _open(args, art) as sess:
+        while True:
+            if sys.stdin.isatty():
+                sys.stderr.write("> ")
+                sys.stderr.flush()
+            line = sys.stdin.readline()
+            if not line.strip():
+                return 0
+            messages.append({"role": "user", "content": line.rstrip("\n")})
+            prompt = tok.encode(template.render(messages), add_special_tokens=False).ids
+            check_prompt(require(art.meta), prompt, args.max_new_tokens)
+            result = _reply(args, sess, tok, prompt)
+            reply = tok.decode(result.tokens[:-1] if result.stopped == "eos" else
+                               result.tokens)
+            messages.append({"role": "assistant", "content": reply})
+            progress(result.summary())
 
 
 def add_parser(sub) -> None:
@@ -103,6 +161,12 @@ def add_parser(sub) -> None:
                         "or config.json beside the model when it was built)")
     r.add_argument("--ignore-eos", action="store_true",
                    help="generate --max-new-tokens tokens whatever they are")
+    r.add_argument("--chat", action="store_true",
+                   help="chat: read turns from stdin (a line each; an empty line ends), render "
+                        "the conversation with the model's chat template (tokenizer_config.json "
+                        "beside --tokenizer, or --chat-template) and answer each")
+    r.add_argument("--chat-template", metavar="FILE", help="a Jinja chat template for --chat")
+    r.add_argument("--system", metavar="TEXT", help="--chat: a system message first")
     r.add_argument("--temperature", type=float, default=0.0,
                    help="sample at this temperature (default 0: greedy)")
     r.add_argument("--top-k", type=count(0), default=0, help="sample among the k likeliest")
