@@ -50,7 +50,8 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     path = model if isinstance(model, (str, os.PathLike)) else None
     if max_seq is not None:
         model = load_model(model)
-        input_shapes = {**decoder_shapes(model, max_seq), **dict(input_shapes or {})}
+        input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes),
+                        **dict(input_shapes or {})}
     g = from_onnx(model, input_shapes=input_shapes, name=name, unsupported=unlowerable)
     say(f"parsed {len(g.nodes)} nodes ({time.perf_counter() - t0:.1f}s)")
     before = g.summary()

@@ -10,9 +10,10 @@ has N (passes/kv_cache.py then keeps that present buffer as the session's cache)
 from __future__ import annotations
 
 import re
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 from ..errors import ModelError
+from . import packed_qkv
 
 CACHE_NAME = re.compile(r"past|cache", re.IGNORECASE)
 # a symbolic dimension that spans the cache (an attention mask over every position)
@@ -24,14 +25,26 @@ def _dims(vi) -> List:
             for d in vi.type.tensor_type.shape.dim]
 
 
+def _head_size(proto, cache: str):
+    """The head size of a cache whose head dimension is symbolic (onnxruntime-genai 0.18 writes
+    `kv_cache_dim`): that of the GroupQueryAttention reading it."""
+    for node in proto.graph.node:
+        if node.op_type == packed_qkv.GQA and cache in node.input[3:5]:
+            return packed_qkv.head_size(proto, node)
+    return None
+
+
 def grows_by_concat(proto) -> bool:
     """True unless onnxruntime-genai's GroupQueryAttention keeps past and present one size."""
     return not any(n.op_type == "GroupQueryAttention" for n in proto.graph.node)
 
 
-def decoder_shapes(proto, max_seq: int, new_tokens: int = 1) -> Dict[str, List[int]]:
+def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
+                   given: Optional[Dict[str, Sequence[int]]] = None) -> Dict[str, List[int]]:
     """{input name: static shape} for every input with a symbolic dimension, for a step that
-    takes `new_tokens` tokens (1: decoding; more: a prompt chunk of the prefill plan)."""
+    takes `new_tokens` tokens (1: decoding; more: a prompt chunk of the prefill plan); a cache
+    in `given` (--input-shape) takes its head size from there."""
+    given = dict(given or {})
     grows = grows_by_concat(proto)
     if max_seq < new_tokens + grows:
         raise ModelError(f"--max-seq {max_seq}: at least {new_tokens + grows} expected")
@@ -49,10 +62,15 @@ def decoder_shapes(proto, max_seq: int, new_tokens: int = 1) -> Dict[str, List[i
         if dims[2] is not None and dims[2] != past_len:
             raise ModelError(f"--max-seq {max_seq}: cache input {vi.name!r} has a fixed length "
                              f"of {dims[2]} positions (build without --max-seq, or re-export)")
-        shapes[vi.name] = [1 if dims[0] is None else dims[0], dims[1], past_len, dims[3]]
+        head = dims[3] if dims[3] is not None else \
+            (list(given[vi.name])[3] if len(given.get(vi.name, ())) == 4 else
+             _head_size(proto, vi.name))
+        shapes[vi.name] = [1 if dims[0] is None else dims[0], dims[1], past_len, head]
         if None in shapes[vi.name]:
             raise ModelError(f"cache input {vi.name!r} {dims}: only its batch and length "
-                             "may be symbolic")
+                             "may be symbolic (a symbolic head size is read from the attention "
+                             "reading the cache where the graph states its width; else give it: "
+                             f"--input-shape {vi.name}=1,{dims[1]},{past_len},HEAD)")
     for vi in inputs:
         dims = _dims(vi)
         if vi.name in shapes or None not in dims:

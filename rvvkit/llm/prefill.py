@@ -82,7 +82,7 @@ def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
     chunk = chunk_for(proto, dec["max_seq"], tokens)
     if chunk < 2:
         return None
-    shapes = decoder_shapes(proto, dec["max_seq"], chunk)
+    shapes = decoder_shapes(proto, dec["max_seq"], chunk, given=input_shapes)
     # the user's shapes pin what the model left open; the chunk's own dimensions stay
     shapes = {**{k: v for k, v in dict(input_shapes or {}).items() if k not in shapes},
               **shapes}

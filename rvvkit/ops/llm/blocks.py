@@ -164,6 +164,11 @@ _GQA_DEFAULTS = {"local_window_size": -1, "softcap": 0.0, "smooth_softmax": 0,
 def _gqa(node, g):
     a = node.attrs
     nh, kvh = int(a.get("num_heads", 0)), int(a.get("kv_num_heads", 0))
+    if len(node.inputs) < 3 or not node.inputs[1] or not node.inputs[2]:
+        # frontend/packed_qkv.py splits a packed query whose width the graph states
+        raise bad(node, "Q, K and V packed in the query input, whose width the graph does not "
+                        "state (a MatMulNBits, a MatMul with constant weights or a bias "
+                        "making it): re-export with separate q/k/v inputs")
     q, k, v = (in_shape(node, g, i) for i in range(3))
     if nh <= 0 or kvh <= 0 or nh % kvh:
         raise bad(node, f"num_heads {nh} must be a multiple of kv_num_heads {kvh}")

@@ -1,0 +1,69 @@
+"""onnxruntime-genai's model builder, its CPU defaults as users run it (tests/llm/export_genai.py
+made the stored outputs: Q, K and V packed into one GroupQueryAttention input, caches with a
+symbolic head dimension, int4/int8 MatMulNBits or float32): `rvvkit build model.onnx
+--max-seq N` builds each as it is, reads its end-of-text ids from genai_config.json, and
+generates onnxruntime-genai's own greedy tokens on the host and under QEMU. Where
+onnxruntime-genai is installed, the stored reference is re-checked against it."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rvvkit
+
+STORED = Path(__file__).resolve().parents[1] / "models" / "llm" / "genai"
+NAMES = sorted(p.name for p in STORED.iterdir() if (p / "model.onnx").is_file())
+BOUND = 64
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def built(request, tmp_path_factory):
+    """(the stored folder, its reference, the artifact built by the command line)."""
+    folder = STORED / request.param
+    ref = json.loads((folder / "reference.json").read_text())
+    out = tmp_path_factory.mktemp(request.param) / "model.rvv"
+    res = subprocess.run([sys.executable, "-m", "rvvkit", "build", str(folder / "model.onnx"),
+                          "--max-seq", str(BOUND), "-o", str(out)], capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    eos = json.loads((folder / "genai_config.json").read_text())["model"]["eos_token_id"]
+    assert f"end-of-text token ids {sorted(eos)} (from genai_config.json)" in res.stderr
+    return folder, ref, out
+
+
+def test_the_builders_defaults_are_what_this_covers():
+    """The stored models have what tripped rvvkit: packed QKV and a symbolic head size."""
+    import onnx
+    for name in NAMES:
+        model = onnx.load(str(STORED / name / "model.onnx"))
+        gqa = [n for n in model.graph.node if n.op_type == "GroupQueryAttention"]
+        assert gqa and all(not n.input[1] and not n.input[2] for n in gqa), name
+        cache = next(i for i in model.graph.input if i.name.startswith("past_key_values"))
+        assert cache.type.tensor_type.shape.dim[3].dim_param, name
+
+
+def test_greedy_tokens_are_onnxruntime_genais(built, op_executor):
+    if op_executor.on == "cuda":
+        pytest.skip("checked on the host, the QEMU samples and the CUDA emulator")
+    folder, ref, art = built
+    with rvvkit.load(str(art), on=op_executor.on, **op_executor.options) as sess:
+        got = sess.generate(ref["prompt"], len(ref["tokens"])).tokens
+    assert got == ref["tokens"], folder.name
+
+
+def test_reference_is_onnxruntime_genais_own(built):
+    og = pytest.importorskip("onnxruntime_genai", reason="re-checked where it is installed")
+    folder, ref, _ = built
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(ref["prompt"]) + len(ref["tokens"]),
+                              do_sample=False)
+    gen = og.Generator(model, params)
+    gen.append_tokens(ref["prompt"])
+    tokens = []
+    while not gen.is_done():
+        gen.generate_next_token()
+        tokens.append(int(gen.get_next_tokens()[0]))
+    assert tokens == ref["tokens"]
