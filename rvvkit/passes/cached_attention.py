@@ -83,19 +83,40 @@ def _cache(v: View, name: str) -> Optional[str]:
     return name if ok else None
 
 
-def _through_casts(v: View, name: str) -> Tuple[Optional[Node], str]:
-    """(the one consumer of `name` after float-to-float Casts, the tensor it reads). A float16
-    model's probabilities go to float16 and back (transformers' softmax in float32, then
-    .to(query.dtype)): the attention computes them in float32 without that rounding, as it
-    computes the whole float16 graph (frontend/stored_floats.py)."""
+def _nan_guard(v: View, name: str) -> Optional[str]:
+    """The output of Where(IsNaN(p), 0, p) when that is all that reads probabilities `p`
+    (transformers' SDPA export, as optimum writes it: a row whose keys are all masked gives
+    NaN, made 0), else None. Over the live prefix no row is all masked (a decoding query sees
+    every live key; a prompt token sees itself), so the guard changes nothing there."""
+    readers = v.cons.get(name, [])
+    nan = next((n for n in readers if n.op == "IsNaN"), None)
+    where = next((n for n in readers if n.op == "Where"), None)
+    if len(readers) != 2 or nan is None or where is None or not v.single(nan.outputs[0]) or \
+            where.inputs[0] != nan.outputs[0] or where.inputs[2] != name or \
+            _uniform(v.g, where.inputs[1]) != 0.0:
+        return None
+    return where.outputs[0]
+
+
+def _through_casts(v: View, name: str) -> Tuple[Optional[Node], str, List[Node]]:
+    """(the one consumer of `name` after float-to-float Casts and a NaN guard (_nan_guard),
+    the tensor it reads, the guard's nodes). A float16 model's probabilities go to float16 and
+    back (transformers' softmax in float32, then .to(query.dtype)): the attention computes
+    them in float32 without that rounding, as it computes the whole float16 graph
+    (frontend/stored_floats.py)."""
+    guard: List[Node] = []
+    guarded = _nan_guard(v, name)
+    if guarded is not None:
+        guard = [n for n in v.cons[name] if n.op in ("IsNaN", "Where")]
+        name = guarded
     while v.single(name):
         n = v.cons[name][0]
         if n.op != "Cast":
-            return n, name
+            return n, name, guard
         if v.g.t(n.outputs[0]).dtype not in (np.float32, np.float16):
             break
         name = n.outputs[0]
-    return None, name
+    return None, name, guard
 
 
 def _match(v: View, sm: Node):
@@ -123,13 +144,13 @@ def _match(v: View, sm: Node):
     tr = v.node(kt, "Transpose")
     if tr is None or tuple(tr.attrs.get("perm", ())) != (0, 1, 3, 2) or not v.single(kt):
         return None
-    pv, probs = _through_casts(v, sm.outputs[0])
+    pv, probs, guard = _through_casts(v, sm.outputs[0])
     if pv is None or pv.op != "MatMul" or pv.act is not None or pv.inputs[0] != probs:
         return None
     ck, cv = _cache(v, tr.inputs[0]), _cache(v, pv.inputs[1])
     if ck is None or cv is None or len(g.t(q).shape) != 4:
         return None
-    return q, ck, cv, mask, scale * q_scale * k_scale, pv, [qk, add, sm]
+    return q, ck, cv, mask, scale * q_scale * k_scale, pv, [qk, add, sm] + guard
 
 
 def attention_node(g: Graph, pv: Node, inputs: List[str], scale: float,

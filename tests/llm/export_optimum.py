@@ -1,0 +1,58 @@
+"""Regenerates the stored optimum export: tests/models/llm/optimum/qwen2_sdpa/ (model.onnx, the
+generation_config.json and config.json it wrote, and versions.json: the tools that made it).
+
+A tiny Qwen2 (seeded random weights, transformers' default SDPA attention) exported as optimum's
+users export a decoder:
+
+    optimum-cli export onnx --model HF_DIR --task text-generation-with-past OUT
+
+Its attention is SDPA's: q and k each scaled, repeat_kv, a boolean mask made -inf by Where,
+Softmax, then Where(IsNaN(p), 0, p) before the product with v; the caches grow by Concat.
+
+Developer tool (torch, transformers, optimum-onnx); rvvkit and its tests never need them (the
+tests take their reference from onnxruntime on the stored file): from the repository root,
+python3 tests/llm/export_optimum.py"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "models" / "llm" / "optimum" / "qwen2_sdpa"
+
+
+def main() -> int:
+    from importlib import metadata
+
+    import onnx
+    import torch
+    import transformers
+    with tempfile.TemporaryDirectory() as tmp:
+        hf, out = Path(tmp) / "hf", Path(tmp) / "onnx"
+        cfg = transformers.Qwen2Config(
+            vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+            tie_word_embeddings=False, eos_token_id=7, bos_token_id=1)
+        torch.manual_seed(0)
+        transformers.Qwen2ForCausalLM(cfg).save_pretrained(str(hf))
+        subprocess.run(["optimum-cli", "export", "onnx", "--model", str(hf), "--task",
+                        "text-generation-with-past", str(out)], check=True, capture_output=True)
+        OUT.mkdir(parents=True, exist_ok=True)
+        onnx.save(onnx.load(str(out / "model.onnx")), str(OUT / "model.onnx"))
+        for name in ("generation_config.json", "config.json"):
+            shutil.copy(out / name, OUT / name)
+        versions = {"optimum": metadata.version("optimum"),
+                    "optimum-onnx": metadata.version("optimum-onnx"),
+                    "transformers": transformers.__version__, "torch": torch.__version__,
+                    "command": "optimum-cli export onnx --model HF_DIR --task "
+                               "text-generation-with-past OUT"}
+        (OUT / "versions.json").write_text(json.dumps(versions, indent=1) + "\n")
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
