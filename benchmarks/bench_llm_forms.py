@@ -3,9 +3,15 @@ token under QEMU (VLEN 256, one thread) for the same llama-tiny decoder in onnxr
 form (GroupQueryAttention reads the live prefix, from seqlens_k) and in the ONNX opset-23
 Attention form (the live prefix from the mask's count of ones; what a bound position still
 costs is that count), at bounds of 64 and 256 positions: tokens 5-12 after a 4-token prompt,
-as the difference of two counted runs (8 and 16 new tokens).
+as the difference of two counted runs (8 and 16 new tokens). Beside them, the stored exports
+of a tiny Qwen2 by the tools users run (tests/models/llm: optimum's SDPA export, whose caches
+grow by Concat, and onnxruntime-genai's builder at int4), each against its own bound.
 
     python3 benchmarks/bench_llm_forms.py"""
+from pathlib import Path
+
+import onnx
+
 import rvvkit
 from rvvkit.measure import cycle_model
 from rvvkit.zoo import llm as zoo_llm, llm_onnx as zoo_llm_onnx
@@ -20,12 +26,20 @@ def per_token(model, bound: int):
     return cycle_model.weighted_instructions(diff) / 8, diff["insns"] / 8
 
 
+STORED = Path(__file__).resolve().parents[1] / "tests" / "models" / "llm"
+
+
 def main() -> None:
     cfg = zoo_llm.SMALL["llama-tiny"]
+    forms = (("llama-tiny, genai GroupQueryAttention", zoo_llm.decoder(cfg)),
+             ("llama-tiny, ONNX Attention", zoo_llm_onnx.decoder(cfg)),
+             ("tiny Qwen2, optimum SDPA export", onnx.load(
+                 str(STORED / "optimum" / "qwen2_sdpa" / "model.onnx"))),
+             ("tiny Qwen2, genai builder int4", onnx.load(
+                 str(STORED / "genai" / "qwen2_int4" / "model.onnx"))))
     print("| bound | form | M weighted / token | M instructions / token |\n|---|---|---|---|")
     for bound in (64, 256):
-        for name, model in (("genai GroupQueryAttention", zoo_llm.decoder(cfg)),
-                            ("ONNX Attention", zoo_llm_onnx.decoder(cfg))):
+        for name, model in forms:
             w, n = per_token(model, bound)
             print(f"| {bound} | {name} | {w / 1e6:.3f} | {n / 1e6:.3f} |")
 

@@ -1,8 +1,8 @@
 """A decoder's cache is kept at its --max-seq bound, but a generated token's attention reads
 only the live prefix: under QEMU the exact instruction count per generated token grows with the
 bound by only the mask's own work, in every form (onnxruntime-genai's GroupQueryAttention,
-ONNX opset-23 Attention with past/present, and transformers' decomposed attention, which
-passes/cached_attention.py makes one Attention)."""
+ONNX opset-23 Attention with past/present, and transformers' decomposed attention, eager or
+SDPA (optimum's export), which passes/cached_attention.py makes one Attention)."""
 from pathlib import Path
 
 import onnx
@@ -24,7 +24,11 @@ FORMS = {"genai": (lambda: zoo_llm.decoder(CFG), 20),
          "onnx23": (lambda: zoo_llm_onnx.decoder(CFG), 20),
          "transformers": (lambda: onnx.load(str(STORED / "llama_tf.onnx")), 40),
          # a float16 export: its probabilities' round trip through half is fused away too
-         "transformers_f16": (lambda: onnx.load(str(STORED / "qwen2_tf_f16.onnx")), 40)}
+         "transformers_f16": (lambda: onnx.load(str(STORED / "qwen2_tf_f16.onnx")), 40),
+         # optimum's SDPA export (a NaN guard after the softmax; 429 a position before it
+         # was recognised)
+         "optimum_sdpa": (lambda: onnx.load(str(STORED / "optimum" / "qwen2_sdpa" /
+                                                 "model.onnx")), 40)}
 
 
 def per_token(model, bound: int) -> int:
