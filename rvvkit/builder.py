@@ -13,7 +13,7 @@ from .codegen.lower.core import unlowerable
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
 from .llm.prefill import prefill_plan
-from .frontend.decoder_dims import decoder_shapes
+from .frontend.decoder_dims import decoder_shapes, unbounded_caches
 from .frontend.onnx import from_onnx, load_model
 from .ops import REGISTRY
 from .passes import optimize
@@ -48,10 +48,12 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     _need_onnx()
     t0 = time.perf_counter()
     path = model if isinstance(model, (str, os.PathLike)) else None
+    model = load_model(model)
     if max_seq is not None:
-        model = load_model(model)
         input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes),
                         **dict(input_shapes or {})}
+    else:
+        _refuse_unbounded(model, input_shapes)
     g = from_onnx(model, input_shapes=input_shapes, name=name, unsupported=unlowerable)
     say(f"parsed {len(g.nodes)} nodes ({time.perf_counter() - t0:.1f}s)")
     before = g.summary()
@@ -76,6 +78,17 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
     cu_source = _cuda_source(plan, second, meta, say) if cuda else None
     return Artifact(meta, source, (second or plan).weights, cu_source=cu_source)
+
+
+def _refuse_unbounded(model, input_shapes) -> None:
+    """A decoder built without a cache bound: one line naming what to do, not a warning and a
+    problem per cache input."""
+    caches = unbounded_caches(model, input_shapes)
+    if caches:
+        raise ModelError(f"this is a decoder with {len(caches)} key/value cache inputs "
+                         f"({caches[0]}, ...) of symbolic length: build it with --max-seq N "
+                         "(the positions its caches hold: prompt and reply together), or give "
+                         "every cache's shape with --input-shape")
 
 
 def _read_eos(dec: Dict, path, say: Callable[[str], None]) -> None:

@@ -34,6 +34,14 @@ def _head_size(proto, cache: str):
     return None
 
 
+def unbounded_caches(proto, given: Optional[Dict[str, Sequence[int]]] = None) -> List[str]:
+    """The rank-4 cache inputs (past*/...cache...) whose length is symbolic and not given."""
+    inits = {i.name for i in proto.graph.initializer}
+    return [vi.name for vi in proto.graph.input
+            if vi.name not in inits and CACHE_NAME.search(vi.name) and len(_dims(vi)) == 4
+            and _dims(vi)[2] is None and vi.name not in (given or {})]
+
+
 def grows_by_concat(proto) -> bool:
     """True unless onnxruntime-genai's GroupQueryAttention keeps past and present one size."""
     return not any(n.op_type == "GroupQueryAttention" for n in proto.graph.node)

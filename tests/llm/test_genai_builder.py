@@ -67,3 +67,11 @@ def test_reference_is_onnxruntime_genais_own(built):
         gen.generate_next_token()
         tokens.append(int(gen.get_next_tokens()[0]))
     assert tokens == ref["tokens"]
+
+
+def test_without_a_bound_it_says_so_in_one_line():
+    res = subprocess.run([sys.executable, "-m", "rvvkit", "build",
+                          str(STORED / NAMES[0] / "model.onnx"), "-o", "/dev/null"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0 and res.stderr.count("\n") == 1, res.stderr
+    assert "key/value cache inputs" in res.stderr and "--max-seq N" in res.stderr
