@@ -1,6 +1,7 @@
 """`rvvkit build`: ONNX model → optimised graph → kernel plan → C source → artifact."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Callable, Dict, List, Optional, Sequence
@@ -20,6 +21,8 @@ from .passes import optimize
 from .passes.kv_cache import caches_to_state
 from .llm.decoder import PREFILL_TOKENS, decoder_meta
 from .llm.model_config import eos_from_folder
+
+_LOG = logging.getLogger("rvvkit")
 
 
 def _need_onnx() -> None:
@@ -44,7 +47,9 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     decoder so built also gets a prefill plan taking `prefill` prompt tokens per call (0 or 1:
     none; prompts then run a token at a time). `precision` fp16/auto adds the float16 forms
     of the kernels that have one (codegen/precision.py)."""
-    say = progress or (lambda _msg: None)
+    # from Python without `progress`, the same lines go to the "rvvkit" logger (INFO), so a
+    # long build is not silent where logging is on
+    say = progress or _LOG.info
     _need_onnx()
     t0 = time.perf_counter()
     path = model if isinstance(model, (str, os.PathLike)) else None
