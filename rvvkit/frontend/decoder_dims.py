@@ -34,12 +34,36 @@ def _head_size(proto, cache: str):
     return None
 
 
-def unbounded_caches(proto, given: Optional[Dict[str, Sequence[int]]] = None) -> List[str]:
-    """The rank-4 cache inputs (past*/...cache...) whose length is symbolic and not given."""
+def _read_as_caches(proto) -> set:
+    """Inputs the graph uses as caches, whatever their names: the past key/value of a
+    GroupQueryAttention or an ONNX Attention, or the first input of a Concat on the positions
+    axis whose output is a graph output (present = Concat(past, new))."""
+    outputs = {o.name for o in proto.graph.output}
+    found = set()
+    for n in proto.graph.node:
+        if n.op_type == "GroupQueryAttention":
+            found.update(n.input[3:5])
+        elif n.op_type == "Attention" and n.domain in ("", "ai.onnx"):
+            found.update(n.input[4:6])
+        elif n.op_type == "Concat" and n.output[0] in outputs and \
+                any(a.name == "axis" and a.i in (2, -2) for a in n.attribute):
+            found.add(n.input[0])
+    return found - {""}
+
+
+def cache_inputs(proto) -> list:
+    """The rank-4 key/value cache inputs: named past*/...cache..., or read as caches."""
     inits = {i.name for i in proto.graph.initializer}
-    return [vi.name for vi in proto.graph.input
-            if vi.name not in inits and CACHE_NAME.search(vi.name) and len(_dims(vi)) == 4
-            and _dims(vi)[2] is None and vi.name not in (given or {})]
+    used = _read_as_caches(proto)
+    return [vi for vi in proto.graph.input
+            if vi.name not in inits and len(_dims(vi)) == 4 and
+            (CACHE_NAME.search(vi.name) or vi.name in used)]
+
+
+def unbounded_caches(proto, given: Optional[Dict[str, Sequence[int]]] = None) -> List[str]:
+    """The cache inputs whose length is symbolic and not given."""
+    return [vi.name for vi in cache_inputs(proto)
+            if _dims(vi)[2] is None and vi.name not in (given or {})]
 
 
 def grows_by_concat(proto) -> bool:
@@ -59,11 +83,13 @@ def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
     past_len = max_seq - new_tokens if grows else max_seq
     inits = {i.name for i in proto.graph.initializer}
     inputs = [vi for vi in proto.graph.input if vi.name not in inits]
-    caches = [vi for vi in inputs if CACHE_NAME.search(vi.name) and len(_dims(vi)) == 4]
+    caches = cache_inputs(proto)
     if not caches:
         looked = ", ".join(f"{vi.name} {_dims(vi)}" for vi in inputs) or "none"
         raise ModelError("--max-seq: found no key/value cache among the inputs (looked for "
-                         f"rank-4 inputs named past*/…cache…; the inputs are {looked})")
+                         "rank-4 inputs named past*/…cache…, or read as a past key/value by "
+                         "an attention or by a Concat making a graph output; the inputs are "
+                         f"{looked})")
     shapes: Dict[str, List[int]] = {}
     for vi in caches:
         dims = _dims(vi)

@@ -75,3 +75,30 @@ def test_without_a_bound_it_says_so_in_one_line():
                          capture_output=True, text=True, timeout=300)
     assert res.returncode != 0 and res.stderr.count("\n") == 1, res.stderr
     assert "key/value cache inputs" in res.stderr and "--max-seq N" in res.stderr
+
+
+@pytest.mark.parametrize("path", [STORED / "qwen2_int4" / "model.onnx",
+                                  STORED.parent / "optimum" / "qwen2_sdpa" / "model.onnx"],
+                         ids=["genai_gqa", "optimum_concat"])
+def test_caches_named_otherwise_are_found_by_their_use(path):
+    """Caches renamed kv_in_0_key / kv_out_0_key (no past/cache in the name) are still found:
+    read by the attention or grown by a Concat that makes a graph output."""
+    import re
+
+    import onnx
+    model = onnx.load(str(path))
+    want = rvvkit.load(rvvkit.build(model, max_seq=40, cuda=False), on="host")
+    with want:
+        ref = want.generate([5, 17, 33, 2], 8, eos=[]).tokens
+    names = {}
+    for vi in list(model.graph.input) + list(model.graph.output):
+        m = re.match(r"(past_key_values|present)\.(\d+)\.(key|value)$", vi.name)
+        if m:
+            side = "out" if m.group(1) == "present" else "in"
+            names[vi.name] = vi.name = f"kv_{side}_{m.group(2)}_{m.group(3)}"
+    assert len(names) == 8
+    for node in model.graph.node:
+        node.input[:] = [names.get(x, x) for x in node.input]
+        node.output[:] = [names.get(x, x) for x in node.output]
+    with rvvkit.load(rvvkit.build(model, max_seq=40, cuda=False), on="host") as sess:
+        assert sess.generate([5, 17, 33, 2], 8, eos=[]).tokens == ref
