@@ -44,3 +44,13 @@ def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int, growing:
             rows.append(out["logits"][0, -1])
             tokens.append(int(np.argmax(rows[-1])))
     return tokens[len(prompt):], rows
+
+
+def saved_decoder(folder, bound: int):
+    """(folder, model): rvvkit.zoo's one-layer int4 decoder (seed 3) built with a cache of
+    `bound` positions and saved as folder/dec.rvv; the folder holds no config files."""
+    import rvvkit
+    from rvvkit.zoo import llm as zoo_llm
+    model = zoo_llm.decoder(zoo_llm.DecoderConfig(layers=1, bits=4), seed=3)
+    rvvkit.build(model, max_seq=bound).save(str(folder / "dec.rvv"))
+    return folder, model

@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from export_genai import hf_model   # this folder: the script runs as tests/llm/...
+
 OUT = Path(__file__).resolve().parents[1] / "models" / "llm" / "optimum" / "qwen2_sdpa"
 
 
@@ -32,12 +34,7 @@ def main() -> int:
     import transformers
     with tempfile.TemporaryDirectory() as tmp:
         hf, out = Path(tmp) / "hf", Path(tmp) / "onnx"
-        cfg = transformers.Qwen2Config(
-            vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-            tie_word_embeddings=False, eos_token_id=7, bos_token_id=1)
-        torch.manual_seed(0)
-        transformers.Qwen2ForCausalLM(cfg).save_pretrained(str(hf))
+        hf_model(hf)        # the same tiny Qwen2 as the genai builder's fixtures
         subprocess.run(["optimum-cli", "export", "onnx", "--model", str(hf), "--task",
                         "text-generation-with-past", str(out)], check=True, capture_output=True)
         OUT.mkdir(parents=True, exist_ok=True)

@@ -6,19 +6,14 @@ from pathlib import Path
 
 import pytest
 
-import rvvkit
-from ort_decoder import ort_greedy
-from rvvkit.zoo import llm as zoo_llm
+from ort_decoder import ort_greedy, saved_decoder
 
 BOUND = 40
 
 
 @pytest.fixture(scope="module")
 def decoder(tmp_path_factory):
-    d = tmp_path_factory.mktemp("gen")
-    model = zoo_llm.decoder(zoo_llm.DecoderConfig(layers=1, bits=4), seed=3)
-    rvvkit.build(model, max_seq=BOUND).save(str(d / "dec.rvv"))
-    return d, model
+    return saved_decoder(tmp_path_factory.mktemp("gen"), BOUND)
 
 
 def _run(*args):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import rvvkit
-from ort_decoder import ort_greedy
+from ort_decoder import ort_greedy, saved_decoder
 from rvvkit.errors import ExecutionError
 from rvvkit.llm.streaming import TokenLines
 from rvvkit.zoo import llm as zoo_llm
@@ -34,11 +34,7 @@ needs_qemu = pytest.mark.skipif(bool(_why_no_qemu()), reason=_why_no_qemu() or "
 
 @pytest.fixture(scope="module")
 def decoder(tmp_path_factory):
-    """A saved decoder artifact and its ONNX model; its folder has no config files."""
-    d = tmp_path_factory.mktemp("stream")
-    model = zoo_llm.decoder(zoo_llm.DecoderConfig(layers=1, bits=4), seed=3)
-    rvvkit.build(model, max_seq=BOUND).save(str(d / "dec.rvv"))
-    return d, model
+    return saved_decoder(tmp_path_factory.mktemp("stream"), BOUND)
 
 
 @pytest.fixture
