@@ -20,7 +20,7 @@ from .ops import REGISTRY
 from .passes import optimize
 from .passes.kv_cache import caches_to_state
 from .llm.decoder import PREFILL_TOKENS, decoder_meta
-from .llm.model_config import eos_from_folder
+from .llm.model_config import eos_from_folder, head_size_from_folder
 
 _LOG = logging.getLogger("rvvkit")
 
@@ -55,7 +55,8 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     path = model if isinstance(model, (str, os.PathLike)) else None
     model = load_model(model)
     if max_seq is not None:
-        input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes),
+        head = head_size_from_folder(path) if path is not None else None
+        input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes, head_size=head),
                         **dict(input_shapes or {})}
     else:
         _refuse_unbounded(model, input_shapes)

@@ -9,10 +9,11 @@ from typing import List, Tuple
 import numpy as np
 
 
-def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int, growing: bool = False
-               ) -> Tuple[List[int], List[np.ndarray]]:
+def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int, growing: bool = False,
+               head: int = 0) -> Tuple[List[int], List[np.ndarray]]:
     """(generated ids, the logits row each was picked from). `model`: an ONNX model, or an
-    onnxruntime InferenceSession of one (benchmarks time the loop without making it)."""
+    onnxruntime InferenceSession of one (benchmarks time the loop without making it); `head`:
+    the caches' head size where the model leaves it symbolic."""
     import onnxruntime as ort
     sess = model if hasattr(model, "run") else \
         ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -20,8 +21,8 @@ def ort_greedy(model, prompt: List[int], new_tokens: int, max_seq: int, growing:
     for vi in sess.get_inputs():
         if vi.name.startswith("past_key_values"):
             dtype = np.float16 if vi.type == "tensor(float16)" else np.float32
-            caches[vi.name] = np.zeros([1, vi.shape[1], 0 if growing else max_seq, vi.shape[3]],
-                                       dtype)
+            size = vi.shape[3] if isinstance(vi.shape[3], int) else head
+            caches[vi.name] = np.zeros([1, vi.shape[1], 0 if growing else max_seq, size], dtype)
     names = [o.name for o in sess.get_outputs()]
     mask = any(vi.name == "attention_mask" for vi in sess.get_inputs())
     positions = any(vi.name == "position_ids" for vi in sess.get_inputs())

@@ -72,10 +72,12 @@ def grows_by_concat(proto) -> bool:
 
 
 def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
-                   given: Optional[Dict[str, Sequence[int]]] = None) -> Dict[str, List[int]]:
+                   given: Optional[Dict[str, Sequence[int]]] = None,
+                   head_size: Optional[int] = None) -> Dict[str, List[int]]:
     """{input name: static shape} for every input with a symbolic dimension, for a step that
     takes `new_tokens` tokens (1: decoding; more: a prompt chunk of the prefill plan); a cache
-    in `given` (--input-shape) takes its head size from there."""
+    in `given` (--input-shape) takes its head size from there, else from the attention reading
+    it, else `head_size` (genai_config.json's)."""
     given = dict(given or {})
     grows = grows_by_concat(proto)
     if max_seq < new_tokens + grows:
@@ -98,7 +100,7 @@ def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
                              f"of {dims[2]} positions (build without --max-seq, or re-export)")
         head = dims[3] if dims[3] is not None else \
             (list(given[vi.name])[3] if len(given.get(vi.name, ())) == 4 else
-             _head_size(proto, vi.name))
+             _head_size(proto, vi.name) or head_size)
         shapes[vi.name] = [1 if dims[0] is None else dims[0], dims[1], past_len, head]
         if None in shapes[vi.name]:
             raise ModelError(f"cache input {vi.name!r} {dims}: only its batch and length "

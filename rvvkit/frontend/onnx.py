@@ -20,7 +20,7 @@ from ..errors import InternalError, ModelError, ModelProblems, RvvkitError
 from ..ir import Graph, Node, Tensor
 from ..ops import REGISTRY
 from ..passes.fold import try_fold
-from . import packed_qkv
+from . import ms_attention, packed_qkv
 from .schema import schema_problem
 from .stored_floats import widen_stored_floats
 from .types import MIN_OPSET, elem_dtype, notice, tensor_type_problem, upgrade
@@ -186,7 +186,7 @@ def from_onnx(model: ModelLike, input_shapes: Optional[Dict[str, Sequence[int]]]
     if opset > known:
         raise ModelError(f"the model imports ai.onnx opset {opset}; rvvkit knows opsets up to "
                          f"{known} (that of the installed onnx package)")
-    proto = packed_qkv.unpack(widen_stored_floats(proto))
+    proto = ms_attention.expand(packed_qkv.unpack(widen_stored_floats(proto)))
     g = Graph(name or proto.graph.name or "model")
     g.opset = opset
     found = Findings()

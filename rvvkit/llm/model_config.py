@@ -43,3 +43,16 @@ def eos_from_folder(model_path) -> Optional[Tuple[List[int], str]]:
         if value is not None:
             return _ids(value, str(path)), name
     return None
+
+
+def head_size_from_folder(model_path) -> Optional[int]:
+    """The attention head size genai_config.json beside the model states (model.decoder.
+    head_size), for caches whose head dimension the graph leaves symbolic; else None."""
+    path = Path(model_path).resolve().parent / "genai_config.json"
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["model"]["decoder"]["head_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None

@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from ..codegen.lower.llm import GBQ, gather_layout
 from ..codegen.plan import Plan, build_plan
 from .decoder import CACHE_WRITERS
+from ..errors import ModelError
 from ..frontend.decoder_dims import decoder_shapes, grows_by_concat
 from ..frontend.onnx import from_onnx
 from ..passes import optimize
@@ -86,7 +87,13 @@ def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
     # the user's shapes pin what the model left open; the chunk's own dimensions stay
     shapes = {**{k: v for k, v in dict(input_shapes or {}).items() if k not in shapes},
               **shapes}
-    g = from_onnx(proto, input_shapes=shapes, name=name)
+    try:
+        g = from_onnx(proto, input_shapes=shapes, name=name)
+    except ModelError as exc:
+        # e.g. a mask subgraph written for one new token at a time: decoding still works
+        say(f"no prefill plan of {chunk} tokens (the graph does not take {chunk} tokens at "
+            f"once: {str(exc).splitlines()[0]}): prompts run a token at a time")
+        return None
     optimize(g, opt_level)
     _share_layouts(g, chunk)
     g.outputs.remove(dec["logits"])   # prompt tokens need no logits

@@ -63,8 +63,28 @@ def _axes(g: Graph, node: Node) -> Optional[List[int]]:
     return None
 
 
+def _round_trip(v: View, name: str) -> str:
+    """X where `name` = Transpose(Reshape(Reshape(Transpose(X, p)), s), p) for p = (0, 2, 1, 3)
+    and the two reshapes undo each other (the same shape before the first and after the
+    second): a heads-last merge and split, as a 3-D MultiHeadAttention's key reaches it
+    (frontend/ms_attention.py); else `name`."""
+    chain, x = [], name
+    for op in ("Transpose", "Reshape", "Reshape", "Transpose"):
+        n = v.node(x, op)
+        if n is None or not v.single(x):
+            return name
+        chain.append(n)
+        x = n.inputs[0]
+    perms = [tuple(n.attrs.get("perm", ())) for n in (chain[0], chain[3])]
+    split, heads_last = chain[0].inputs[0], chain[3].outputs[0]
+    if perms != [(0, 2, 1, 3)] * 2 or v.g.t(split).shape != v.g.t(heads_last).shape:
+        return name
+    return x
+
+
 def _cache(v: View, name: str) -> Optional[str]:
     """The session cache [B, Hkv, N, D] that `name` is, or that repeat_kv made `name` from."""
+    name = _round_trip(v, name)
     if v.node(name, CACHE_WRITE) is not None:
         return name
     chain = []

@@ -261,3 +261,31 @@ def test_gather_block_quantized_index_outside_the_table_is_reported(op_executor)
                  [f32("y", [1, 32])], {"data": b.reshape(8, -1), "scales": scales})
     with pytest.raises(ExecutionError, match="GatherBlockQuantized.*outside the table"):
         op_executor.run(rvvkit.build(m), {"ids": np.array([8], np.int64)})
+
+
+@pytest.mark.parametrize("scale, bias", [(0.0, True), (0.3, False)], ids=["bias", "scaled"])
+def test_multi_head_attention_3d(scale, bias, op_executor):
+    """com.microsoft MultiHeadAttention with 3-D q/k/v (onnxruntime-genai's float16 CPU form,
+    frontend/ms_attention.py writes it out as standard ops): 3 new tokens over 7 keys."""
+    heads, head, s, t = 2, 8, 3, 7
+    names = ["q", "k", "v"] + (["", "", "bias"] if bias else [])
+    node = helper.make_node("MultiHeadAttention", names, ["y"], domain=MS, num_heads=heads,
+                            scale=scale)
+    ins = [f32("q", [1, s, heads * head]), f32("k", [1, t, heads * head]),
+           f32("v", [1, t, heads * head])] + ([f32("bias", [1, heads, s, t])] if bias else [])
+    model = ms_model([node], ins, [f32("y", [1, s, heads * head])], {})
+    feeds = {"q": rand(1, s, heads * head, seed=1), "k": rand(1, t, heads * head, seed=2),
+             "v": rand(1, t, heads * head, seed=3)}
+    if bias:
+        feeds["bias"] = rand(1, heads, s, t, seed=4)
+    assert_matches(model, feeds, on=op_executor)
+
+
+def test_multi_head_attention_in_other_forms_is_refused_by_name():
+    """A 4-D (BNSH) key is not the 3-D form the frontend writes out: the op is named."""
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS,
+                            num_heads=2)
+    model = ms_model([node], [f32("q", [1, 3, 16]), f32("k", [1, 2, 7, 8]),
+                              f32("v", [1, 2, 7, 8])], [f32("y", [1, 3, 16])], {})
+    with pytest.raises(rvvkit.errors.RvvkitError, match="MultiHeadAttention"):
+        rvvkit.build(model)

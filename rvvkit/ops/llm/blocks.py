@@ -199,6 +199,15 @@ def _gqa(node, g):
     return [(tuple(q), F32), (tuple(past), F32), (tuple(past), F32)][:len(node.outputs)]
 
 
+@register(MS + "MultiHeadAttention", dtypes=("float32",),
+          without_kernel="3-D q/k/v with an additive bias: written out as MatMul, Softmax and "
+                         "MatMul by the frontend (frontend/ms_attention.py)")
+def _ms_mha(node, g):
+    """Only the form frontend/ms_attention.py writes out reaches rvvkit; any other is here."""
+    raise bad(node, "only 3-D query/key/value (with an additive attention bias, no packed "
+                    "inputs, padding mask, past/present or unidirectional) are supported")
+
+
 @register(MS + "RotaryEmbedding", dtypes=("float32", "int64"),
           without_kernel="becomes RotaryEmbedding (the opset-23 op, its inputs reordered)")
 def _ms_rope(node, g):
