@@ -21,7 +21,7 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parents[1] / "models" / "llm" / "genai"
 PRECISIONS = ("int4", "int8", "fp32", "fp16")
 PROMPT = [5, 17, 33, 2, 99]
-NEW_TOKENS = 24
+NEW_TOKENS = 64
 
 
 def hf_model(where: Path) -> None:

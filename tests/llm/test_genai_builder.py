@@ -16,7 +16,7 @@ import rvvkit
 
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm" / "genai"
 NAMES = sorted(p.name for p in STORED.iterdir() if (p / "model.onnx").is_file())
-BOUND = 64
+BOUND = 96
 
 
 @pytest.fixture(scope="module", params=NAMES)

@@ -16,7 +16,7 @@ import rvvkit
 from ort_decoder import ort_greedy
 
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm" / "optimum" / "qwen2_sdpa"
-BOUND = 64
+BOUND = 96
 PROMPT = [5, 17, 33, 2, 99, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53]
 
 
@@ -43,9 +43,9 @@ def test_tokens_and_logits_are_onnxruntimes(built, op_executor):
     if op_executor.on == "cuda":
         pytest.skip("checked on the host, the QEMU samples and the CUDA emulator")
     out, _ = built
-    want, rows = ort_greedy(onnx.load(str(STORED / "model.onnx")), PROMPT, 20, BOUND,
+    want, rows = ort_greedy(onnx.load(str(STORED / "model.onnx")), PROMPT, 64, BOUND,
                             growing=True)
     with rvvkit.load(str(out), on=op_executor.on, **op_executor.options) as sess:
-        got = sess.generate(PROMPT, 20, eos=[], keep_logits=True)
+        got = sess.generate(PROMPT, 64, eos=[], keep_logits=True)
     assert got.tokens == want
     np.testing.assert_allclose(np.array(got.logits), np.array(rows), rtol=0, atol=1e-4)
