@@ -20,10 +20,9 @@ import numpy as np
 from ....ops.activations import Act, act_rvv_support, has_vector_form
 from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param
-from ...loops import cdiv
 from ...rvv import header
 from ...precision import fp16_only, fp16_or
-from .half_gemm import HalfGemm, convert_run, operand_halves, plan
+from .half_gemm import HalfGemm, convert_run, operand_floats, plan
 
 def pointwise(ws_, strides, pads) -> bool:
     return tuple(ws_[2:]) == (1, 1) and tuple(strides) == (1, 1) and not any(pads)
@@ -117,7 +116,7 @@ def half_body(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[A
         body = f"for (int n = 0; n < {n}; ++n) {{\n{indent(body)}\n}}"
     else:
         body = "const int n = 0;\n" + body
-    scratch = (f"float *__restrict acc_ws = ws + {_operand_floats(g)};   /* the float32 sums "
+    scratch = (f"float *__restrict acc_ws = ws + {operand_floats(g)};   /* the float32 sums "
                "between stages */\n" if g.scratch_floats else "")
     return f"""_Float16 *__restrict xh = (_Float16 *)ws;
 {scratch}const _Float16 *__restrict wp = (const _Float16 *){wname};
@@ -125,14 +124,10 @@ def half_body(xs, ws_, ys, geometry, bias: bool, residual: bool, act: Optional[A
 {body}"""
 
 
-def _operand_floats(g: HalfGemm) -> int:
-    return cdiv(operand_halves(g), 2)
-
-
 def workspace_of(ws_, ys) -> int:
     """Floats of workspace: the float16 operand of one image, and the staged GEMM's scratch."""
     g = gemm_of(ws_, ys)
-    return _operand_floats(g) + g.scratch_floats
+    return operand_floats(g) + g.scratch_floats
 
 
 def pack_weights(ws_, ys):

@@ -229,10 +229,15 @@ def convert_run(dst: str, src: str, n: str, longest: int, stride: int = 1) -> st
 }}"""
 
 
+def operand_floats(g: HalfGemm) -> int:
+    """Floats the float16 operand takes (rounded up): where a float scratch after it starts."""
+    return cdiv(operand_halves(g), 2)
+
+
 def scratch_halves(g: HalfGemm) -> int:
-    """Halves of scratch gemm_function takes: the operand, then (even-aligned) the staged
+    """Halves of scratch gemm_function takes: the operand, then (float-aligned) the staged
     transposed form's float32 sums."""
-    return operand_halves(g) + operand_halves(g) % 2 + 2 * g.scratch_floats
+    return 2 * (operand_floats(g) + g.scratch_floats)
 
 
 def gemm_function(name: str, g: HalfGemm) -> str:
@@ -247,9 +252,8 @@ def gemm_function(name: str, g: HalfGemm) -> str:
             return (f"__riscv_vsse32_v_f32m{a}(out + m0 * {g.cols} + t0 + {i}, {4 * g.cols}, "
                     f"c{i}, vl);")
         return f"__riscv_vse32_v_f32m{a}(out + (ptrdiff_t)(m0 + {i}) * {g.cols} + j, c{i}, vl);"
-    at = operand_halves(g) + operand_halves(g) % 2
-    scratch = (f"    float *__restrict acc_ws = (float *)(xh + {at});\n" if g.scratch_floats
-               else "")
+    scratch = (f"    float *__restrict acc_ws = (float *)xh + {operand_floats(g)};\n"
+               if g.scratch_floats else "")
     return f"""{FP16_GUARD}
 static void {name}(const _Float16 *__restrict wp, const float *__restrict xn,
     float *__restrict out, _Float16 *__restrict xh) {{
