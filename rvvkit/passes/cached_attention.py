@@ -103,11 +103,12 @@ def _cache(v: View, name: str) -> Optional[str]:
     return name if ok else None
 
 
-def _nan_guard(v: View, name: str) -> Optional[str]:
-    """The output of Where(IsNaN(p), 0, p) when that is all that reads probabilities `p`
-    (transformers' SDPA export, as optimum writes it: a row whose keys are all masked gives
-    NaN, made 0), else None. Over the live prefix no row is all masked (a decoding query sees
-    every live key; a prompt token sees itself), so the guard changes nothing there."""
+def _nan_guard(v: View, name: str) -> Optional[Tuple[str, List[Node]]]:
+    """(the output of Where(IsNaN(p), 0, p), those two nodes) when that is all that reads
+    probabilities `p` (transformers' SDPA export, as optimum writes it: a row whose keys are
+    all masked gives NaN, made 0), else None. Over the live prefix no row is all masked (a
+    decoding query sees every live key; a prompt token sees itself), so the guard changes
+    nothing there."""
     readers = v.cons.get(name, [])
     nan = next((n for n in readers if n.op == "IsNaN"), None)
     where = next((n for n in readers if n.op == "Where"), None)
@@ -115,7 +116,7 @@ def _nan_guard(v: View, name: str) -> Optional[str]:
             where.inputs[0] != nan.outputs[0] or where.inputs[2] != name or \
             _uniform(v.g, where.inputs[1]) != 0.0:
         return None
-    return where.outputs[0]
+    return where.outputs[0], [nan, where]
 
 
 def _through_casts(v: View, name: str) -> Tuple[Optional[Node], str, List[Node]]:
@@ -124,11 +125,8 @@ def _through_casts(v: View, name: str) -> Tuple[Optional[Node], str, List[Node]]
     back (transformers' softmax in float32, then .to(query.dtype)): the attention computes
     them in float32 without that rounding, as it computes the whole float16 graph
     (frontend/stored_floats.py)."""
-    guard: List[Node] = []
     guarded = _nan_guard(v, name)
-    if guarded is not None:
-        guard = [n for n in v.cons[name] if n.op in ("IsNaN", "Where")]
-        name = guarded
+    name, guard = guarded if guarded is not None else (name, [])
     while v.single(name):
         n = v.cons[name][0]
         if n.op != "Cast":

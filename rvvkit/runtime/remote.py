@@ -162,6 +162,13 @@ class Board:
             chan.exec_command(f"echo $$\n{script}\nexit $?")
         out, err, pause = bytearray(), bytearray(), 0.001
         deadline = time.monotonic() + timeout
+
+        def take_out() -> None:
+            """The channel's stdout so far, what is new handed to on_out."""
+            seen = len(out)
+            out.extend(chan.recv(1 << 20))
+            if on_out is not None:
+                _pass_on(out, seen, on_out)
         try:
             if stdin:
                 # A write blocked on a vanished board is woken by the keepalive closing the
@@ -181,12 +188,9 @@ class Board:
                 children.check()  # rvvkit is ending (a signal): Terminated, handled below
                 with self._net(what):
                     if chan.recv_ready():
-                        seen = len(out)
-                        out += chan.recv(1 << 20)
+                        take_out()
                         self.keepalive.saw_data()
                         pause = 0.001
-                        if on_out is not None:
-                            _pass_on(out, seen, on_out)
                         continue
                     if chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
@@ -198,10 +202,7 @@ class Board:
                     # command (seen: a 5-line answer cut to 2): output is complete only at
                     # the channel's EOF, which `drained` waits for briefly.
                     while chan.recv_ready():
-                        seen = len(out)
-                        out += chan.recv(1 << 20)
-                        if on_out is not None:
-                            _pass_on(out, seen, on_out)
+                        take_out()
                     while chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
                     break

@@ -225,7 +225,7 @@ class RunnerSession(Session):
                          float(doc["decode_seconds"]), str(doc["stopped"]))
         if rows is not None:
             out.logits = list(rows.reshape(len(out.tokens), dec["vocab"]))
-        if out.tokens[:len(lines.tokens)] != lines.tokens or len(lines.tokens) != len(out.tokens):
+        if lines.tokens != out.tokens:
             raise ExecutionError(f"{self.runner_where} printed tokens {lines.tokens} but wrote "
                                  f"{out.tokens}")
         return out
