@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..errors import ModelError
 from . import packed_qkv
+from .proto_facts import Facts, attr
 
 CACHE_NAME = re.compile(r"past|cache", re.IGNORECASE)
 # a symbolic dimension that spans the cache (an attention mask over every position)
@@ -25,12 +26,12 @@ def _dims(vi) -> List:
             for d in vi.type.tensor_type.shape.dim]
 
 
-def _head_size(proto, cache: str):
+def _head_size(facts: Facts, cache: str):
     """The head size of a cache whose head dimension is symbolic (onnxruntime-genai 0.18 writes
     `kv_cache_dim`): that of the GroupQueryAttention reading it."""
-    for node in proto.graph.node:
+    for node in facts.proto.graph.node:
         if node.op_type == packed_qkv.GQA and cache in node.input[3:5]:
-            return packed_qkv.head_size(proto, node)
+            return packed_qkv.head_size(facts, node)
     return None
 
 
@@ -45,8 +46,7 @@ def _read_as_caches(proto) -> set:
             found.update(n.input[3:5])
         elif n.op_type == "Attention" and n.domain in ("", "ai.onnx"):
             found.update(n.input[4:6])
-        elif n.op_type == "Concat" and n.output[0] in outputs and \
-                any(a.name == "axis" and a.i in (2, -2) for a in n.attribute):
+        elif n.op_type == "Concat" and n.output[0] in outputs and attr(n, "axis") in (2, -2):
             found.add(n.input[0])
     return found - {""}
 
@@ -93,6 +93,7 @@ def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
                          "an attention or by a Concat making a graph output; the inputs are "
                          f"{looked})")
     shapes: Dict[str, List[int]] = {}
+    facts = Facts(proto)
     for vi in caches:
         dims = _dims(vi)
         if dims[2] is not None and dims[2] != past_len:
@@ -100,7 +101,7 @@ def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
                              f"of {dims[2]} positions (build without --max-seq, or re-export)")
         head = dims[3] if dims[3] is not None else \
             (list(given[vi.name])[3] if len(given.get(vi.name, ())) == 4 else
-             _head_size(proto, vi.name) or head_size)
+             _head_size(facts, vi.name) or head_size)
         shapes[vi.name] = [1 if dims[0] is None else dims[0], dims[1], past_len, head]
         if None in shapes[vi.name]:
             raise ModelError(f"cache input {vi.name!r} {dims}: only its batch and length "

@@ -14,14 +14,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .proto_facts import Facts, attr
+
 MHA = "MultiHeadAttention"
-
-
-def _attr(node, name: str, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return a.i if a.type == 2 else a.f
-    return default
 
 
 def _plain(node) -> bool:
@@ -29,55 +24,21 @@ def _plain(node) -> bool:
     ins = list(node.input) + [""] * (8 - len(node.input))
     return (node.domain == "com.microsoft" and node.op_type == MHA and all(ins[:3]) and
             not any(ins[3:5]) and not any(ins[6:8]) and len(node.output) == 1 and
-            not _attr(node, "unidirectional", 0) and _attr(node, "num_heads", 0))
+            not attr(node, "unidirectional", 0) and attr(node, "num_heads", 0))
 
 
-def _declared_width(proto, name: str) -> Optional[int]:
-    """The last dimension of `name` as the graph declares it (an input, a value_info)."""
-    for vi in list(proto.graph.input) + list(proto.graph.value_info):
-        dims = vi.type.tensor_type.shape.dim
-        if vi.name == name and dims and dims[-1].HasField("dim_value"):
-            return dims[-1].dim_value
-    return None
-
-
-def _rank(proto, name: str, makers, consts, depth: int = 0) -> Optional[int]:
-    """The rank of `name` where the graph states it: a declared shape, a Reshape to a
-    constant shape, or through ops that keep their first input's rank."""
-    for vi in list(proto.graph.input) + list(proto.graph.value_info):
-        if vi.name == name and vi.type.tensor_type.HasField("shape"):
-            return len(vi.type.tensor_type.shape.dim)
-    node = makers.get(name)
-    if node is None or depth > 8:
-        return None
-    if node.op_type == "Reshape" and node.input[1] in consts:
-        return len(consts[node.input[1]])
-    if node.op_type in ("RotaryEmbedding", "MatMul", "MatMulNBits", "Add", "Mul", "Cast"):
-        return _rank(proto, node.input[0], makers, consts, depth + 1)
-    return None
-
-
-def _three_d(proto, node) -> bool:
+def _three_d(facts: Facts, node) -> bool:
     """q, k and v are known to be 3-D [batch, length, heads x head] (4-D BNSH or packed
     forms are left alone)."""
-    from onnx import numpy_helper
-    makers = {o: n for n in proto.graph.node for o in n.output}
-    consts = {i.name: list(numpy_helper.to_array(i).reshape(-1)) for i in proto.graph.initializer
-              if len(i.dims) == 1}
-    for n in proto.graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].t.dims:
-            consts[n.output[0]] = list(numpy_helper.to_array(n.attribute[0].t).reshape(-1))
-    return all(_rank(proto, x, makers, consts) == 3 for x in node.input[:3])
+    return all(facts.rank(x) == 3 for x in node.input[:3])
 
 
-def _scale(proto, node) -> Optional[float]:
+def _scale(facts: Facts, node) -> Optional[float]:
     """The attribute, else 1 / sqrt(head) where the query's width is stated."""
-    scale = _attr(node, "scale", 0.0)
+    scale = attr(node, "scale", 0.0)
     if scale:
         return float(scale)
-    from .packed_qkv import width
-    wide, heads = width(proto, node.input[0]) or _declared_width(proto, node.input[0]), \
-        _attr(node, "num_heads")
+    wide, heads = facts.width(node.input[0]), attr(node, "num_heads")
     return (wide / heads) ** -0.5 if wide and wide % heads == 0 else None
 
 
@@ -86,8 +47,9 @@ def expand(proto):
     model itself is left alone)."""
     from onnx import helper, numpy_helper
     import numpy as np
-    scales = {i: _scale(proto, n) for i, n in enumerate(proto.graph.node)
-              if _plain(n) and _three_d(proto, n)}
+    facts = Facts(proto)   # read only where a plain node asks
+    scales = {i: _scale(facts, n) for i, n in enumerate(proto.graph.node)
+              if _plain(n) and _three_d(facts, n)}
     scales = {i: s for i, s in scales.items() if s}
     if not scales:
         return proto
@@ -98,7 +60,7 @@ def expand(proto):
         if i not in scales:
             nodes.append(node)
             continue
-        heads, scale = _attr(node, "num_heads"), scales[i]
+        heads, scale = attr(node, "num_heads"), scales[i]
         base = f"{node.name or f'mha{i}'}/expanded"
 
         def const(name, value):

@@ -7,29 +7,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .proto_facts import Facts, attr
+
 GQA = "GroupQueryAttention"
-
-
-def attr(node, name: str) -> Optional[int]:
-    return next((a.i for a in node.attribute if a.name == name), None)
-
-
-def width(proto, tensor: str) -> Optional[int]:
-    """The last dimension of `tensor` where the graph states it: a rank-1 initializer added
-    to it (a bias), the N of the MatMulNBits or the columns of the MatMul weight making it."""
-    inits = {i.name: list(i.dims) for i in proto.graph.initializer}
-    maker = {o: n for n in proto.graph.node for o in n.output}
-    node = maker.get(tensor)
-    if node is None:
-        return None
-    if node.op_type == "Add":
-        sizes = [inits[i][0] for i in node.input if i in inits and len(inits[i]) == 1]
-        return sizes[0] if sizes else width(proto, node.input[0])
-    if node.op_type == "MatMulNBits":
-        return attr(node, "N")
-    if node.op_type == "MatMul" and node.input[1] in inits:
-        return inits[node.input[1]][-1]
-    return None
 
 
 def packed(node) -> bool:
@@ -37,11 +17,11 @@ def packed(node) -> bool:
                                     and not node.input[2])
 
 
-def head_size(proto, node) -> Optional[int]:
+def head_size(facts: Facts, node) -> Optional[int]:
     """A GroupQueryAttention's head size from its query's width over its heads (the query,
     key and value heads when they come packed)."""
     heads, kv = attr(node, "num_heads"), attr(node, "kv_num_heads")
-    wide = width(proto, node.input[0])
+    wide = facts.width(node.input[0])
     if not (heads and kv and wide):
         return None
     total = heads + (2 * kv if packed(node) else 0)
@@ -54,16 +34,18 @@ def unpack(proto):
     says what it needs)."""
     from onnx import helper, numpy_helper
     import numpy as np
-    todo = [n for n in proto.graph.node if packed(n) and head_size(proto, n)]
-    if not todo:
+    facts = Facts(proto)   # read only where a packed node asks
+    heads = {i: head_size(facts, n) for i, n in enumerate(proto.graph.node) if packed(n)}
+    heads = {i: hd for i, hd in heads.items() if hd}
+    if not heads:
         return proto
     out = type(proto)()
     out.CopyFrom(proto)
     opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 13)
     nodes = []
     for i, node in enumerate(out.graph.node):
-        if packed(node) and head_size(proto, node):
-            hd = head_size(proto, node)
+        if i in heads:
+            hd = heads[i]
             sizes = [attr(node, "num_heads") * hd] + [attr(node, "kv_num_heads") * hd] * 2
             base = f"{node.name or f'gqa{i}'}/unpacked"
             parts = [f"{base}/q", f"{base}/k", f"{base}/v"]
