@@ -66,11 +66,12 @@ def _check_eos_options(args) -> None:
         raise UsageError("give at most one of --eos and --ignore-eos")
 
 
-def _checked(args, prompt):
-    """The artifact, the prompt, the eos ids and the sampling checked before any compile: a
-    bad one is one line, at once."""
+def _checked(args, prompt=None):
+    """The artifact, the prompt (when there is one yet), the eos ids and the sampling checked
+    before any compile: a bad one is one line, at once."""
     art = verified(args, args.artifact) or _load(args.artifact)
-    check_prompt(require(art.meta), prompt, args.max_new_tokens)
+    if prompt is not None:
+        check_prompt(require(art.meta), prompt, args.max_new_tokens)
     eos_ids(require(art.meta), args.eos)
     _sampling(args).check()
     return art
@@ -120,8 +121,10 @@ def _chat(args) -> int:
     tok = _tokenizer(args.tokenizer)
     template = load_template(args.tokenizer, args.chat_template)
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    art = _checked(args, tok.encode(template.render(messages or [
-        {"role": "user", "content": "hi"}]), add_special_tokens=False).ids)
+    # the template renders a conversation before any compile; each turn's prompt is checked
+    # against the artifact as it comes
+    template.render(messages + [{"role": "user", "content": "hi"}])
+    art = _checked(args)
     with _open(args, art) as sess:
         while True:
             if sys.stdin.isatty():

@@ -24,22 +24,26 @@ def _ids(value, where: str) -> List[int]:
     return sorted(set(items))
 
 
+def _lookup(path: Path, keys) -> object:
+    """The value at `keys` in the JSON file `path` (None where a key is missing). A file that
+    is there but unreadable is an InputError: building on without what it says would, for
+    the eos ids, generate past a reply's end silently."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def eos_from_folder(model_path) -> Optional[Tuple[List[int], str]]:
     """(eos ids, the file they came from) for a model file whose folder holds one of SOURCES
-    with an eos_token_id, else None. A file that is there but unreadable is an InputError:
-    building on without the reply's end would generate past it silently."""
+    with an eos_token_id, else None."""
     folder = Path(model_path).resolve().parent
     for name, keys in SOURCES:
         path = folder / name
-        if not path.is_file():
-            continue
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read {path}: {exc}") from None
-        value = doc
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
+        value = _lookup(path, keys) if path.is_file() else None
         if value is not None:
             return _ids(value, str(path)), name
     return None
@@ -49,10 +53,5 @@ def head_size_from_folder(model_path) -> Optional[int]:
     """The attention head size genai_config.json beside the model states (model.decoder.
     head_size), for caches whose head dimension the graph leaves symbolic; else None."""
     path = Path(model_path).resolve().parent / "genai_config.json"
-    if not path.is_file():
-        return None
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))["model"]["decoder"]["head_size"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    value = _lookup(path, ("model", "decoder", "head_size")) if path.is_file() else None
     return value if isinstance(value, int) and value > 0 else None
