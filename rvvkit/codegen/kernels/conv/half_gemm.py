@@ -186,9 +186,9 @@ def _vlen() -> int:
 def plan(m: int, k: int, cols: int, block: int = BLOCK) -> HalfGemm:
     """The form for a GEMM: widened (block 0) or staged, its orientation, LMUL and rows by
     the fewest instructions at the build's VLEN (empty lanes and padded rows count as work),
-    the transposed orientation only by a margin: its sums are loaded and stored strided
-    (measured at VLEN 256: squeezenet's last layer, 8 % fewer empty lanes, gains 10 %;
-    resnet50's 28x28 layers, 2 % fewer, lose)."""
+    the transposed orientation only by a margin: its results are stored strided (measured
+    with the blocks of 8 that preceded the staged form, at VLEN 256: squeezenet's last layer,
+    8 % fewer empty lanes, gained 10 %; resnet50's 28x28 layers, 2 % fewer, lost)."""
     if not block:
         lanes = _vlen() * 2 // 16
         rn, rt = rows_for(m), rows_for(cols)
