@@ -7,7 +7,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .version import __version__
-from .artifact.container import FORMAT_VERSION, Artifact
+from .artifact.container import FORMAT_VERSION, TOKENIZER, Artifact
 from .errors import ModelError, RvvkitError
 from .codegen.c import ABI_VERSION, render
 from .codegen.lower.core import unlowerable
@@ -21,6 +21,7 @@ from .passes import optimize
 from .passes.kv_cache import caches_to_state
 from .llm.decoder import PREFILL_TOKENS, decoder_meta
 from .llm.model_config import eos_from_folder, head_size_from_folder
+from .llm import gguf
 
 _LOG = logging.getLogger("rvvkit")
 
@@ -53,9 +54,12 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     _need_onnx()
     t0 = time.perf_counter()
     path = model if isinstance(model, (str, os.PathLike)) else None
-    model = load_model(model)
+    from_gguf = gguf.load(path, max_seq) if gguf.is_gguf(path) else None
+    if from_gguf:
+        say(from_gguf.summary)
+    model = from_gguf.model if from_gguf else load_model(model)
     if max_seq is not None:
-        head = head_size_from_folder(path) if path is not None else None
+        head = head_size_from_folder(path) if path is not None and not from_gguf else None
         input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes, head_size=head),
                         **dict(input_shapes or {})}
     else:
@@ -79,11 +83,14 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     source = render(plan, prefill=second)
     meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen, prefill=second,
                      precision=precision)
-    if meta.get("decoder") and path is not None:
+    extra = {}
+    if from_gguf and meta.get("decoder"):
+        extra = _gguf_extras(meta["decoder"], from_gguf, say)
+    elif meta.get("decoder") and path is not None:
         _read_eos(meta["decoder"], path, say)
     say(f"generated {len(source.splitlines())} lines of C ({time.perf_counter() - t0:.1f}s)")
     cu_source = _cuda_source(plan, second, meta, say) if cuda else None
-    return Artifact(meta, source, (second or plan).weights, cu_source=cu_source)
+    return Artifact(meta, source, (second or plan).weights, cu_source=cu_source, extra=extra)
 
 
 def _refuse_unbounded(model, input_shapes) -> None:
@@ -103,6 +110,21 @@ def _read_eos(dec: Dict, path, say: Callable[[str], None]) -> None:
     if found:
         dec["eos"], dec["eos_from"] = found
         say(f"end-of-text token ids {found[0]} (from {found[1]})")
+
+
+def _gguf_extras(dec: Dict, g: "gguf.Gguf", say: Callable[[str], None]) -> Dict[str, bytes]:
+    """What the GGUF file says about generation: its eos ids and chat template (in the
+    decoder's meta) and its tokenizer (a section of its own: a large vocabulary's JSON is
+    megabytes, which every reader of the meta would otherwise parse)."""
+    if g.eos:
+        dec["eos"], dec["eos_from"] = g.eos, "GGUF metadata"
+        say(f"end-of-text token ids {g.eos} (from the GGUF metadata)")
+    if g.chat_template:
+        dec["chat_template"], dec["chat_specials"] = g.chat_template, g.specials
+    if not g.tokenizer:
+        return {}
+    say("tokenizer from the GGUF metadata stored in the artifact")
+    return {TOKENIZER: g.tokenizer.encode("utf-8")}
 
 
 def _cuda_source(plan: Plan, prefill: Optional[Plan], meta: Dict,

@@ -31,6 +31,7 @@ FORMAT_VERSION = 1
 MAGIC_KEY = "rvvkit"
 META, CHECK, C_SRC, CU_SRC, WEIGHTS, SHSTRTAB = (
     ".rvvkit.meta", ".rvvkit.check", ".rvvkit.c", ".rvvkit.cu", ".rvvkit.weights", ".shstrtab")
+TOKENIZER = ".rvvkit.tokenizer"  # a tokenizer.json the model came with (a GGUF file's vocabulary)
 SIG = ".rvvkit.sig"  # signs .rvvkit.check, so it cannot be listed in the chain itself
 _UNLISTED = (META, CHECK, SHSTRTAB, SIG)  # hashed through .rvvkit.check, not meta["sections"]
 _CHECK_KEYS = {"format", "format_version", "meta_sha256", "shstrtab_sha256", "meta_rvk64",

@@ -11,6 +11,7 @@ from ..llm.decoder import require
 from ..llm.generate import Sampling, check_prompt, eos_ids
 from ..llm.chat import load_template
 from ..llm.text import TextStream
+from ..artifact.container import TOKENIZER as TOKENIZER_SECTION
 from .common import UsageError, add_threads_option, count, executor, open_session, progress, \
     vlen
 from .sign import add_require_option, verified
@@ -27,16 +28,34 @@ def token_ids(text: str) -> List[int]:
     return ids
 
 
-def _tokenizer(path: str):
+def _tokenizers():
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise RvvkitError("--tokenizer needs the tokenizers package: pip install "
-                          "'rvvkit[llm]' (or give --prompt-ids)") from None
+        raise RvvkitError("text needs the tokenizers package: pip install 'rvvkit[llm]' (or "
+                          "give --prompt-ids)") from None
+    return Tokenizer
+
+
+def _tokenizer(args, art):
+    """--tokenizer's file, else the tokenizer the artifact carries (a GGUF model's), else
+    None."""
+    if args.tokenizer:
+        try:
+            return _tokenizers().from_file(args.tokenizer)
+        except RvvkitError:
+            raise
+        except Exception as exc:  # the package raises its own exception types
+            raise InputError(f"cannot read tokenizer {args.tokenizer}: {exc}") from None
+    text = art.extra.get(TOKENIZER_SECTION)
+    if text is None:
+        return None
     try:
-        return Tokenizer.from_file(path)
-    except Exception as exc:  # the package raises its own exception types
-        raise InputError(f"cannot read tokenizer {path}: {exc}") from None
+        return _tokenizers().from_str(text.decode("utf-8"))
+    except RvvkitError:
+        raise
+    except Exception as exc:
+        raise InputError(f"{args.artifact}: its tokenizer does not load: {exc}") from None
 
 
 def _load(path: str):
@@ -49,12 +68,14 @@ def cmd_generate(args) -> int:
         return _chat(args)
     if (args.prompt is None) == (args.prompt_ids is None):
         raise UsageError("give exactly one of --prompt-ids and --prompt")
-    if args.prompt is not None and not args.tokenizer:
-        raise UsageError("--prompt TEXT needs --tokenizer tokenizer.json")
     _check_eos_options(args)
-    tok = _tokenizer(args.tokenizer) if args.tokenizer else None
+    art = _artifact(args)
+    tok = _tokenizer(args, art)
+    if args.prompt is not None and tok is None:
+        raise UsageError("--prompt TEXT needs --tokenizer tokenizer.json (this artifact "
+                         "carries no tokenizer)")
     prompt = args.prompt_ids if args.prompt is None else tok.encode(args.prompt).ids
-    art = _checked(args, prompt)
+    _checked(args, art, prompt)
     with _open(args, art) as sess:
         result = _reply(args, sess, tok, prompt)
     progress(result.summary() + f" on {args.on}")
@@ -66,10 +87,13 @@ def _check_eos_options(args) -> None:
         raise UsageError("give at most one of --eos and --ignore-eos")
 
 
-def _checked(args, prompt=None):
+def _artifact(args):
+    return verified(args, args.artifact) or _load(args.artifact)
+
+
+def _checked(args, art, prompt=None):
     """The artifact, the prompt (when there is one yet), the eos ids and the sampling checked
     before any compile: a bad one is one line, at once."""
-    art = verified(args, args.artifact) or _load(args.artifact)
     if prompt is not None:
         check_prompt(require(art.meta), prompt, args.max_new_tokens)
     eos_ids(require(art.meta), args.eos)
@@ -115,16 +139,21 @@ def _chat(args) -> int:
     answered by generating after the whole conversation rendered by the chat template."""
     if args.prompt is not None or args.prompt_ids is not None:
         raise UsageError("--chat reads the turns from stdin: give no --prompt/--prompt-ids")
-    if not args.tokenizer:
-        raise UsageError("--chat needs --tokenizer tokenizer.json")
     _check_eos_options(args)
-    tok = _tokenizer(args.tokenizer)
-    template = load_template(args.tokenizer, args.chat_template)
+    art = _artifact(args)
+    tok = _tokenizer(args, art)
+    if tok is None:
+        raise UsageError("--chat needs --tokenizer tokenizer.json (this artifact carries no "
+                         "tokenizer)")
+    dec = art.meta.get("decoder") or {}
+    template = load_template(args.tokenizer, args.chat_template,
+                             dec.get("chat_template") and (dec["chat_template"],
+                                                           dec.get("chat_specials") or {}))
     messages = [{"role": "system", "content": args.system}] if args.system else []
     # the template renders a conversation before any compile; each turn's prompt is checked
     # against the artifact as it comes
     template.render(messages + [{"role": "user", "content": "hi"}])
-    art = _checked(args)
+    _checked(args, art)
     with _open(args, art) as sess:
         while True:
             if sys.stdin.isatty():

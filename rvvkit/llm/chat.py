@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import InputError, RvvkitError
 
@@ -54,10 +54,14 @@ class ChatTemplate:
             raise InputError(f"chat template from {self.where}: {exc}") from None
 
 
-def load_template(tokenizer_path: str, template_path: Optional[str] = None) -> ChatTemplate:
+def load_template(tokenizer_path: Optional[str], template_path: Optional[str] = None,
+                  carried: Optional[Tuple[str, Dict[str, str]]] = None) -> ChatTemplate:
     """The template of --chat-template FILE, else `chat_template` of the tokenizer_config.json
-    beside the tokenizer (a string, or a list of named ones: "default"); its bos/eos token
-    strings are passed to the template as transformers passes them."""
+    beside the tokenizer (a string, or a list of named ones: "default"), else the one the
+    artifact carries (`carried`: the template and its token strings, from a GGUF file); the
+    bos/eos token strings are passed to the template as transformers passes them."""
+    if tokenizer_path is None:
+        return _carried(template_path, carried)
     config = Path(tokenizer_path).resolve().parent / CONFIG
     doc = {}
     if config.is_file():
@@ -67,11 +71,7 @@ def load_template(tokenizer_path: str, template_path: Optional[str] = None) -> C
             raise InputError(f"cannot read {config}: {exc}") from None
     specials = {k: _special(doc.get(k)) for k in ("bos_token", "eos_token")}
     if template_path:
-        try:
-            return ChatTemplate(Path(template_path).read_text(encoding="utf-8"),
-                                template_path, specials)
-        except OSError as exc:
-            raise InputError(f"cannot read chat template {template_path}: {exc}") from None
+        return _from_file(template_path, specials)
     source = doc.get("chat_template")
     if isinstance(source, list):
         named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
@@ -81,3 +81,21 @@ def load_template(tokenizer_path: str, template_path: Optional[str] = None) -> C
                          f"({'no such file' if not config.is_file() else 'no chat_template'}); "
                          "give one with --chat-template FILE")
     return ChatTemplate(source, str(config), specials)
+
+
+def _from_file(path: str, specials: Dict[str, str]) -> ChatTemplate:
+    try:
+        return ChatTemplate(Path(path).read_text(encoding="utf-8"), path, specials)
+    except OSError as exc:
+        raise InputError(f"cannot read chat template {path}: {exc}") from None
+
+
+def _carried(template_path: Optional[str], carried) -> ChatTemplate:
+    """--chat-template FILE or the artifact's own template, for the artifact's tokenizer."""
+    specials = dict(carried[1]) if carried else {}
+    if template_path:
+        return _from_file(template_path, specials)
+    if not carried:
+        raise InputError("--chat needs a chat template: the artifact carries none; give one "
+                         "with --chat-template FILE")
+    return ChatTemplate(carried[0], "the artifact (from the GGUF file)", specials)

@@ -24,7 +24,7 @@ def blocks_of(k: int, block: int) -> int:
     return -(-k // block)
 
 
-def _pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
+def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
     """[..., n] uint8 codes (< 2^bits) -> [..., n * bits / 8] bytes (n even at 4 bits)."""
     codes = codes.astype(np.uint8)
     if bits == 8:
@@ -33,7 +33,7 @@ def _pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
 
 
 def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
-    """The inverse of _pack_codes, keeping the first `count` codes of the last axis."""
+    """The inverse of pack_codes, keeping the first `count` codes of the last axis."""
     packed = np.asarray(packed, np.uint8)
     if bits == 8:
         return packed[..., :count]
@@ -103,11 +103,11 @@ def quantize(w: np.ndarray, bits: int = 4, block: int = 32, zero_points: bool = 
         if zero_points:
             zp = np.clip(np.rint(-lo / scale), 0, top).astype(np.uint8)
     codes = np.clip(np.rint(rows / scale[:, :, None]) + zp[:, :, None], 0, top)
-    b = _pack_codes(codes.astype(np.uint8), bits)
+    b = pack_codes(codes.astype(np.uint8), bits)
     packed_zp = None
     if zero_points:
         pad = (-nb) % (8 // bits) if bits == 4 else 0
-        packed_zp = _pack_codes(np.concatenate([zp, np.zeros((n, pad), np.uint8)], 1), bits)
+        packed_zp = pack_codes(np.concatenate([zp, np.zeros((n, pad), np.uint8)], 1), bits)
     return b, scale, packed_zp
 
 
