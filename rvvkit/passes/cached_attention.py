@@ -12,9 +12,11 @@ the whole bound, masked, and first copies each cache to every query head of its 
     y = MatMul(p, cache_v [-> Unsqueeze(2) -> Expand -> Reshape])
 
 becomes Attention(q, cache_k, cache_v, mask, nonpad_kv_seqlen = live length), scale the
-scalar. The attention then reads the caches in place (query head h reads key/value head
-h / (Hq / Hkv), which is what repeat_kv lays out) and stops at the live length: the keys past
-it have a mask of the most negative float, so their weight was exactly 0. Anything else is
+scalar. The key may be transposed in 3-D instead (Reshape to [B * H, T, D], Transpose, Reshape
+back: torch's dynamo exporter), and an ONNX Attention fed by repeat_kv of the caches (the same
+exporter at opset 23) reads the caches directly too. The attention then reads the caches in
+place (query head h reads key/value head h / (Hq / Hkv), which is what repeat_kv lays out) and
+stops at the live length: the keys past it were masked out, so their weight was exactly 0. Anything else is
 left as exported (still correct, over the whole bound)."""
 from __future__ import annotations
 
@@ -137,6 +139,45 @@ def _through_casts(v: View, name: str) -> Tuple[Optional[Node], str, List[Node]]
     return None, name, guard
 
 
+def _untransposed(v: View, name: str) -> Optional[str]:
+    """K where `name` [B, H, D, T] = Transpose(K, (0, 1, 3, 2)), or the same done in 3-D as
+    torch's dynamo exporter decomposes scaled_dot_product_attention: Reshape K to
+    [B * H, T, D], Transpose (0, 2, 1), Reshape to [B, H, D, T]; else None."""
+    tr = v.node(name, "Transpose")
+    if tr is not None:
+        ok = tuple(tr.attrs.get("perm", ())) == (0, 1, 3, 2) and v.single(name)
+        return tr.inputs[0] if ok else None
+    chain, x = [], name
+    for op in ("Reshape", "Transpose", "Reshape"):
+        n = v.node(x, op)
+        if n is None or not v.single(x):
+            return None
+        chain.append(n)
+        x = n.inputs[0]
+    shape = v.g.t(x).shape
+    if len(shape) != 4 or tuple(chain[1].attrs.get("perm", ())) != (0, 2, 1):
+        return None
+    b, h, t, d = shape
+    ok = v.g.t(chain[2].outputs[0]).shape == (b * h, t, d) and \
+        v.g.t(name).shape == (b, h, d, t)
+    return x if ok else None
+
+
+def _repeated_attention(v: View, n: Node) -> Optional[List[str]]:
+    """The inputs of an ONNX Attention (opset 23, as torch's dynamo exporter writes
+    scaled_dot_product_attention) that reads its keys and values through repeat_kv from the
+    session caches, rewritten to read the caches themselves up to the live length (the
+    operator takes fewer key/value heads than query heads); else None."""
+    if n.op != "Attention" or len(n.inputs) > 4 or n.attrs.get("is_causal") or \
+            n.attrs.get("softcap") or n.attrs.get("qk_matmul_output_mode") or \
+            len(n.outputs) > 1 or len(v.g.t(n.inputs[0]).shape) != 4:
+        return None
+    ck, cv = _cache(v, n.inputs[1]), _cache(v, n.inputs[2])
+    if ck is None or cv is None:
+        return None
+    return [n.inputs[0], ck, cv, n.inputs[3] if len(n.inputs) > 3 else ""]
+
+
 def _match(v: View, sm: Node):
     """(q, cache_k, cache_v, mask, scale, final MatMul, the nodes it replaces) of the chain
     through Softmax `sm`, or None."""
@@ -159,13 +200,13 @@ def _match(v: View, sm: Node):
         return None
     q, q_scale = unscaled(v, qk.inputs[0])
     kt, k_scale = unscaled(v, qk.inputs[1])
-    tr = v.node(kt, "Transpose")
-    if tr is None or tuple(tr.attrs.get("perm", ())) != (0, 1, 3, 2) or not v.single(kt):
+    k = _untransposed(v, kt)
+    if k is None:
         return None
     pv, probs, guard = _through_casts(v, sm.outputs[0])
     if pv is None or pv.op != "MatMul" or pv.act is not None or pv.inputs[0] != probs:
         return None
-    ck, cv = _cache(v, tr.inputs[0]), _cache(v, pv.inputs[1])
+    ck, cv = _cache(v, k), _cache(v, pv.inputs[1])
     if ck is None or cv is None or len(g.t(q).shape) != 4:
         return None
     return q, ck, cv, mask, scale * q_scale * k_scale, pv, [qk, add, sm] + guard
@@ -200,6 +241,14 @@ def fuse_cached_attention(g: Graph, live_length) -> int:
             continue   # not the attention it looked like: left as exported
         g.nodes[g.nodes.index(pv)] = attention
         done += 1
+    for n in [n for n in g.nodes if n.op == "Attention"]:
+        ins = _repeated_attention(View(g), n)
+        scale = n.attrs.get("scale") or g.t(n.inputs[0]).shape[-1] ** -0.5
+        attention = ins and attention_node(g, n, ins + ["", "", live_length()], float(scale),
+                                           [])
+        if attention:
+            g.nodes[g.nodes.index(n)] = attention
+            done += 1
     if done:   # once: a chain's dead nodes are its own, so later matches are unaffected
         remove_dead(g)
     return done

@@ -43,6 +43,11 @@ CONFIGS = {
         hidden_size=48, intermediate_size=128, num_hidden_layers=3, num_attention_heads=3,
         num_key_value_heads=1, rope_theta=10000.0, tie_word_embeddings=True, **COMMON)),
 }
+# torch's dynamo exporter (torch.export, then onnxscript), as transformers' own ONNX docs now
+# run it, with transformers' default SDPA attention: at opset 18 decomposed (keys transposed in
+# 3-D, a NaN guard), at opset 23 the ONNX Attention operator fed by repeat_kv. Each name:
+# (the config it exports, the opset)
+DYNAMO = {"qwen2_dynamo": ("qwen2_tf", 18), "llama_dynamo23": ("llama_tf", 23)}
 # the Qwen2 config in float16 (model.half(): weights, caches and logits float16, as
 # `optimum-cli export onnx --dtype fp16` writes a decoder)
 CONFIGS["qwen2_tf_f16"] = CONFIGS["qwen2_tf"]
@@ -69,10 +74,13 @@ class Step(torch.nn.Module):
 
 
 def export(name: str) -> Path:
-    cls, cfg = CONFIGS[name]
+    base, opset = DYNAMO.get(name, (name, 17))
+    cls, cfg = CONFIGS[base]
     torch.manual_seed(sum(map(ord, name)))
     dtype = torch.float16 if name.endswith("_f16") else torch.float32
     model = cls(cfg).eval()
+    if name in DYNAMO:
+        model.set_attn_implementation("sdpa")
     with torch.no_grad():
         for pname, p in model.named_parameters():
             if "norm" in pname:
@@ -101,18 +109,38 @@ def export(name: str) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.onnx"
     with torch.no_grad():
-        torch.onnx.export(Step(model), (ids, mask, pos, *past), str(path), dynamo=False,
-                          opset_version=17, input_names=names_in, output_names=names_out,
-                          dynamic_axes=axes)
+        if name in DYNAMO:
+            _dynamo(Step(model), (ids, mask, pos, *past), path, opset, names_in, names_out,
+                    axes)
+        else:
+            torch.onnx.export(Step(model), (ids, mask, pos, *past), str(path), dynamo=False,
+                              opset_version=17, input_names=names_in, output_names=names_out,
+                              dynamic_axes=axes)
     proto = onnx.load(str(path))
-    proto.producer_name, proto.producer_version = "transformers-legacy-export", ""
+    proto.producer_name = "transformers-dynamo-export" if name in DYNAMO else \
+        "transformers-legacy-export"
+    proto.producer_version = ""
     del proto.metadata_props[:]
     onnx.save(proto, str(path))
     return path
 
 
+def _dynamo(step, args, path: Path, opset: int, names_in, names_out, axes) -> None:
+    """torch.onnx.export(dynamo=True): the symbolic axes as torch.export dimensions, the
+    caches (forward's *past) as one tuple of them."""
+    dims = {}
+
+    def spec(name):
+        return {axis: dims.setdefault(sym, torch.export.Dim(sym))
+                for axis, sym in axes[name].items()}
+    shapes = [spec(n) for n in names_in]
+    torch.onnx.export(step, args, str(path), dynamo=True, opset_version=opset,
+                      input_names=names_in, output_names=names_out,
+                      dynamic_shapes=(*shapes[:3], tuple(shapes[3:])), external_data=False)
+
+
 def main(argv=None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or list(CONFIGS)
+    names = (argv if argv is not None else sys.argv[1:]) or list(CONFIGS) + list(DYNAMO)
     for name in names:
         path = export(name)
         ops = sorted({n.op_type for n in onnx.load(str(path)).graph.node})

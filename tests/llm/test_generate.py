@@ -48,7 +48,9 @@ FORMS = {
 # transformers' exports (tests/llm/export_decoders.py) and the bits rvvkit quantize gives them
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm"
 TF_FORMS = {"qwen2_tf": ("qwen2_tf", 0), "llama_tf_mqa": ("llama_tf", 0),
-            "smollm_tf_int4_emb": ("smollm_tf", 4), "qwen2_tf_f16": ("qwen2_tf_f16", 0)}
+            "smollm_tf_int4_emb": ("smollm_tf", 4), "qwen2_tf_f16": ("qwen2_tf_f16", 0),
+            # torch's dynamo exporter, SDPA attention: opset 18 decomposed, opset 23 Attention
+            "qwen2_dynamo": ("qwen2_dynamo", 0), "llama_dynamo23": ("llama_dynamo23", 0)}
 # standard ONNX (opset 23 Attention with past/present, RotaryEmbedding, RMSNormalization)
 ONNX_FORMS = {"llama_onnx23": zoo_llm.SMALL["llama-tiny"],
               "llama_onnx23_f16": zoo_llm.replace(zoo_llm.SMALL["llama-tiny"], half=True),
@@ -158,20 +160,23 @@ def test_caches_live_in_the_session_and_are_never_copied():
     assert meta["decoder"]["max_seq"] == BOUND and meta["decoder"]["vocab"] == 256
 
 
-@pytest.mark.parametrize("form", ["qwen2_tf", "llama_onnx23"])
+@pytest.mark.parametrize("form", ["qwen2_tf", "llama_onnx23", "qwen2_dynamo",
+                                  "llama_dynamo23"])
 def test_growing_caches_become_session_buffers_written_in_place(form):
     """transformers' present = Concat(past, new), and ONNX Attention's past -> present: the
     pair leaves the I/O, the present buffer of BOUND positions is the session's cache, written
     by one CacheWrite step and only read by one Attention step, which takes the live length
-    (transformers' decomposed attention and its repeat_kv copies are one Attention too); the
-    prompt's early tokens stop at the last write."""
+    (transformers' decomposed attention and its repeat_kv copies are one Attention too, as is
+    the dynamo exporter's SDPA, decomposed or an Attention over repeat_kv); the prompt's early
+    tokens stop at the last write, and prompts go through a prefill plan."""
     _, art, _ = built(form)
     meta = art.meta
     assert [i["name"] for i in meta["inputs"]] == ["input_ids", "attention_mask",
                                                    "position_ids"]
     assert [o["name"] for o in meta["outputs"]] == ["logits"]
     state = {s["offset"]: s for s in meta["state"]}
-    assert len(state) == 4 and all(s["shape"] == [1, 2, BOUND, 16] for s in state.values())
+    assert len(state) == 4 and all(s["shape"][2] == BOUND for s in state.values())
+    assert meta.get("prefill"), form
     writers, readers = {}, {}
     for i, step in enumerate(meta["plan"]):
         for arg in step["args"]:
