@@ -24,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gguf_support import as_f32  # noqa: E402
+
 OUT = Path(__file__).resolve().parents[1] / "models" / "llm" / "gguf"
 LLAMA = Path.home() / ".cache" / "rvvkit-peer-llama"
 PROMPT_TEXT = "The quick brown fox jumps over the lazy dog. Héllo, wörld!"
@@ -188,32 +191,6 @@ def write(path: Path, cfg, kind_of) -> None:
             w.add_tensor(name, x.astype(np.float16))
         else:
             w.add_tensor(name, gguf.quants.quantize(x, Q[kind]), raw_dtype=Q[kind])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-def as_f32(src: Path, dst: Path) -> None:
-    """A copy of the GGUF file `src` with every tensor float32 (its values unchanged where
-    they were F16/BF16): on it llama.cpp computes in float32 alone, the exact reference for
-    rvvkit's graph (in F16/BF16 llama.cpp rounds activations to 16 bits; in Q8_0/Q4_0/Q4_K it
-    quantizes them to int8)."""
-    import gguf
-    r = gguf.GGUFReader(str(src))
-    w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
-    for key, field in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            w.add_array(key, field.contents())
-        else:
-            w.add_key_value(key, field.contents(), kind)
-    for t in r.tensors:
-        shape = tuple(reversed(t.shape.tolist()))
-        w.add_tensor(t.name, gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape)
-                     .astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

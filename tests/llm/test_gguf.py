@@ -55,7 +55,7 @@ def built(request, tmp_path_factory):
 @pytest.fixture(scope="module", params=NAMES)
 def exact(request, tmp_path_factory):
     """(name, llama.cpp's float32 reference, the artifact of the file's float32 copy)."""
-    from export_gguf import as_f32
+    from gguf_support import as_f32
     name = request.param
     copy = tmp_path_factory.mktemp(name) / f"{name}.f32.gguf"
     as_f32(STORED / f"{name}.gguf", copy)

@@ -176,3 +176,18 @@ def test_generation_streams_from_the_board(board):
     # on the emulated board), and many arrive in milliseconds of their own
     assert arrivals[-1] - arrivals[0] > 0.005 and len({round(t, 3) for t in arrivals}) > 5, \
         arrivals
+
+
+def test_gguf_file_generates_llama_cpps_tokens_on_the_board(board, tmp_path):
+    """A GGUF file built here (its float32 copy, on which llama.cpp computes in float32 alone:
+    tests/llm/test_gguf.py) generates llama.cpp's 64 greedy tokens on the board."""
+    import json
+    pytest.importorskip("gguf", reason="the gguf package (rvvkit[llm]) reads GGUF files")
+    from gguf_support import as_f32
+    stored = REPO / "tests" / "models" / "llm" / "gguf"
+    ref = json.loads((stored / "qwen2_q4_0.json").read_text())
+    copy = tmp_path / "qwen2_q4_0.f32.gguf"
+    as_f32(stored / "qwen2_q4_0.gguf", copy)
+    with rvvkit.load(rvvkit.build(str(copy), max_seq=80), on=f"ssh://{ALIAS}") as sess:
+        got = sess.generate(ref["prompt"], len(ref["f32"]["tokens"]), eos=[])
+    assert got.tokens == ref["f32"]["tokens"]
