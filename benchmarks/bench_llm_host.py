@@ -23,6 +23,10 @@ lengths computed in the graph), and each thread count, rounds interleave the eng
   tied token table quantized, as in rvvkit's file; other random weights, symmetric blocks where
   rvvkit's int4 has zero points): its pp test (the prompt in one batch from an empty context)
   and tg test (`--tokens` single tokens from an empty context); tokens/s as it reports them.
+  rvvkit also builds that very GGUF file (`rvvkit build model.gguf`: the same weights, blocks
+  and tied table as llama.cpp's, rvvkit/llm/gguf/) and is timed on it as on its ONNX file:
+  the columns "rvvkit on the GGUF" and its ratio to llama.cpp compare the two engines on one
+  file.
 The greedy tokens of rvvkit, onnxruntime and onnxruntime-genai are compared (exit 1 when they
 differ). A peer that is not installed (onnxruntime-genai) or cannot be built is left out, with
 the reason printed."""
@@ -139,8 +143,11 @@ def measure(config: str, form: str, threads: int, prompt_len: int, tokens: int,
     rng = np.random.default_rng(0)
     long_prompt = [int(t) for t in rng.integers(1, cfg.vocab, prompt_len)]
     short = [1, 2, 3, 4]
-    engines = ["rvvkit", "ort"] + (["genai"] if genai else []) + (["llama"] if gguf else [])
+    engines = ["rvvkit", "ort"] + (["genai"] if genai else []) + \
+        (["llama", "gguf"] if gguf else [])
     times = {f"{e}_{w}": [] for e in engines for w in ("prompt", "gen")}
+    same_file = rvvkit.load(R.build(str(gguf), "fp32", max_seq=bound, prefill=prefill),
+                            on="host", threads=threads) if gguf else None
     with rvvkit.load(art, on="host", threads=threads) as sess:
         ours = sess.generate(short, tokens).tokens            # warm-up, and the tokens
         theirs = {"ort": ort_run(ort, short, tokens, bound)[2]}
@@ -157,6 +164,9 @@ def measure(config: str, form: str, threads: int, prompt_len: int, tokens: int,
             if genai:
                 times["genai_prompt"].append(genai.run(long_prompt, 1)[0])
                 times["genai_gen"].append(genai.run(short, tokens)[1])
+            if same_file is not None:
+                times["gguf_prompt"].append(same_file.generate(long_prompt, 1).prefill_s)
+                times["gguf_gen"].append(same_file.generate(short, tokens).decode_s)
             if gguf:
                 import peer_llama_host
                 pp, tg = peer_llama_host.llama_bench(peers.llama, gguf, prompt_len, tokens,
@@ -165,6 +175,8 @@ def measure(config: str, form: str, threads: int, prompt_len: int, tokens: int,
                 times["llama_gen"].append((tokens - 1) / tg)
     if genai:
         genai.close()
+    if same_file is not None:
+        same_file.close()
     med = {k: float(np.median(v)) for k, v in times.items()}
     doc = {"form": form, "threads": threads, "prompt": prompt_len, "tokens": tokens,
            "times_s": times, "engines": engines,
@@ -184,6 +196,13 @@ def _ratio(d: dict, engine: str, what: str) -> str:
     return f"{d[f'rvvkit_{what}_tps'] / d[key]:.2f}" if key in d else "-"
 
 
+def _on_gguf(d: dict, what: str) -> str:
+    """rvvkit over llama.cpp, both on the one GGUF file."""
+    if "gguf_prompt_tps" not in d:
+        return "-"
+    return f"{d[f'gguf_{what}_tps'] / d[f'llama_{what}_tps']:.2f}"
+
+
 def host(config: str, forms, threads: str, prompt_len: int, tokens: int,
          repeat: int, wanted=("ort", "genai", "llama")) -> list:
     peers = Peers(wanted)
@@ -194,15 +213,17 @@ def host(config: str, forms, threads: str, prompt_len: int, tokens: int,
           "the first (llama.cpp: llama-bench's pp / tg tests on the GGUF)")
     peers_shown = [e for e in ("ort", "genai", "llama") if any(e in d["engines"] for d in doc)]
     label = {"ort": "onnxruntime", "genai": "genai", "llama": "llama.cpp"}
+    same_file = any("gguf" in d["engines"] for d in doc)
     for what in ("prompt", "gen"):
         rows = [[d["form"], d["threads"], _fmt(d, "rvvkit", what)]
                 + [x for e in peers_shown for x in (_fmt(d, e, what), _ratio(d, e, what))]
+                + ([_fmt(d, "gguf", what), _on_gguf(d, what)] if same_file else [])
                 + [", ".join(f"{label[e]} {'yes' if ok else 'NO'}"
                              for e, ok in d["same_tokens"].items())] for d in doc]
         heads = ["form", "threads", f"{what} rvvkit"] + \
             [x for e in peers_shown for x in (label[e], f"rvvkit / {label[e]}")] + \
-            ["same tokens"]
-        print(table(heads, rows, align="lr" + "r" * (1 + 2 * len(peers_shown)) + "l"))
+            (["rvvkit on the GGUF", "/ llama.cpp"] if same_file else []) + ["same tokens"]
+        print(table(heads, rows, align="lr" + "r" * (len(heads) - 3) + "l"))
     return doc
 
 
