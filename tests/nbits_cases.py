@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from model_building import rand
 from rvvkit.ops.llm import nbits
+from rvvkit.ops.llm.blocks import INT8_ACTIVATIONS
 
 MS = "com.microsoft"
 
@@ -28,7 +29,9 @@ def nbits_model(case: str, rows: int, k: int, n: int, bits: int, block: int, zp:
                 bias: bool):
     """(model, feeds) of one MatMulNBits case. `case` names its variants: "acc4" (int8
     activations, accuracy_level 4), "s16" (scales rounded to bfloat16), "h16" (float16 scales,
-    a zero and a subnormal among them); zp: "" none, "u8" packed, "f32" floats."""
+    a zero and a subnormal among them), "i8f" (int8 activations with float zero points too:
+    rvvkit's attribute, as its GGUF import writes Q4_K); zp: "" none, "u8" packed, "f32"
+    floats."""
     w = rand(k, n, seed=1)
     b, scales, packed = nbits.quantize(w, bits, block, zero_points=bool(zp),
                                        bf16_scales="s16" in case)
@@ -46,7 +49,9 @@ def nbits_model(case: str, rows: int, k: int, n: int, bits: int, block: int, zp:
     if bias:
         names += [""] * (5 - len(names)) + ["bias"]
         inits["bias"] = rand(n, seed=3)
+    extra = {INT8_ACTIVATIONS: 1} if "i8f" in case else {}
     node = helper.make_node("MatMulNBits", names, ["y"], domain=MS, K=k, N=n, bits=bits,
-                            block_size=block, accuracy_level=4 if "acc4" in case else 0)
+                            block_size=block, accuracy_level=4 if "acc4" in case else 0,
+                            **extra)
     model = ms_model([node], [f32("a", [rows, k])], [f32("y", [rows, n])], inits)
     return model, {"a": rand(rows, k, seed=2)}

@@ -16,6 +16,7 @@ CASES = [
     ("acc4_s16_b4_blk16", 2, 64, 200, 4, 16, "", False),
     ("acc4_h16_b4_zp", 1, 64, 130, 4, 32, "u8", False),
     ("acc4_b8_zp_bias", 2, 128, 150, 8, 32, "u8", True),
+    ("acc4_i8f_b4_float_zp", 2, 96, 130, 4, 32, "f32", False),   # a GGUF file's Q4_K
     ("acc4_s16_b8_blk64", 1, 256, 96, 8, 64, "", False),
 ]
 

@@ -7,7 +7,8 @@ llama.cpp quantizes (the package's Q4_0/Q8_0/BF16 follow ggml's reference code; 
 file goes through llama.cpp's own llama-quantize):
 - qwen2_q4_0: Qwen2 (q/k/v biases, rotary on halves), Q4_0 layers, the tied token table
   and head at Q8_0 (as a Q4_0 Qwen2.5-0.5B keeps it), byte-level BPE tokenizer, ChatML;
-- qwen2_q8_0, qwen2_f16: the same weights at Q8_0 and F16;
+- qwen2_q8_0, qwen2_f16, qwen2_q5_0, qwen2_q5_1: the same weights at Q8_0, F16, Q5_0 (the
+  table at Q8_0) and Q5_1;
 - llama_bf16: Llama (no biases, rotary on pairs, its own head), BF16 layers and F32 rest,
   SentencePiece tokenizer with byte fallback;
 - llama_q4_k_m: a Llama of K-sized rows (256), F16 through `llama-quantize Q4_K_M`.
@@ -229,7 +230,11 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     exe = reference_program()
     qwen_layers = {"Q4_0": lambda n: "Q8_0" if n == "token_embd.weight" else "Q4_0",
-                   "Q8_0": lambda n: "Q8_0", "F16": lambda n: "F16"}
+                   "Q8_0": lambda n: "Q8_0", "F16": lambda n: "F16",
+                   # what llama-quantize falls back to for rows not whole K-blocks (Qwen2.5-0.5B's
+                   # 896 columns in a Q4_K_M file are Q5_0)
+                   "Q5_0": lambda n: "Q8_0" if n == "token_embd.weight" else "Q5_0",
+                   "Q5_1": lambda n: "Q5_1"}
     files = [(f"qwen2_{k.lower()}", CONFIGS["qwen2"], f) for k, f in qwen_layers.items()]
     files.append(("llama_bf16", CONFIGS["llama"],
                   lambda n: "F32" if n in ("token_embd.weight", "output.weight") else "BF16"))

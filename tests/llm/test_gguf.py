@@ -27,9 +27,10 @@ STORED = Path(__file__).resolve().parents[1] / "models" / "llm" / "gguf"
 NAMES = sorted(p.stem for p in STORED.glob("*.gguf"))
 BOUND = 96
 # llama.cpp's int8 activations against rvvkit's: the logits move by up to this much of their
-# largest value on these random models (measured: 2.4e-2 to 4.0e-2; the same models differ
-# by as much between rvvkit's own int8 and float activations)
-NOISE = 0.06
+# largest value on these random models, teacher-forced (measured: F16 0.1 %, BF16 1.2 %, Q8_0
+# 2.3 %, Q5_0 2.2 %, Q4_0 2.8 %, Q5_1 4.7 %, Q4_K_M 8.2 %, where llama.cpp quantizes
+# activations in blocks of 256; rvvkit's own int8 and float activations differ by 5.1 % there)
+NOISE = 0.1
 
 
 def _cli(*args, **kw):
@@ -89,24 +90,24 @@ def test_float32_copy_logits_are_llama_cpps(exact):
 
 
 def test_quantized_file_follows_llama_cpp(built):
-    """Logits within NOISE of llama.cpp's while the tokens agree; where they part, llama.cpp's
-    own two best tokens were within that noise of each other (a near-tie), not a wrong
-    model."""
+    """Teacher-forced on llama.cpp's own tokens (so that a near-tie cannot send the two down
+    different paths), every stored step's logits are within NOISE of llama.cpp's, and the
+    token each picks is llama.cpp's except where llama.cpp's two best were within that noise
+    of each other; the free-running tokens agree up to such a near-tie."""
     name, ref, art = built
-    with rvvkit.load(str(art), on="host") as sess:
-        got = generate(sess, ref["prompt"], len(ref["tokens"]), eos=[], keep_logits=True)
     want = np.array(ref["logits"])
     scale = np.abs(want).max()
-    agree = next((i for i, (a, b) in enumerate(zip(got.tokens, ref["tokens"])) if a != b),
-                 len(ref["tokens"]))
-    steps = min(agree, len(want))
-    err = np.abs(np.array(got.logits[:steps]) - want[:steps]).max() if steps else 0.0
-    assert err < NOISE * scale, (name, err, scale)
-    if agree < len(ref["tokens"]):
-        row = np.array(got.logits[agree])
-        top2 = np.sort(row)[-2:]
-        assert top2[1] - top2[0] < 2 * NOISE * scale, (name, agree, top2)
-        assert row[ref["tokens"][agree]] >= top2[1] - 2 * NOISE * scale, (name, agree)
+    with rvvkit.load(str(art), on="host") as sess:
+        for step, row in enumerate(want):
+            got = generate(sess, ref["prompt"] + ref["tokens"][:step], 1, eos=[],
+                           keep_logits=True).logits[0]
+            assert np.abs(got - row).max() < NOISE * scale, (name, step)
+            top2 = np.sort(row)[-2:]
+            assert int(np.argmax(got)) == ref["tokens"][step] or \
+                top2[1] - top2[0] < 2 * NOISE * scale, (name, step)
+        free = sess.generate(ref["prompt"], len(ref["tokens"]), eos=[]).tokens
+    agree = next((i for i, (a, b) in enumerate(zip(free, ref["tokens"])) if a != b), len(free))
+    assert agree >= 2, (name, agree)
 
 
 def test_quantized_file_gives_the_same_tokens_on_every_executor(built, op_executor):
@@ -119,13 +120,14 @@ def test_quantized_file_gives_the_same_tokens_on_every_executor(built, op_execut
         assert sess.generate(ref["prompt"], 32, eos=[]).tokens == want, name
 
 
-@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K"])
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q6_K"])
 def test_block_formats_dequantize_as_ggml(kind):
     from rvvkit.llm.gguf import weights
     size, count = weights.BLOCKS[kind]
     rng = np.random.default_rng(1)
     raw = rng.integers(0, 256, (3, 4, size), dtype=np.uint8)
-    halves = {"Q4_0": (0,), "Q8_0": (0,), "Q4_1": (0, 2), "Q4_K": (0, 2), "Q6_K": (208,)}[kind]
+    halves = {"Q4_0": (0,), "Q8_0": (0,), "Q5_0": (0,), "Q4_1": (0, 2), "Q5_1": (0, 2),
+              "Q4_K": (0, 2), "Q6_K": (208,)}[kind]
     for at in halves:   # sane float16 scales (random bytes may be inf or NaN)
         raw[..., at:at + 2] = rng.uniform(0.01, 0.1, (3, 4)).astype(np.float16).view(
             np.uint8).reshape(3, 4, 2)
@@ -190,9 +192,9 @@ def test_a_truncated_file_is_one_line(tmp_path):
 
 def test_unsupported_tensor_types_are_all_named(tmp_path):
     from export_gguf import CONFIGS, write
-    path = tmp_path / "q5.gguf"
-    write(path, CONFIGS["qwen2"], lambda n: "Q5_0")
+    path = tmp_path / "mxfp4.gguf"
+    write(path, CONFIGS["qwen2"], lambda n: "MXFP4")
     res = _cli("build", path, "--max-seq", 32, "-o", tmp_path / "x.rvv")
     assert res.returncode != 0 and res.stderr.count("\n") == 1, res.stderr
-    assert "tensors of unsupported types" in res.stderr and "blk.0.attn_q.weight (Q5_0)" in \
+    assert "tensors of unsupported types" in res.stderr and "blk.0.attn_q.weight (MXFP4)" in \
         res.stderr

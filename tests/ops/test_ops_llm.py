@@ -5,7 +5,7 @@ prompt and a decoding step, rotary halves and interleaved pairs, grouped heads),
 model run on the sample executors and compared with onnxruntime's contrib kernels."""
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import rvvkit
 from conftest import assert_matches, rand, run_ort
@@ -54,6 +54,24 @@ NBITS_CASES = [
 def test_matmul_nbits(rows, k, n, bits, block, zp, bias, op_executor, request):
     m, feeds = nbits_model(request.node.callspec.id, rows, k, n, bits, block, zp, bias)
     assert_matches(m, feeds, on=op_executor, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows, k, n, bits, block", [(1, 256, 130, 4, 32), (3, 96, 77, 4, 32),
+                                                     (2, 128, 65, 8, 16)],
+                         ids=["gemv_b4", "rows3_b4_tail", "rows2_b8_blk16"])
+def test_matmul_nbits_int8_activations_with_float_zero_points(rows, k, n, bits, block,
+                                                              op_executor):
+    """rvvkit's own attribute (a GGUF file's Q4_K, rvvkit/llm/gguf/graph.py): int8
+    activations, as llama.cpp takes them, with float zero points, which onnxruntime's
+    accuracy level 4 computes in float; the reference is the operator's numpy meaning."""
+    m, feeds = nbits_model("acc4_i8f", rows, k, n, bits, block, "f32", False)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    want = nbits.matmul_int8_act(feeds["a"], inits["b"], inits["scales"], inits["zp"], k, n,
+                                 bits, block)
+    art = rvvkit.build(m)
+    assert any(s["kernel"].endswith("matmul_nbits_i8") for s in art.meta["plan"])
+    got = op_executor.run(art, feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 def _half_nbits_model(k, n, half_scales=True, half_io=True):

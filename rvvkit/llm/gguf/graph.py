@@ -11,12 +11,14 @@ from typing import List, Optional
 import numpy as np
 
 from ...errors import ModelError
+from ...ops.llm.blocks import INT8_ACTIVATIONS
 from . import weights
 from .reader import GgufFile, Shape, rope_factors
 
 MS = "com.microsoft"
 # int8 activations per block (MatMulNBits accuracy_level 4), as llama.cpp's CPU dot products
-# quantize them (Q8_0 / Q8_K); float zero points (Q4_K, Q4_1) keep float activations
+# quantize them (Q8_0 / Q8_K), also with the float zero points of Q4_K and Q4_1 (which
+# onnxruntime's accuracy level 4 leaves float: rvvkit's own attribute asks)
 ACCURACY = 4
 
 
@@ -55,10 +57,12 @@ class _Graph:
             q = weights.blocked(kind, (n, k), data, name + ".weight")
             ins = [x, self.const(label + ".qweight", q.packed()),
                    self.const(label + ".scales", q.scales.reshape(-1))]
+            extra = {}
             if q.zeros is not None:
                 ins.append(self.const(label + ".qzeros", q.zeros.reshape(-1)))
+                extra[INT8_ACTIVATIONS] = 1
             y = self.node("MatMulNBits", ins, [out], domain=MS, K=k, N=n, bits=q.bits,
-                          block_size=q.block, accuracy_level=ACCURACY)[0]
+                          block_size=q.block, accuracy_level=ACCURACY, **extra)[0]
         if self.f.has(name + ".bias"):
             bias = self.const(name + ".bias", self.vector(name + ".bias"))
             y = self.node("Add", [y, bias], [out + "/bias"])[0]

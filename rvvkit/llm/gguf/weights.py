@@ -7,6 +7,9 @@ maps onto it by reordering codes and widening scales, value for value:
   (j in the low nibble): MatMulNBits wants codes 2i and 2i + 1 in byte i.
 - Q4_1: as Q4_0 with a float16 offset m: w = q d + m, a float zero point -m / d.
 - Q8_0: 32 signed bytes, a float16 d; w = q d: the unsigned code q + 128 with zero point 128.
+- Q5_0: Q4_0's nibbles plus a 32-bit word of fifth bits (bit j for code j), w = (q - 16) d:
+  8-bit codes q + 112 (zero point 128). Q5_1: with an offset m, w = q d + m: 8-bit codes q
+  with the float zero point -m / d.
 - Q6_K: super-blocks of 256 in 16 blocks of 16 with an int8 scale each, a float16 d;
   w = d scale (q - 32), q of 6 bits: 8-bit codes q + 96 (zero point 128) in blocks of 16.
 - Q4_K: super-blocks of 256 in 8 blocks of 32 with 6-bit scales and offsets, float16 d and
@@ -25,8 +28,8 @@ from ...errors import ModelError
 from ...ops.llm import nbits
 
 # bytes of one block and the values it holds, per ggml type rvvkit converts
-BLOCKS = {"Q4_0": (18, 32), "Q4_1": (20, 32), "Q8_0": (34, 32), "Q4_K": (144, 256),
-          "Q6_K": (210, 256)}
+BLOCKS = {"Q4_0": (18, 32), "Q4_1": (20, 32), "Q5_0": (22, 32), "Q5_1": (24, 32),
+          "Q8_0": (34, 32), "Q4_K": (144, 256), "Q6_K": (210, 256)}
 FLOATS = ("F32", "F16", "BF16")
 SUPPORTED = tuple(BLOCKS) + FLOATS
 
@@ -69,6 +72,27 @@ def _q4_1(b: np.ndarray) -> Blocked:
         zeros = np.where(d != 0, -m / d, 0.0).astype(np.float32)
     d, zeros = _offset_only(d, zeros, m)
     return Blocked(4, 32, _low_high(b[..., 4:]), d, zeros)
+
+
+def _five_bits(qh: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Codes [.., 32] of 5 bits: qs's nibbles (as Q4_0's) and bit j of the little-endian
+    32-bit word qh [.., 4] as code j's fifth."""
+    word = np.ascontiguousarray(qh).view("<u4")           # [.., 1]
+    high = (word >> np.arange(32, dtype=np.uint32)) & 1     # [.., 32]
+    return _low_high(qs) | (high.astype(np.uint8) << 4)
+
+
+def _q5_0(b: np.ndarray) -> Blocked:
+    return Blocked(8, 32, _five_bits(b[..., 2:6], b[..., 6:]) + 112, _f16(b[..., 0:2]))
+
+
+def _q5_1(b: np.ndarray) -> Blocked:
+    d, m = _f16(b[..., 0:2]), _f16(b[..., 2:4])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zeros = np.where(d != 0, -m / d, 0.0).astype(np.float32)
+    d, zeros = _offset_only(d, zeros, m)
+    # 8-bit codes are read less 128 by the kernels: a zero point in the code's own terms
+    return Blocked(8, 32, _five_bits(b[..., 4:8], b[..., 8:]), d, zeros)
 
 
 def _q8_0(b: np.ndarray) -> Blocked:
@@ -129,7 +153,8 @@ def _offset_only(scale: np.ndarray, zeros: np.ndarray, value: np.ndarray):
     return scale, zeros
 
 
-_CONVERT = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q8_0": _q8_0, "Q4_K": _q4_k, "Q6_K": _q6_k}
+_CONVERT = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q8_0": _q8_0,
+            "Q4_K": _q4_k, "Q6_K": _q6_k}
 
 
 def blocked(kind: str, shape, data, name: str = "") -> Blocked:

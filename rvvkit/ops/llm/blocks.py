@@ -81,6 +81,9 @@ def _nbits_eval(node, xs):
     return [y.astype(np.float32)]
 
 
+INT8_ACTIVATIONS = "rvvkit_int8_activations"   # an rvvkit attribute: see _matmul_nbits
+
+
 @register(MS + "MatMulNBits", _nbits_eval, dtypes=("float32", "uint8"))
 def _matmul_nbits(node, g):
     a = node.attrs
@@ -109,10 +112,13 @@ def _matmul_nbits(node, g):
     if opt_input(node, 5) and tuple(in_shape(node, g, 5)) != (n,):
         raise bad(node, f"bias {list(in_shape(node, g, 5))} must be [N={n}]")
     # accuracy_level 4: onnxruntime computes with int8 activations (per block, amax / 127),
-    # except with float zero points, which only its float path takes
+    # except with float zero points, which only its float path takes; a GGUF file's Q4_K
+    # and Q4_1 (rvvkit/llm/gguf/graph.py) ask for int8 activations with them too, as
+    # llama.cpp quantizes activations for every block format (INT8_ACTIVATIONS)
     zp_kind = "" if not zp else ("u8" if g.t(zp).dtype == np.uint8 else "f32")
     a.update(K=k, N=n, bits=bits, block_size=block, zp_kind=zp_kind,
-             int8_act=int(a.get("accuracy_level", 0)) == 4 and zp_kind != "f32")
+             int8_act=int(a.get("accuracy_level", 0)) == 4 and
+             (zp_kind != "f32" or bool(a.get(INT8_ACTIVATIONS, 0))))
     return [(tuple(x[:-1]) + (n,), F32)]
 
 
