@@ -8,6 +8,7 @@ from typing import Dict
 
 import numpy as np
 
+from ..artifact.container import TOKENIZER
 from ..errors import RvvkitError
 from ..measure.report import human_bytes, table
 from .npz import printable
@@ -29,8 +30,9 @@ def _signature_line(sig) -> str:
             f"  public key {sig['public_key']}")
 
 
-def _print_decoder(meta) -> None:
-    """A decoder's caches (session state, updated in place) and the roles generate uses."""
+def _print_decoder(meta, extra=()) -> None:
+    """A decoder's caches (session state, updated in place), the roles generate uses and
+    what it carries for text (a GGUF file's tokenizer, eos ids, chat template)."""
     state, dec = meta.get("state") or [], meta.get("decoder")
     if not state:
         return
@@ -45,6 +47,13 @@ def _print_decoder(meta) -> None:
         print(f"generation: ids {printable(dec['ids'])}, {live}, logits "
               f"{printable(dec['logits'])}; bound {dec['max_seq']} positions, vocabulary "
               f"{dec['vocab']} (rvvkit generate)")
+        carried = [what for what, there in (
+            ("tokenizer", TOKENIZER in extra), ("chat template", dec.get("chat_template")))
+            if there]
+        if dec.get("eos"):
+            carried.append(f"end-of-text ids {dec['eos']} (from {dec.get('eos_from', '?')})")
+        if carried:
+            print(f"carries: {printable(', '.join(carried))}")
     pre = meta.get("prefill")
     if isinstance(pre, dict):
         print(f"prefill plan: {pre.get('tokens', '?')} prompt tokens per call, "
@@ -69,7 +78,7 @@ def _print_summary(path: str, art, sig) -> None:
         print(table(["name", "shape", "dtype"],
                     [[p(t["name"]), _dims(t["shape"]), t.get("dtype", "float32")]
                      for t in meta[key]]))
-    _print_decoder(meta)
+    _print_decoder(meta, art.extra)
     uses: Dict[str, int] = {}
     for s in meta["plan"]:
         uses[s["kernel"]] = uses.get(s["kernel"], 0) + 1

@@ -103,6 +103,18 @@ def test_llm_generate(tmp_path):
     assert (tmp_path / "decoder_int4.rvv").is_file()
 
 
+def test_gguf_generate(tmp_path):
+    need("qemu")
+    pytest.importorskip("gguf", reason="rvvkit[llm]")
+    pytest.importorskip("tokenizers", reason="rvvkit[llm]")
+    out = run_example(bash("gguf_generate.sh", "", str(tmp_path)), timeout=300)
+    assert "GGUF qwen2: 2 layers" in out, out
+    assert "carries: tokenizer, chat template, end-of-text ids" in out, out
+    assert "generated 16 at" in out and "on host" in out, out
+    assert "qemu (VLEN 256): kernels ready" in out and "generated 12 at" in out, out
+    assert (tmp_path / "model.rvv").is_file() and f"files in {tmp_path}" in out
+
+
 def test_int8_from_onnxruntime(tmp_path):
     need("qemu")
     out = run_example(python("int8_from_onnxruntime.py", "--out", str(tmp_path)), timeout=240)
