@@ -21,7 +21,8 @@ from ..errors import CompilerNotFound
 from ..resources import toolchain_file
 from . import targets
 from .build import compile_source
-from .compilers import Compiler, resolve_compiler, split_compiler
+from .compilers import Compiler, builds_for_this_machine, native_flags, resolve_compiler, \
+    split_compiler
 from .pch import precompiled
 from .probe import compiler_exe_index, probe
 
@@ -165,12 +166,19 @@ def emulator_header() -> Path:
 
 
 def emulator_flags(extra: Optional[Sequence[str]] = None,
-                   header: Optional[str] = None) -> List[str]:
+                   header: Optional[str] = None,
+                   compiler: Optional[Compiler] = None) -> List[str]:
     """Flags that build CUDA source for the CPU emulator, force-including `header` (default
-    the emulator header); extra (default $RVVKIT_CFLAGS, as for any host build) come last."""
+    the emulator header); with `compiler`, the host's tuning flags as the host executor gets
+    them (so the emulator contracts multiply-adds where the host's code does, as nvcc does on
+    a GPU: the same C gives the same floats on both); extra (default $RVVKIT_CFLAGS, as for
+    any host build) come last."""
     extra = shlex.split(os.environ.get("RVVKIT_CFLAGS", "")) if extra is None else list(extra)
     header = str(emulator_header()) if header is None else header
-    return [f.replace("{header}", header) for f in _NVCC.get("emulator", "flags")] + extra
+    tuned = native_flags(compiler) if compiler is not None and \
+        builds_for_this_machine(compiler, None) else []
+    return [f.replace("{header}", header) for f in _NVCC.get("emulator", "flags")] + tuned + \
+        extra
 
 
 def compile_cu_emulated(source: str, compiler: Optional[Compiler] = None,
@@ -181,8 +189,9 @@ def compile_cu_emulated(source: str, compiler: Optional[Compiler] = None,
     default flags, g++ reads the header precompiled (jit/pch.py)."""
     comp = compiler or resolve_host_cxx()
     if flags is None:
-        header = precompiled(emulator_header(), comp, emulator_flags(header="{header}"))
-        flags = emulator_flags(header=str(header))
+        header = precompiled(emulator_header(), comp,
+                             emulator_flags(header="{header}", compiler=comp))
+        flags = emulator_flags(header=str(header), compiler=comp)
     return compile_source(source, comp, list(flags),
                           name=name, kind="so", suffix=".cu", depends=(emulator_header(),),
                           use_cache=use_cache)

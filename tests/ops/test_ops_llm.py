@@ -74,6 +74,24 @@ def test_matmul_nbits_int8_activations_with_float_zero_points(rows, k, n, bits, 
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("case, rows, k, n, bits, block, zp", [
+    ("acc4_b4", 1, 896, 130, 4, 32, ""), ("acc4_b4_zp", 3, 256, 77, 4, 32, "u8"),
+    ("acc4_b8", 2, 192, 65, 8, 32, "")], ids=["gemv_b4", "rows3_b4_zp", "rows2_b8"])
+def test_matmul_nbits_the_emulator_gives_the_hosts_floats(case, rows, k, n, bits, block, zp):
+    """The CUDA source on the CPU emulator and the host's C give the same floats bit for bit
+    (the emulator is built with the host's tuning and contracts multiply-adds as the host's
+    build and nvcc do): an int8 activation an ulp from a rounding boundary then rounds alike,
+    where a last-bit difference used to flip it and move a 24-layer decoder's logits."""
+    from executors import ALL
+    emu = next(e for e in ALL if e.on == "cuda-emu")
+    if emu.why_not():
+        pytest.skip(emu.why_not())
+    m, feeds = nbits_model(case, rows, k, n, bits, block, zp, True)
+    art = rvvkit.build(m)
+    with rvvkit.load(art, on="host") as host, rvvkit.load(art, on="cuda-emu") as cuda:
+        np.testing.assert_array_equal(host.run(feeds)["y"], cuda.run(feeds)["y"])
+
+
 def _half_nbits_model(k, n, half_scales=True, half_io=True):
     w = rand(k, n, seed=1)
     b, scales, _ = nbits.quantize(w, 4, 32)

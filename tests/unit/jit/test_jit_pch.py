@@ -18,7 +18,8 @@ def gxx():
 def test_header_flags_drop_the_include_and_the_link():
     flags = nvcc.emulator_flags(extra=["-g"], header="{header}")
     assert pch.header_flags(flags, "{header}") == ["-std=c++17", "-O2", "-x", "c++-header",
-                                                   "-DRVK_CUDA_EMU", "-fPIC", "-g"]
+                                                   "-DRVK_CUDA_EMU", "-fPIC",
+                                                   "-ffp-contract=fast", "-g"]
 
 
 @needs_gxx
