@@ -9,6 +9,7 @@ file goes through llama.cpp's own llama-quantize):
   and head at Q8_0 (as a Q4_0 Qwen2.5-0.5B keeps it), byte-level BPE tokenizer, ChatML;
 - qwen2_q8_0, qwen2_f16, qwen2_q5_0, qwen2_q5_1: the same weights at Q8_0, F16, Q5_0 (the
   table at Q8_0) and Q5_1;
+- qwen3_q8_0: Qwen3 (per-head query/key norms, heads wider than width / heads), Q8_0;
 - llama_bf16: Llama (no biases, rotary on pairs, its own head), BF16 layers and F32 rest,
   SentencePiece tokenizer with byte fallback;
 - llama_q4_k_m: a Llama of K-sized rows (256), F16 through `llama-quantize Q4_K_M`.
@@ -110,6 +111,10 @@ CONFIGS = {
                   bias=True, tied=True, theta=1e6),
     "llama": dict(arch="llama", vocab=384, hidden=96, heads=6, kv_heads=2, layers=2, ffn=160,
                   bias=False, tied=False, theta=1e4),
+    # Qwen3: no biases, an RMS norm over each query and key head, heads of 32 on a width of 64
+    # (key_length: 4 x 32 = 128 query columns), tied embeddings
+    "qwen3": dict(arch="qwen3", vocab=320, hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
+                  bias=False, tied=True, theta=1e6, head=32),
     "llama_k": dict(arch="llama", vocab=384, hidden=256, heads=4, kv_heads=2, layers=2, ffn=512,
                     bias=False, tied=False, theta=1e4),
 }
@@ -118,8 +123,9 @@ CONFIGS = {
 def weights(cfg, seed=0):
     """name -> float32 array, in ggml's row-major view ([out, in] for a linear layer)."""
     rng = np.random.default_rng(seed)
-    h, f, head = cfg["hidden"], cfg["ffn"], cfg["hidden"] // cfg["heads"]
-    kv = cfg["kv_heads"] * head
+    h, f = cfg["hidden"], cfg["ffn"]
+    head = cfg.get("head", h // cfg["heads"])
+    kv, qw = cfg["kv_heads"] * head, cfg["heads"] * head
 
     def lin(n, k):   # gain 2 and a small token table: layers that move each token's state
         return (rng.standard_normal((n, k)) * 2 * k ** -0.5).astype(np.float32)  # (else a
@@ -131,11 +137,15 @@ def weights(cfg, seed=0):
     for i in range(cfg["layers"]):
         p = f"blk.{i}."
         w[p + "attn_norm.weight"] = norm()
-        for t, n in (("q", h), ("k", kv), ("v", kv)):
+        for t, n in (("q", qw), ("k", kv), ("v", kv)):
             w[p + f"attn_{t}.weight"] = lin(n, h)
             if cfg["bias"]:
                 w[p + f"attn_{t}.bias"] = (0.1 * rng.standard_normal(n)).astype(np.float32)
-        w[p + "attn_output.weight"] = lin(h, h)
+        if cfg["arch"] == "qwen3":
+            for t in ("q", "k"):
+                w[p + f"attn_{t}_norm.weight"] = (1.0 + 0.1 * rng.standard_normal(head)).astype(
+                    np.float32)
+        w[p + "attn_output.weight"] = lin(h, qw)
         w[p + "ffn_norm.weight"] = norm()
         w[p + "ffn_gate.weight"], w[p + "ffn_up.weight"] = lin(f, h), lin(f, h)
         w[p + "ffn_down.weight"] = lin(h, f)
@@ -150,7 +160,7 @@ def write(path: Path, cfg, kind_of) -> None:
     """The GGUF file of CONFIGS entry `cfg`, each 2-D weight in the type kind_of(name) gives."""
     import gguf
     from gguf import GGMLQuantizationType as Q
-    arch, head = cfg["arch"], cfg["hidden"] // cfg["heads"]
+    arch, head = cfg["arch"], cfg.get("head", cfg["hidden"] // cfg["heads"])
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(path.stem)
     w.add_context_length(256)
@@ -160,9 +170,12 @@ def write(path: Path, cfg, kind_of) -> None:
     w.add_head_count(cfg["heads"])
     w.add_head_count_kv(cfg["kv_heads"])
     w.add_rope_dimension_count(head)
+    if "head" in cfg:
+        w.add_key_length(head)
+        w.add_value_length(head)
     w.add_rope_freq_base(cfg["theta"])
     w.add_layer_norm_rms_eps(1e-6)
-    if arch == "qwen2":
+    if arch in ("qwen2", "qwen3"):
         tokens, types, merges, specials = bpe_vocab(cfg["vocab"])
         w.add_tokenizer_model("gpt2")
         w.add_tokenizer_pre("qwen2")
@@ -236,6 +249,7 @@ def main() -> int:
                    "Q5_0": lambda n: "Q8_0" if n == "token_embd.weight" else "Q5_0",
                    "Q5_1": lambda n: "Q5_1"}
     files = [(f"qwen2_{k.lower()}", CONFIGS["qwen2"], f) for k, f in qwen_layers.items()]
+    files.append(("qwen3_q8_0", CONFIGS["qwen3"], lambda n: "Q8_0"))
     files.append(("llama_bf16", CONFIGS["llama"],
                   lambda n: "F32" if n in ("token_embd.weight", "output.weight") else "BF16"))
     for name, cfg, kind_of in files:
@@ -248,7 +262,7 @@ def main() -> int:
     source.unlink()
     for name in [n for n, _, _ in files] + ["llama_q4_k_m"]:
         path = OUT / f"{name}.gguf"
-        prompt = [5, 17, 33, 2, 99] if name.startswith("qwen2") else [1, 300, 17, 33, 290]
+        prompt = [5, 17, 33, 2, 99] if name.startswith("qwen") else [1, 300, 17, 33, 290]
         ref = reference(exe, path, prompt, PROMPT_TEXT)
         copy = OUT / f"{name}.f32.tmp"
         as_f32(path, copy)

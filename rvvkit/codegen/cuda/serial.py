@@ -102,10 +102,13 @@ def parts(spec: dict, kernel: Kernel) -> CudaKernel:
     params, names = _device_params(kernel, shared)   # else the workspace is the thread's own
     units = kernel.split.units
     body = portable(kernel.body)
-    name = _device_name("parts", spec, kernel, params, body)
     # the C kernel's workspace is per thread: here, an array of the thread's own
     scratch = f"    float rvk_scratch[{kernel.workspace}];\n    float *ws = rvk_scratch;\n" \
         if kernel.workspace and not shared else ""
+    # the name covers the parts' count and the scratch, which are not in the C body: two
+    # kernels of one body over different counts of rows (a query and a key head norm) are
+    # two functions, not one that the second launch would run past its rows
+    name = _device_name("parts", spec, kernel, params, f"/* {units} */\n{scratch}{body}")
     fn = (f"/* {spec['op']}: the C kernel's {units} parts, one thread each */\n"
           f"__global__ void {name}({', '.join(params)}) {{\n"
           f"    const int rvk_lo = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"

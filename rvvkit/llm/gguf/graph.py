@@ -99,9 +99,28 @@ def _rope(s: Shape, rows: int, factors: Optional[np.ndarray]):
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
+def _head_norm(g: _Graph, x: str, heads: int, name: str) -> str:
+    """x [B, S, heads * head] with an RMS norm over each head (qwen3's attn_q_norm/attn_k_norm,
+    a weight [head] shared by the heads)."""
+    head = g.s.head
+    split = g.node("Reshape", [x, g.const(f"{name}/split", np.array([0, 0, heads, head],
+                                                                    np.int64))],
+                   [f"{name}/heads"])[0]
+    normed = g.node("SimplifiedLayerNormalization",
+                    [split, g.const(name + ".weight", g.vector(name + ".weight"))],
+                    [f"{name}/out"], axis=-1, stash_type=1, epsilon=g.s.eps)[0]
+    return g.node("Reshape", [normed, g.const(f"{name}/merge", np.array([0, 0, heads * head],
+                                                                        np.int64))],
+                  [f"{name}/merged"])[0]
+
+
 def _attention(g: _Graph, i: int, x: str, cos: str, sin: str) -> str:
     s, p = g.s, f"blk.{i}."
     q, k, v = (g.linear(x, p + f"attn_{t}", f"{p}attn_{t}/out") for t in "qkv")
+    if g.f.has(p + "attn_q_norm.weight"):
+        q = _head_norm(g, q, s.heads, p + "attn_q_norm")
+    if g.f.has(p + "attn_k_norm.weight"):
+        k = _head_norm(g, k, s.kv_heads, p + "attn_k_norm")
     past = [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
     present = [f"present.{i}.key", f"present.{i}.value"]
     out = g.node("GroupQueryAttention",

@@ -15,9 +15,11 @@ from ...errors import ModelError, RvvkitError
 
 # llama.cpp applies rotary embeddings to adjacent pairs for these ("NORM": its converter
 # permutes Llama's query/key rows for that) and to the two halves of each head ("NEOX") for
-# these; the GroupQueryAttention rvvkit builds says which by rotary_interleaved
+# these; the GroupQueryAttention rvvkit builds says which by rotary_interleaved. qwen3 is
+# qwen2 without the q/k/v biases, with an RMS norm over each query and key head (attn_q_norm,
+# attn_k_norm) before the rotation, and heads that need not divide the width (key_length).
 ROPE_PAIRS = ("llama",)
-ROPE_HALVES = ("qwen2",)
+ROPE_HALVES = ("qwen2", "qwen3")
 ARCHS = ROPE_PAIRS + ROPE_HALVES
 
 _MISSING = object()
