@@ -65,18 +65,28 @@ def _axes(g: Graph, node: Node) -> Optional[List[int]]:
     return None
 
 
+def _chain(v: View, name: str, ops) -> Optional[Tuple[List[Node], str]]:
+    """(the nodes, the tensor the chain starts from) when `name` is made by ops[0] from the
+    output of ops[1], and so on, each output read by that one node alone; else None."""
+    chain = []
+    for op in ops:
+        n = v.node(name, op)
+        if n is None or not v.single(name):
+            return None
+        chain.append(n)
+        name = n.inputs[0]
+    return chain, name
+
+
 def _round_trip(v: View, name: str) -> str:
     """X where `name` = Transpose(Reshape(Reshape(Transpose(X, p)), s), p) for p = (0, 2, 1, 3)
     and the two reshapes undo each other (the same shape before the first and after the
     second): a heads-last merge and split, as a 3-D MultiHeadAttention's key reaches it
     (frontend/ms_attention.py); else `name`."""
-    chain, x = [], name
-    for op in ("Transpose", "Reshape", "Reshape", "Transpose"):
-        n = v.node(x, op)
-        if n is None or not v.single(x):
-            return name
-        chain.append(n)
-        x = n.inputs[0]
+    found = _chain(v, name, ("Transpose", "Reshape", "Reshape", "Transpose"))
+    if found is None:
+        return name
+    chain, x = found
     perms = [tuple(n.attrs.get("perm", ())) for n in (chain[0], chain[3])]
     split, heads_last = chain[0].inputs[0], chain[3].outputs[0]
     if perms != [(0, 2, 1, 3)] * 2 or v.g.t(split).shape != v.g.t(heads_last).shape:
@@ -89,13 +99,10 @@ def _cache(v: View, name: str) -> Optional[str]:
     name = _round_trip(v, name)
     if v.node(name, CACHE_WRITE) is not None:
         return name
-    chain = []
-    for op in ("Reshape", "Expand", "Unsqueeze"):
-        n = v.node(name, op)
-        if n is None or not v.single(name):
-            return None
-        chain.append(n)
-        name = n.inputs[0]
+    found = _chain(v, name, ("Reshape", "Expand", "Unsqueeze"))
+    if found is None:
+        return None
+    chain, name = found
     if v.node(name, CACHE_WRITE) is None or _axes(v.g, chain[2]) != [2]:
         return None
     b, hk, total, d = v.g.t(name).shape
@@ -147,13 +154,10 @@ def _untransposed(v: View, name: str) -> Optional[str]:
     if tr is not None:
         ok = tuple(tr.attrs.get("perm", ())) == (0, 1, 3, 2) and v.single(name)
         return tr.inputs[0] if ok else None
-    chain, x = [], name
-    for op in ("Reshape", "Transpose", "Reshape"):
-        n = v.node(x, op)
-        if n is None or not v.single(x):
-            return None
-        chain.append(n)
-        x = n.inputs[0]
+    found = _chain(v, name, ("Reshape", "Transpose", "Reshape"))
+    if found is None:
+        return None
+    chain, x = found
     shape = v.g.t(x).shape
     if len(shape) != 4 or tuple(chain[1].attrs.get("perm", ())) != (0, 2, 1):
         return None

@@ -14,10 +14,11 @@ as onnxruntime-genai runs it):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace  # noqa: F401 (replace: variants of SMALL)
-from typing import List, Tuple
+from typing import Tuple
 
 import numpy as np
 
+from ..llm.proto_builder import ProtoBuilder
 from ..ops.llm import nbits
 
 
@@ -69,23 +70,10 @@ SMALL = {
 }
 
 
-class _Builder:
+class _Builder(ProtoBuilder):
     def __init__(self, cfg: DecoderConfig, seed: int):
+        super().__init__()
         self.cfg, self.rng = cfg, np.random.default_rng(seed)
-        self.nodes: List = []
-        self.inits: List = []
-
-    def const(self, name: str, data: np.ndarray) -> str:
-        from onnx import numpy_helper
-        self.inits.append(numpy_helper.from_array(np.asarray(data), name))
-        return name
-
-    def node(self, op: str, ins, outs, domain: str = "", **attrs) -> List[str]:
-        from onnx import helper
-        name = f"/{op}_{len(self.nodes)}"
-        self.nodes.append(helper.make_node(op, list(ins), list(outs), name=name,
-                                           domain=domain, **attrs))
-        return list(outs)
 
     def linear(self, x: str, k: int, n: int, name: str, scale: float = 0.0, w=None) -> str:
         """x [.., k] @ W [k, n] (random, or `w`): a float MatMul or a MatMulNBits of W's

@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from gguf_support import as_f32  # noqa: E402
+from peer_llama import _byte_chars as byte_alphabet  # noqa: E402  (GPT-2's byte alphabet)
 
 OUT = Path(__file__).resolve().parents[1] / "models" / "llm" / "gguf"
 LLAMA = Path.home() / ".cache" / "rvvkit-peer-llama"
@@ -39,21 +41,6 @@ CORPUS = ("the quick brown fox jumps over the lazy dog while the other dogs slee
 CHATML = ("{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}"
           "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
           "{% endif %}")
-
-
-def byte_alphabet():
-    """The 256 printable characters byte-level BPE writes bytes as (printable ASCII and
-    Latin-1 stand for themselves; the rest move up past 255)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + \
-        list(range(0xAE, 0x100))
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return [chars[b] for b in range(256)]
 
 
 def train_merges(words, count):
@@ -230,7 +217,6 @@ def reference(exe: Path, path: Path, prompt, text: str) -> dict:
         return json.loads(done.stdout)
     gen = call("generate", ",".join(map(str, prompt)), str(NEW_TOKENS))
     tree = next((LLAMA / "src").glob("llama.cpp-*")).name
-    import gguf
     import importlib.metadata as md
     return {"prompt": prompt, "tokens": gen["tokens"],
             "logits": np.round(np.array(gen["logits"][:LOGIT_STEPS], np.float64), 5).tolist(),

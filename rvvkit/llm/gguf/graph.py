@@ -6,13 +6,14 @@ token table. Interface as rvvkit.zoo.llm: input_ids, seqlens_k, total_sequence_l
 past_key_values.{i}.key|value in; logits and present.{i}.key|value out."""
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 
 from ...errors import ModelError
 from ...ops.llm.blocks import INT8_ACTIVATIONS
 from . import weights
+from ..proto_builder import ProtoBuilder
 from .reader import GgufFile, Shape, rope_factors
 
 MS = "com.microsoft"
@@ -22,22 +23,10 @@ MS = "com.microsoft"
 ACCURACY = 4
 
 
-class _Graph:
+class _Graph(ProtoBuilder):
     def __init__(self, f: GgufFile, shape: Shape):
+        super().__init__()
         self.f, self.s = f, shape
-        self.nodes: List = []
-        self.inits: List = []
-
-    def const(self, name: str, data: np.ndarray) -> str:
-        from onnx import numpy_helper
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(data), name))
-        return name
-
-    def node(self, op: str, ins, outs, domain: str = "", **attrs) -> List[str]:
-        from onnx import helper
-        self.nodes.append(helper.make_node(op, list(ins), list(outs), domain=domain,
-                                           name=f"/{op}_{len(self.nodes)}", **attrs))
-        return list(outs)
 
     def vector(self, name: str) -> np.ndarray:
         kind, shape, data = self.f.tensor(name)
