@@ -198,3 +198,17 @@ def test_unsupported_tensor_types_are_all_named(tmp_path):
     assert res.returncode != 0 and res.stderr.count("\n") == 1, res.stderr
     assert "tensors of unsupported types" in res.stderr and "blk.0.attn_q.weight (MXFP4)" in \
         res.stderr
+
+
+def test_per_layer_sizes_are_one_line(tmp_path, monkeypatch):
+    """A head count given per layer (an array, as some architectures write it) is refused in
+    one line naming the key, not a traceback."""
+    from export_gguf import CONFIGS, write
+    plain = gguf.GGUFWriter.add_head_count
+    monkeypatch.setattr(gguf.GGUFWriter, "add_head_count",
+                        lambda self, n: plain(self, [n] * CONFIGS["qwen2"]["layers"]))
+    path = tmp_path / "per_layer.gguf"
+    write(path, CONFIGS["qwen2"], lambda n: "Q8_0")
+    res = _cli("build", path, "--max-seq", 32, "-o", tmp_path / "x.rvv")
+    assert res.returncode != 0 and res.stderr.count("\n") == 1, res.stderr
+    assert "qwen2.attention.head_count" in res.stderr and "per-layer" in res.stderr

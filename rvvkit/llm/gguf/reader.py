@@ -104,7 +104,12 @@ def shape_of(f: GgufFile) -> Shape:
                          f"{', '.join(ARCHS)})")
 
     def key(name: str, default=_MISSING):
-        return f.value(f"{arch}.{name}", default)
+        value = f.value(f"{arch}.{name}", default)
+        if isinstance(value, (list, tuple, str)) and value is not default:
+            # per-layer arrays (head counts that vary by layer) are not this decoder's form
+            raise ModelError(f"{f.path}: GGUF metadata {arch}.{name} is {value!r:.60}, not one "
+                             "number (per-layer sizes are not supported)")
+        return value
 
     hidden, heads = int(key("embedding_length")), int(key("attention.head_count"))
     head = int(key("attention.key_length", hidden // heads))

@@ -60,7 +60,7 @@ def _byte_level(f, tokens: List[str], types: List[int]) -> Dict:
                   "continuing_subword_prefix": None, "end_of_word_suffix": None,
                   "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": {t: i for i, t in enumerate(tokens)},
-                  "merges": [m.split(" ", 1) for m in merges]},
+                  "merges": merges},
     }
 
 
@@ -75,6 +75,14 @@ def _spm_merges(tokens: List[str], types: List[int], scores: List[float]) -> Lis
                 found.append((-scores[i], ids[a], ids[b], a, b))
     found.sort()
     return [[a, b] for _, _, _, a, b in found]
+
+
+def _merge_list(pairs: List[List[str]]):
+    """Merges as "a b" strings, which every tokenizers version reads; as [a, b] pairs (0.20
+    on) only where a piece holds a space itself."""
+    if any(" " in a or " " in b for a, b in pairs):
+        return pairs
+    return [f"{a} {b}" for a, b in pairs]
 
 
 def _sentencepiece(f, tokens: List[str], types: List[int]) -> Dict:
@@ -94,7 +102,7 @@ def _sentencepiece(f, tokens: List[str], types: List[int]) -> Dict:
                   "continuing_subword_prefix": None, "end_of_word_suffix": None,
                   "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
                   "vocab": {t: i for i, t in enumerate(tokens)},
-                  "merges": _spm_merges(tokens, types, scores)},
+                  "merges": _merge_list(_spm_merges(tokens, types, scores))},
     }
 
 
