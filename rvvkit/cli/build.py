@@ -1,4 +1,4 @@
-"""`rvvkit build`: an ONNX model to an artifact (.rvv)."""
+"""`rvvkit build`: an ONNX model (or a llama.cpp GGUF file) to an artifact (.rvv)."""
 from __future__ import annotations
 
 import os
@@ -31,8 +31,9 @@ def cmd_build(args) -> int:
 
 
 def add_parser(sub) -> None:
-    b = sub.add_parser("build", help="lower an ONNX model to an artifact (.rvv)")
-    b.add_argument("model", help="ONNX model file")
+    b = sub.add_parser("build", help="lower an ONNX model or a GGUF file to an artifact (.rvv)")
+    b.add_argument("model", help="ONNX model file, or a llama.cpp GGUF file (llama, qwen2, "
+                   "qwen3 decoders; needs --max-seq; its tokenizer is stored in the artifact)")
     b.add_argument("-o", "--output", help="artifact path (default: <model>.rvv)")
     b.add_argument("--input-shape", action="append", type=input_shape, metavar="NAME=D0,D1,...",
                    help="static shape for an input with symbolic dimensions (repeatable)")
