@@ -25,6 +25,82 @@ ABI_VERSION = abi.ABI_VERSION  # declared in runtime_c/rvvkit_abi.h
 # The thread pool kernels split their work on, embedded like the ABI header (below).
 POOL = "/* runtime_c/rvk_pool.h, embedded */\n" + runtime_c_file("rvk_pool.h").read_text("utf-8")
 
+# The call-free math helpers, one text for the C unit and the CUDA one (RVK_HD: __host__
+# __device__ there), so that an activation computes the same floats on every executor.
+MATH = """\
+/* e^x and tanh for the activations (sigmoid, SiLU, Swish, tanh): branch-free and call-free,
+ * so that compilers vectorise the loops around them (libm's expf is a call per element).
+ * x = n ln2 + r, |r| <= ln2/2, e^r - 1 by a degree-7 polynomial (<= 2 ulp), 2^n built in the
+ * exponent field. Clamped to [-87.3, 88] (results stay normal); NaN in, NaN out. tanh is within
+ * 4 ulp (tests/host/test_prelude_math.py measures all three). */
+static RVK_UNUSED RVK_HD inline float rvk_expf(float x) {
+    x = x > 88.0f ? 88.0f : x;
+    x = x < -87.3f ? -87.3f : x;
+    const float t = x * 1.442695f + 12582912.0f;  /* 1.5 * 2^23: round(x/ln2) in t's bits */
+    const float n = t - 12582912.0f;
+    float r = x - n * 0.6933594f;
+    r = r + n * 2.1219444e-4f;
+    float p = 1.9875691e-4f;
+    p = p * r + 1.3981999e-3f;
+    p = p * r + 8.333452e-3f;
+    p = p * r + 4.1665796e-2f;
+    p = p * r + 0.16666666f;
+    p = p * r + 0.5f;
+    const float q = r + r * r * p;                  /* e^r - 1 */
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23;       /* 2^n */
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    return s + s * q;
+}
+
+static RVK_UNUSED RVK_HD inline float rvk_tanhf(float x) {
+    const float a = x < 0.0f ? -x : x;
+    const float e = rvk_expf(-2.0f * a);
+    const float a2 = a * a;  /* below 1/16 the series, where 1 - e would cancel */
+    const float small = a + a * a2 * (-0.33333334f + a2 * (0.13333334f - a2 * 0.053968254f));
+    const float t = a < 0.0625f ? small : (1.0f - e) / (1.0f + e);
+    return x < 0.0f ? -t : t;
+}
+
+/* 1 / (1 + e^-x) with the reciprocal by Newton's method from a bit-level first guess (three
+ * steps reach float precision, ~2 ulp): a vector division costs 5-10 FMAs on many cores. e^-x
+ * is capped at e^80 to keep 1 + e^-x inside the guess's range; the result there, e^-80, is
+ * within 2e-35 of the true value. NaN in gives NaN out. */
+static RVK_UNUSED RVK_HD inline float rvk_sigmoidf(float x) {
+    const float nx = -x;
+    const float d = 1.0f + rvk_expf(nx > 80.0f ? 80.0f : nx);
+    uint32_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    bits = 0x7EF311C3u - bits;                      /* ~1/d to within 13 % */
+    float r;
+    memcpy(&r, &bits, sizeof r);
+    r = r * (2.0f - d * r);
+    r = r * (2.0f - d * r);
+    r = r * (2.0f - d * r);
+    r = r + r * (1.0f - d * r);   /* residual form (fused): rounds right, 1 stays exactly 1 */
+    return r;
+}
+
+/* GELU, x Phi(x) = max(x, 0) - |x|/2 erfc(|x|/sqrt2), erfc by Abramowitz-Stegun 7.1.26 (the
+ * same formula as the RVV form, codegen/kernels/math/vgelu.py): erf to within 1.5e-7 absolute, so
+ * GELU to within 1e-7 |x| plus a few ulp; libm's erff is a call per element. */
+static RVK_UNUSED RVK_HD inline float rvk_geluf(float x) {
+    const float ax = x < 0.0f ? -x : x;
+    const float a = ax > 10.0f ? 10.0f : ax;   /* erfc(10/sqrt2) < 1e-22: keeps inf * 0 out */
+    const float z = a * 0.70710678f;
+    const float t = 1.0f / (1.0f + 0.3275911f * z);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    const float q = p * t * rvk_expf(-z * z);
+    return (x > 0.0f ? x : 0.0f) - 0.5f * a * q;
+}
+"""
+
 # What kernels rely on: headers, element types, status macros and the call-free math helpers.
 # Tests that compile kernels outside a whole plan (tests/kernel_harness.py) take it from here.
 KERNEL_PRELUDE = """\
@@ -47,83 +123,12 @@ typedef uint16_t rvk_half;  /* ONNX float16 tensors: IEEE binary16 bits, convert
 #define RVK_HD
 
 """ + POOL + """
-/* e^x and tanh for the activations (sigmoid, SiLU, Swish, tanh): branch-free and call-free,
- * so that compilers vectorise the loops around them (libm's expf is a call per element).
- * x = n ln2 + r, |r| <= ln2/2, e^r - 1 by a degree-7 polynomial (<= 2 ulp), 2^n built in the
- * exponent field. Clamped to [-87.3, 88] (results stay normal); NaN in, NaN out. tanh is within
- * 4 ulp (tests/host/test_prelude_math.py measures all three). */
 #if defined(__GNUC__)
 #define RVK_UNUSED __attribute__((unused))   /* a model without sigmoid/tanh leaves them */
 #else
 #define RVK_UNUSED
 #endif
-static RVK_UNUSED inline float rvk_expf(float x) {
-    x = x > 88.0f ? 88.0f : x;
-    x = x < -87.3f ? -87.3f : x;
-    const float t = x * 1.442695f + 12582912.0f;  /* 1.5 * 2^23: round(x/ln2) in t's bits */
-    const float n = t - 12582912.0f;
-    float r = x - n * 0.6933594f;
-    r = r + n * 2.1219444e-4f;
-    float p = 1.9875691e-4f;
-    p = p * r + 1.3981999e-3f;
-    p = p * r + 8.333452e-3f;
-    p = p * r + 4.1665796e-2f;
-    p = p * r + 0.16666666f;
-    p = p * r + 0.5f;
-    const float q = r + r * r * p;                  /* e^r - 1 */
-    uint32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23;       /* 2^n */
-    float s;
-    memcpy(&s, &bits, sizeof s);
-    return s + s * q;
-}
-
-static RVK_UNUSED inline float rvk_tanhf(float x) {
-    const float a = x < 0.0f ? -x : x;
-    const float e = rvk_expf(-2.0f * a);
-    const float a2 = a * a;  /* below 1/16 the series, where 1 - e would cancel */
-    const float small = a + a * a2 * (-0.33333334f + a2 * (0.13333334f - a2 * 0.053968254f));
-    const float t = a < 0.0625f ? small : (1.0f - e) / (1.0f + e);
-    return x < 0.0f ? -t : t;
-}
-
-/* 1 / (1 + e^-x) with the reciprocal by Newton's method from a bit-level first guess (three
- * steps reach float precision, ~2 ulp): a vector division costs 5-10 FMAs on many cores. e^-x
- * is capped at e^80 to keep 1 + e^-x inside the guess's range; the result there, e^-80, is
- * within 2e-35 of the true value. NaN in gives NaN out. */
-static RVK_UNUSED inline float rvk_sigmoidf(float x) {
-    const float nx = -x;
-    const float d = 1.0f + rvk_expf(nx > 80.0f ? 80.0f : nx);
-    uint32_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    bits = 0x7EF311C3u - bits;                      /* ~1/d to within 13 % */
-    float r;
-    memcpy(&r, &bits, sizeof r);
-    r = r * (2.0f - d * r);
-    r = r * (2.0f - d * r);
-    r = r * (2.0f - d * r);
-    r = r + r * (1.0f - d * r);   /* residual form (fused): rounds right, 1 stays exactly 1 */
-    return r;
-}
-
-/* GELU, x Phi(x) = max(x, 0) - |x|/2 erfc(|x|/sqrt2), erfc by Abramowitz-Stegun 7.1.26 (the
- * same formula as the RVV form, codegen/kernels/math/vgelu.py): erf to within 1.5e-7 absolute, so
- * GELU to within 1e-7 |x| plus a few ulp; libm's erff is a call per element. */
-static RVK_UNUSED inline float rvk_geluf(float x) {
-    const float ax = x < 0.0f ? -x : x;
-    const float a = ax > 10.0f ? 10.0f : ax;   /* erfc(10/sqrt2) < 1e-22: keeps inf * 0 out */
-    const float z = a * 0.70710678f;
-    const float t = 1.0f / (1.0f + 0.3275911f * z);
-    float p = 1.061405429f;
-    p = p * t - 1.453152027f;
-    p = p * t + 1.421413741f;
-    p = p * t - 0.284496736f;
-    p = p * t + 0.254829592f;
-    const float q = p * t * rvk_expf(-z * z);
-    return (x > 0.0f ? x : 0.0f) - 0.5f * a * q;
-}
-"""
+""" + MATH
 
 PRELUDE = """\
 /* Generated by rvvkit {version} from model "{model}". Rebuild rather than edit.

@@ -192,7 +192,6 @@ _ROWS = (
         "sigmoid", ("Sigmoid",),
         numpy=lambda x: 1 / (1 + np.exp(-x)),
         c=lambda v: f"rvk_sigmoidf({v})",
-        cuda=lambda v: f"(1.0f / (1.0f + expf(-({v}))))",
         rvv=lambda v, lmul, vl: (
             f"{_v('vfrdiv_vf', lmul)}({_v('vfadd_vf', lmul)}(rvk_vexp_f32m{lmul}("
             f"{_v('vfmul_vf', lmul)}({v}, -1.0f, {vl}), {vl}), 1.0f, {vl}), 1.0f, {vl})"),
@@ -201,7 +200,6 @@ _ROWS = (
         "tanh", ("Tanh",),
         numpy=np.tanh,
         c=lambda v: f"rvk_tanhf({v})",
-        cuda=lambda v: f"tanhf({v})",
         rvv=lambda v, lmul, vl: f"rvk_vtanh_f32m{lmul}({v}, {vl})",
         rvv_support=lambda lmul: _vmath().tanh_support(lmul)),
 )

@@ -102,7 +102,6 @@ _ROWS = (
         "gelu", ("Gelu",),
         numpy=lambda x: 0.5 * x * (1 + _erf_np(x * _SQRT_HALF)),
         c=lambda v: f"rvk_geluf({v})",
-        cuda=lambda v: f"(0.5f * {v} * (1.0f + erff({v} * {lit(_SQRT_HALF)})))",
         rvv=lambda v, lmul, vl: f"rvk_vgelu_f32m{lmul}({v}, {vl})",
         rvv_support=lambda lmul: _vgelu().gelu_support(lmul),
         of_node=lambda n: Act("gelu_tanh" if n.attrs.get("approximate") == "tanh" else "gelu"),
@@ -117,7 +116,6 @@ _ROWS = (
         "silu", ("rvvkit.Silu",),
         numpy=lambda x: x / (1 + np.exp(-x)),
         c=lambda v: f"({v} * rvk_sigmoidf({v}))",
-        cuda=lambda v: f"({v} / (1.0f + expf(-({v}))))",
         rvv=lambda v, lmul, vl: _x_over_1_plus_exp(
             v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, -1.0f, {vl})"),
         rvv_support=lambda lmul: _vmath().exp_support(lmul)),
@@ -125,7 +123,6 @@ _ROWS = (
         "swish", ("Swish",),
         numpy=lambda x, alpha: x / (1 + np.exp(-alpha * x)),
         c=lambda v, alpha: f"({v} * rvk_sigmoidf({lit(alpha)} * {v}))",
-        cuda=lambda v, alpha: f"({v} / (1.0f + expf({lit(-alpha)} * {v})))",
         rvv=lambda v, lmul, vl, alpha: _x_over_1_plus_exp(
             v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, {lit(-alpha)}, {vl})"),
         rvv_support=lambda lmul: _vmath().exp_support(lmul),
