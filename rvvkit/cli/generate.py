@@ -41,21 +41,22 @@ def _tokenizer(args, art):
     """--tokenizer's file, else the tokenizer the artifact carries (a GGUF model's), else
     None."""
     if args.tokenizer:
-        try:
-            return _tokenizers().from_file(args.tokenizer)
-        except RvvkitError:
-            raise
-        except Exception as exc:  # the package raises its own exception types
-            raise InputError(f"cannot read tokenizer {args.tokenizer}: {exc}") from None
-    text = art.extra.get(TOKENIZER_SECTION)
-    if text is None:
+        where = f"cannot read tokenizer {args.tokenizer}"
+
+        def load(tokenizer):
+            return tokenizer.from_file(args.tokenizer)
+    elif TOKENIZER_SECTION in art.extra:
+        where = f"{args.artifact}: its tokenizer does not load"
+
+        def load(tokenizer):
+            return tokenizer.from_str(art.extra[TOKENIZER_SECTION].decode("utf-8"))
+    else:
         return None
+    tokenizer = _tokenizers()
     try:
-        return _tokenizers().from_str(text.decode("utf-8"))
-    except RvvkitError:
-        raise
-    except Exception as exc:
-        raise InputError(f"{args.artifact}: its tokenizer does not load: {exc}") from None
+        return load(tokenizer)
+    except Exception as exc:  # the package raises its own exception types
+        raise InputError(f"{where}: {exc}") from None
 
 
 def _load(path: str):

@@ -3,7 +3,7 @@ llm/gguf/graph.py; the test decoders of rvvkit.zoo): append initializers, and ap
 order, each named after its operator and its place."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 import numpy as np
 
@@ -25,3 +25,22 @@ class ProtoBuilder:
         self.nodes.append(helper.make_node(op, list(ins), list(outs), domain=domain,
                                            name=f"/{op}_{len(self.nodes)}", **attrs))
         return list(outs)
+
+
+def cache_io(layers: int, kv_heads: int, head: int, elem_type: int = 1
+             ) -> Tuple[List, List]:
+    """(past_key_values.{i}.key|value inputs [batch_size, kv_heads, past_sequence_length,
+    head], present.{i}.key|value outputs over total_sequence_length) of a decoder, in the
+    names and symbolic dimensions onnxruntime-genai and optimum write; elem_type an onnx
+    TensorProto type (1: float)."""
+    from onnx import helper
+    inputs, outputs = [], []
+    for i in range(layers):
+        for kind in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(
+                f"past_key_values.{i}.{kind}", elem_type,
+                ["batch_size", kv_heads, "past_sequence_length", head]))
+            outputs.append(helper.make_tensor_value_info(
+                f"present.{i}.{kind}", elem_type,
+                ["batch_size", kv_heads, "total_sequence_length", head]))
+    return inputs, outputs

@@ -18,7 +18,7 @@ from typing import Tuple
 
 import numpy as np
 
-from ..llm.proto_builder import ProtoBuilder
+from ..llm.proto_builder import ProtoBuilder, cache_io
 from ..ops.llm import nbits
 
 
@@ -193,8 +193,6 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     b.nodes[-1].output[0] = "logits"   # the head's output, under the name genai gives it
     # symbolic dimensions as onnxruntime-genai writes them: `rvvkit build --max-seq N`
     f32, batch, seq = TensorProto.FLOAT, "batch_size", "sequence_length"
-    cache = [batch, cfg.kv_heads, "past_sequence_length", cfg.head]
-    present = [batch, cfg.kv_heads, "total_sequence_length", cfg.head]
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])]
     if cfg.mask:
         inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
@@ -205,13 +203,9 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
     if cfg.rotary_op:
         inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64,
                                                     [batch, seq]))
-    outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])]
-    for i in range(cfg.layers):
-        for kind in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", f32,
-                                                        cache))
-            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", f32, present))
-    graph = helper.make_graph(b.nodes, name, inputs, outputs, b.inits)
+    past, present = cache_io(cfg.layers, cfg.kv_heads, cfg.head)
+    outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])] + present
+    graph = helper.make_graph(b.nodes, name, inputs + past, outputs, b.inits)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo.llm")
     model.ir_version = 8

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..llm.proto_builder import cache_io
 from .llm import DecoderConfig, _Builder, _mlp, _rope_caches, qkv, to_half
 
 
@@ -94,16 +95,9 @@ def decoder(cfg: DecoderConfig = DecoderConfig(), seed: int = 0, name: str = "de
               helper.make_tensor_value_info("attention_mask", i64,
                                             [batch, "total_sequence_length"]),
               helper.make_tensor_value_info("position_ids", i64, [batch, seq])]
-    outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])]
-    for i in range(cfg.layers):
-        for kind in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(
-                f"past_key_values.{i}.{kind}", f32,
-                [batch, cfg.kv_heads, "past_sequence_length", cfg.head]))
-            outputs.append(helper.make_tensor_value_info(
-                f"present.{i}.{kind}", f32,
-                [batch, cfg.kv_heads, "total_sequence_length", cfg.head]))
-    graph = helper.make_graph(b.nodes, name, inputs, outputs, b.inits)
+    past, present = cache_io(cfg.layers, cfg.kv_heads, cfg.head)
+    outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, cfg.vocab])] + present
+    graph = helper.make_graph(b.nodes, name, inputs + past, outputs, b.inits)
     opsets = [helper.make_opsetid("", 23)] + \
         ([helper.make_opsetid("com.microsoft", 1)] if cfg.bits else [])
     model = helper.make_model(graph, opset_imports=opsets, producer_name="rvvkit.zoo.llm_onnx")

@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import ModelError
 from ...ops.llm.blocks import INT8_ACTIVATIONS
 from . import weights
-from ..proto_builder import ProtoBuilder
+from ..proto_builder import ProtoBuilder, cache_io
 from .reader import GgufFile, Shape, rope_factors
 
 MS = "com.microsoft"
@@ -27,6 +27,15 @@ class _Graph(ProtoBuilder):
     def __init__(self, f: GgufFile, shape: Shape):
         super().__init__()
         self.f, self.s = f, shape
+        self._blocked = {}
+
+    def blocked(self, name: str) -> weights.Blocked:
+        """The block-quantized tensor `name`, converted once (a tied token table is read by
+        the embedding and by the head)."""
+        if name not in self._blocked:
+            kind, shape, data = self.f.tensor(name)
+            self._blocked[name] = weights.blocked(kind, shape, data, name)
+        return self._blocked[name]
 
     def vector(self, name: str) -> np.ndarray:
         kind, shape, data = self.f.tensor(name)
@@ -43,7 +52,7 @@ class _Graph(ProtoBuilder):
             w = weights.floats(kind, (n, k), data)
             y = self.node("MatMul", [x, self.const(label + ".weight", w.T)], [out])[0]
         else:
-            q = weights.blocked(kind, (n, k), data, name + ".weight")
+            q = self.blocked(name + ".weight")
             ins = [x, self.const(label + ".qweight", q.packed()),
                    self.const(label + ".scales", q.scales.reshape(-1))]
             extra = {}
@@ -63,7 +72,7 @@ class _Graph(ProtoBuilder):
         if kind in weights.FLOATS:
             table = self.const("token_embd.weight", weights.floats(kind, shape, data))
             return self.node("Gather", [table, ids], [out])[0]
-        q = weights.blocked(kind, shape, data, "token_embd.weight")
+        q = self.blocked("token_embd.weight")
         if q.zeros is not None:   # GatherBlockQuantized has no float zero points: float rows
             table = self.const("token_embd.weight", q.dequantized())
             return self.node("Gather", [table, ids], [out])[0]
@@ -164,18 +173,14 @@ def to_onnx(f: GgufFile, shape: Shape, positions: int):
     logits = _layers(g, cos, sin)
     if logits != "logits":
         g.nodes[-1].output[0] = "logits"   # the head's bias Add, where it has one
-    f32, batch, seq = TensorProto.FLOAT, "batch_size", "sequence_length"
-    cache = [batch, shape.kv_heads, "past_sequence_length", shape.head]
-    present = [batch, shape.kv_heads, "total_sequence_length", shape.head]
+    batch, seq = "batch_size", "sequence_length"
+    past, present = cache_io(shape.layers, shape.kv_heads, shape.head)
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq]),
               helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [batch]),
-              helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
-    outputs = [helper.make_tensor_value_info("logits", f32, [batch, seq, shape.vocab])]
-    for i in range(shape.layers):
-        for kind in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", f32,
-                                                        cache))
-            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", f32, present))
+              helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, []),
+              *past]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                             [batch, seq, shape.vocab])] + present
     graph = helper.make_graph(g.nodes, str(f.value("general.name", shape.arch)), inputs,
                               outputs, g.inits)
     model = helper.make_model(graph, producer_name="rvvkit.llm.gguf",
