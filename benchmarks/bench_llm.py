@@ -243,7 +243,8 @@ def counts(config: str, vlens, forms, use_llama: bool, gen=(2, 6), llama_json=()
           f"(ISA profile {isa}); rvvkit {precision}; "
           f"weights {sizes}; rvvkit's prompts {prompt[0]} and {prompt[1]} tokens"
           + (f" (prefill chunks of {prefill})" if prefill > 1 else " (a token at a time)"))
-    names = {"k1": "llama.cpp K1 default", "fp32": "llama.cpp plain RVV"}
+    names = {"k1": "llama.cpp K1 default",
+             "fp32": "llama.cpp plain RVV (Zfh/Zvfh off: a core without them)"}
     heads = ["form", "VLEN"]
     for kind in ("gen token", "prompt token"):
         heads.append(f"rvvkit / {kind}")
