@@ -14,6 +14,7 @@ from .. import dtypes
 from ..version import __version__
 from ..artifact import abi
 from ..resources import runtime_c_file
+from . import expmath
 from .cfmt import indent
 from .kernel import Kernel
 from .loops import loop
@@ -27,60 +28,20 @@ POOL = "/* runtime_c/rvk_pool.h, embedded */\n" + runtime_c_file("rvk_pool.h").r
 
 # The call-free math helpers, one text for the C unit and the CUDA one (RVK_HD: __host__
 # __device__ there), so that an activation computes the same floats on every executor.
-MATH = """\
-/* e^x and tanh for the activations (sigmoid, SiLU, Swish, tanh): branch-free and call-free,
- * so that compilers vectorise the loops around them (libm's expf is a call per element).
- * x = n ln2 + r, |r| <= ln2/2, e^r - 1 by a degree-7 polynomial (<= 2 ulp), 2^n built in the
- * exponent field. Clamped to [-87.3, 88] (results stay normal); NaN in, NaN out. tanh is within
- * 4 ulp (tests/host/test_prelude_math.py measures all three). */
-static RVK_UNUSED RVK_HD inline float rvk_expf(float x) {
-    x = x > 88.0f ? 88.0f : x;
-    x = x < -87.3f ? -87.3f : x;
-    const float t = x * 1.442695f + 12582912.0f;  /* 1.5 * 2^23: round(x/ln2) in t's bits */
-    const float n = t - 12582912.0f;
-    float r = x - n * 0.6933594f;
-    r = r + n * 2.1219444e-4f;
-    float p = 1.9875691e-4f;
-    p = p * r + 1.3981999e-3f;
-    p = p * r + 8.333452e-3f;
-    p = p * r + 4.1665796e-2f;
-    p = p * r + 0.16666666f;
-    p = p * r + 0.5f;
-    const float q = r + r * r * p;                  /* e^r - 1 */
-    uint32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23;       /* 2^n */
-    float s;
-    memcpy(&s, &bits, sizeof s);
-    return s + s * q;
-}
-
+MATH = expmath.c_expf() + """
 static RVK_UNUSED RVK_HD inline float rvk_tanhf(float x) {
     const float a = x < 0.0f ? -x : x;
     const float e = rvk_expf(-2.0f * a);
-    const float a2 = a * a;  /* below 1/16 the series, where 1 - e would cancel */
+    const float a2 = a * a;  /* below 1/8 the series, where 1 - e would cancel */
     const float small = a + a * a2 * (-0.33333334f + a2 * (0.13333334f - a2 * 0.053968254f));
-    const float t = a < 0.0625f ? small : (1.0f - e) / (1.0f + e);
+    const float t = a < 0.125f ? small : (1.0f - e) / (1.0f + e);
     return x < 0.0f ? -t : t;
 }
 
-/* 1 / (1 + e^-x) with the reciprocal by Newton's method from a bit-level first guess (three
- * steps reach float precision, ~2 ulp): a vector division costs 5-10 FMAs on many cores. e^-x
- * is capped at e^80 to keep 1 + e^-x inside the guess's range; the result there, e^-80, is
- * within 2e-35 of the true value. NaN in gives NaN out. */
+/* 1 / (1 + e^-x), an IEEE division as in the RVV form (vfrdiv), so both give the same bits;
+ * e^-x = inf gives 0. NaN in gives NaN out. */
 static RVK_UNUSED RVK_HD inline float rvk_sigmoidf(float x) {
-    const float nx = -x;
-    const float d = 1.0f + rvk_expf(nx > 80.0f ? 80.0f : nx);
-    uint32_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    bits = 0x7EF311C3u - bits;                      /* ~1/d to within 13 % */
-    float r;
-    memcpy(&r, &bits, sizeof r);
-    r = r * (2.0f - d * r);
-    r = r * (2.0f - d * r);
-    r = r * (2.0f - d * r);
-    r = r + r * (1.0f - d * r);   /* residual form (fused): rounds right, 1 stays exactly 1 */
-    return r;
+    return 1.0f / (1.0f + rvk_expf(-x));
 }
 
 /* GELU, x Phi(x) = max(x, 0) - |x|/2 erfc(|x|/sqrt2), erfc by Abramowitz-Stegun 7.1.26 (the

@@ -115,14 +115,15 @@ _ROWS = (
     ActivationDef(   # x * sigmoid(x): what passes/patterns.py makes of Mul(x, Sigmoid(x))
         "silu", ("rvvkit.Silu",),
         numpy=lambda x: x / (1 + np.exp(-x)),
-        c=lambda v: f"({v} * rvk_sigmoidf({v}))",
+        # x / (1 + e^-x): one rounding where x * sigmoid(x) has two, as the RVV form
+        c=lambda v: f"(({v}) / (1.0f + rvk_expf(-({v}))))",
         rvv=lambda v, lmul, vl: _x_over_1_plus_exp(
             v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, -1.0f, {vl})"),
         rvv_support=lambda lmul: _vmath().exp_support(lmul)),
     ActivationDef(   # x * sigmoid(alpha x) (opset 24; QuickGELU is alpha = 1.702)
         "swish", ("Swish",),
         numpy=lambda x, alpha: x / (1 + np.exp(-alpha * x)),
-        c=lambda v, alpha: f"({v} * rvk_sigmoidf({lit(alpha)} * {v}))",
+        c=lambda v, alpha: f"(({v}) / (1.0f + rvk_expf({lit(-alpha)} * ({v}))))",
         rvv=lambda v, lmul, vl, alpha: _x_over_1_plus_exp(
             v, lmul, vl, f"{_v('vfmul_vf', lmul)}({v}, {lit(-alpha)}, {vl})"),
         rvv_support=lambda lmul: _vmath().exp_support(lmul),

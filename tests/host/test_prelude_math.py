@@ -21,7 +21,7 @@ REFS = {"rvk_expf": np.exp, "rvk_tanhf": np.tanh,
 # max ulp inside each function's exact domain (expf: between its clamps; sigmoid: where e^-x is
 # not capped), and the abs error allowed outside it
 BOUNDS = {"rvk_expf": (2, None), "rvk_tanhf": (4, None), "rvk_sigmoidf": (3, 2e-35)}
-DOMAIN = {"rvk_expf": (-87.3, 88.0), "rvk_tanhf": (-np.inf, np.inf),
+DOMAIN = {"rvk_expf": (-87.3, 88.7), "rvk_tanhf": (-np.inf, np.inf),
           "rvk_sigmoidf": (-80.0, np.inf)}
 
 
@@ -93,6 +93,19 @@ def test_error_bound(lib, name):
         assert np.abs(got[~inside] - ref64[~inside]).max() <= tiny
 
 
+def test_exp_reaches_the_subnormals_and_overflows_as_expf(lib):
+    """Below -87.3 e^x is subnormal: two normal factors of 2^n round once, so the error is
+    the polynomial's plus half a subnormal step; above ln(FLT_MAX) it is inf; e^-inf is 0."""
+    x = np.linspace(-103.9, -87.3, 100001).astype(np.float32)
+    ref = np.exp(x.astype(np.float64))
+    err = np.abs(_call(lib, "rvk_expf", x).astype(np.float64) - ref)
+    assert np.all(err <= 2.5e-7 * ref + 1.5e-45), float((err / ref).max())
+    big = np.array([88.73, 89.0, 1e30, np.inf], np.float32)
+    assert np.all(np.isinf(_call(lib, "rvk_expf", big)))
+    assert np.all(_call(lib, "rvk_expf", np.array([-104.0, -1e30, -np.inf], np.float32))
+                  == 0.0)
+
+
 @pytest.mark.parametrize("name", FUNCS[:3])
 def test_special_values(lib, name):
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30], np.float32)
@@ -105,3 +118,35 @@ def test_special_values(lib, name):
         with np.errstate(over="ignore"):
             ref = REFS[name](x[1:].astype(np.float64))
         np.testing.assert_allclose(got[1:], ref, rtol=1e-6, atol=1e-30)
+
+
+def test_the_x86_softmax_exp_gives_the_c_helpers_bits(lib, tmp_path):
+    """The softmax row's e^x on AVX2/AVX-512 lanes (kernels/reduce/softmax_x86.py) takes the
+    C helper's steps (codegen/expmath.py): the same bits, over the whole range."""
+    from x86_support import host_has
+    from rvvkit.codegen.kernels.reduce import softmax_x86
+    if not host_has("avx2", "fma", "f16c"):
+        pytest.skip("the host has no AVX2/FMA/F16C: the x86 form is not compiled")
+    import cffi
+    loop = ("void v_x86(const float *x, float *y, long n) {\n#if defined(__AVX512F__)\n"
+            "for (long i = 0; i < n; i += 16) _mm512_storeu_ps(y + i, "
+            "rvk_vexp_x86(_mm512_loadu_ps(x + i)));\n#else\n"
+            "for (long i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, "
+            "rvk_vexp_x86(_mm256_loadu_ps(x + i)));\n#endif\n}\n")
+    src = tmp_path / "x.c"
+    src.write_text(KERNEL_PRELUDE + "".join(softmax_x86.support().values()) + loop)
+    so = tmp_path / "x.so"
+    cmd = ["gcc"] + compile_flags(resolve_compiler("gcc")) + [str(src), "-o", str(so), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    ffi = cffi.FFI()
+    ffi.cdef("void v_x86(const float *x, float *y, long n);")
+    x86 = ffi.dlopen(str(so))
+    x = np.concatenate([np.linspace(-110, 95, 200000), [np.nan, np.inf, -np.inf, 0.0],
+                        np.zeros(12)]).astype(np.float32)
+    y = np.empty_like(x)
+    x86.v_x86(ffi.cast("float *", x.ctypes.data), ffi.cast("float *", y.ctypes.data), x.size)
+    want = _call(lib, "rvk_expf", x)
+    assert np.isnan(y[200000]) and np.isnan(want[200000])
+    keep = ~np.isnan(want)
+    np.testing.assert_array_equal(y[keep].view(np.int32), want[keep].view(np.int32))

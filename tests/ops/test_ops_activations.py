@@ -117,3 +117,31 @@ def test_softmax(op, opset, axis, shape, executor):
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+# e^x, sigmoid and SiLU: one algorithm on every executor (rvvkit/codegen/expmath.py), so the
+# host's bits. A decoder's int8 activations round these values: a last-bit difference flips a
+# quantum (issue 39). The model is built and run on the host once; each executor compares.
+_EXP_BITS = {}
+
+
+def _exp_model_and_host():
+    if not _EXP_BITS:
+        xs = [np.linspace(-110, 95, 3001), rand(1000, seed=4) * 6,
+              [np.nan, np.inf, -np.inf, 0.0, -0.0, -87.4, 88.72, 1e-30, -1e-30]]
+        x = np.concatenate(xs).astype(np.float32)[None]
+        m = make_model([node("Exp", ["x"], ["e"]), node("Sigmoid", ["x"], ["s"]),
+                        node("Mul", ["x", "s"], ["silu"])],
+                       [("x", list(x.shape))], ["e", "s", "silu"])
+        _EXP_BITS.update(model=m, x=x, host=run_rvvkit(m, {"x": x}))
+    return _EXP_BITS
+
+
+def test_exp_sigmoid_silu_give_the_hosts_bits(executor):
+    built = _exp_model_and_host()
+    got = run_rvvkit(built["model"], {"x": built["x"]}, on=executor)
+    for name, want in built["host"].items():
+        nan = np.isnan(want)   # a NaN's sign and payload are the hardware's (x86: negative)
+        np.testing.assert_array_equal(np.isnan(got[name]), nan, err_msg=f"{executor.id}: {name}")
+        np.testing.assert_array_equal(got[name][~nan].view(np.int32), want[~nan].view(np.int32),
+                                      err_msg=f"{executor.id}: {name}")

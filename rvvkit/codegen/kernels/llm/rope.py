@@ -14,7 +14,7 @@ declare_spec("rope", ("x_shape", "rows", "heads", "head", "rot", "interleaved", 
 
 def swiglu_expr(alpha: float, i: str) -> str:
     """y[i] from a[i], b[i] (one C/CUDA statement)."""
-    return (f"y[{i}] = a[{i}] / (1.0f + expf({flt(-alpha)} * a[{i}])) * b[{i}];")
+    return (f"y[{i}] = a[{i}] / (1.0f + rvk_expf({flt(-alpha)} * a[{i}])) * b[{i}];")
 
 
 def swiglu(n: int, alpha: float) -> Lowered:

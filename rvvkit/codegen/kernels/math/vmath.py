@@ -3,15 +3,16 @@ helpers that activation rows list as their RVV support (rvvkit/ops/activations.p
 `rvv_support`), so sigmoid, tanh, exp, ELU, softplus and friends stay in registers instead of
 calling scalar expf.
 
-Method: x = n ln2 + r with n = round(x / ln2) (vfcvt rounds to nearest even under the default
+Method (e^x: the steps of codegen/expmath.py, which the C and x86 forms share, so all give the
+same bits): x = n ln2 + r with n = round(x / ln2) (vfcvt rounds to nearest even under the default
 rounding mode) and |r| <= ln2 / 2, ln2 split in two parts so r is exact to a few ulp; e^r - 1 =
 r + r^2 P(r) with P of degree 5 (the classic single-precision expf polynomial, ~1 ulp on that
-range; Horner steps multiply, then add a scalar, so no constant takes a register group: LMUL 8
-has only four); 2^n is built in the exponent field through an int32 reinterpretation. Only
-intrinsics the 0.11 and 1.0 APIs share are used (integer vadd/vsub/vsra/vsll .vx/.vv, vfcvt
-between i32 and f32 with the dynamic rounding mode (QEMU 7.2 aborts on the .rtz forms),
-vreinterpret i32 -> f32, vfnmsac/vfmacc). Out-of-range inputs are clamped first with the masked
-clamp of rvv.py, which leaves a NaN lane NaN (vfmin/vfmax alone would make it a bound, and
+range; nested in one chain of vfmul and vfmacc.vf); 2^n is built in the
+exponent field through an int32 reinterpretation. Only intrinsics the 0.11 and 1.0 APIs share
+are used (integer vadd/vsub/vsra/vsll .vx/.vv, vfcvt between i32 and f32 with the dynamic
+rounding mode (QEMU 7.2 aborts on the .rtz forms), vreinterpret i32 -> f32,
+vfnmsac/vfmacc). Out-of-range inputs are clamped first with the masked clamp of rvv.py, which
+leaves a NaN lane NaN (vfmin/vfmax alone would make it a bound, and
 e^NaN a number): the NaN then flows through the polynomial, so sigmoid, tanh, softmax... of NaN
 are NaN as in onnxruntime.
 """
@@ -21,6 +22,7 @@ from typing import Dict
 
 import numpy as np
 
+from ... import expmath
 from ...rvv import GUARD, vclamp
 
 
@@ -30,27 +32,25 @@ def flt(c: float) -> str:
     text = np.format_float_scientific(np.float32(c), unique=True, trim="-")
     return f"({text}f)" if text.startswith("-") else f"{text}f"
 
-# constants as the shortest C literals of their float32 values
-LN2_HI, LN2_LO = flt(0.693359375), flt(-2.12194440e-4)
-# e^r - 1 - r = r^2 (c0 + c1 r + ... + c5 r^5), highest degree first
-POLY = tuple(flt(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                              4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1))
+# e^x's constants, shared with the C and x86 forms (codegen/expmath.py)
+LN2_HI, LN2_LO, POLY = expmath.C_LN2_HI, expmath.C_LN2_LO, expmath.C_POLY
 
 
 def _reduce(m: int, lo: str, hi: str) -> str:
     """Statements leaving n (int), r and q = e^r - 1 for x clamped to [lo, hi]."""
-    f, i = f"f32m{m}", f"i32m{m}"
-    horner = "\n".join(
-        f"    p = __riscv_vfadd_vf_{f}(__riscv_vfmul_vv_{f}(p, r, vl), {c}, vl);"
-        for c in POLY[1:])
+    f, i, log2e = f"f32m{m}", f"i32m{m}", expmath.C_LOG2E
+    # e^r - 1 = r (1 + r P(r)) nested as C's fmaf and multiplies (expmath.py): one dependent
+    # chain, no constant in a register group
+    terms = "\n".join(f"    w = __riscv_vfmul_vv_{f}(w, r, vl);\n"
+                      f"    w = __riscv_vfmacc_vf_{f}(w, {c}, r, vl);" for c in POLY[1:])
     return f"""    x = {vclamp(m, "x", lo, hi)};
-    const vint32m{m}_t n = __riscv_vfcvt_x_f_v_{i}(__riscv_vfmul_vf_{f}(x, 1.44269504f, vl), vl);
+    const vint32m{m}_t n = __riscv_vfcvt_x_f_v_{i}(__riscv_vfmul_vf_{f}(x, {log2e}, vl), vl);
     const vfloat32m{m}_t nf = __riscv_vfcvt_f_x_v_{f}(n, vl);
     vfloat32m{m}_t r = __riscv_vfnmsac_vf_{f}(x, {LN2_HI}, nf, vl);
     r = __riscv_vfnmsac_vf_{f}(r, {LN2_LO}, nf, vl);
-    vfloat32m{m}_t p = __riscv_vfmv_v_f_{f}({POLY[0]}, vl);
-{horner}
-    const vfloat32m{m}_t q = __riscv_vfmacc_vv_{f}(r, p, __riscv_vfmul_vv_{f}(r, r, vl), vl);"""
+    vfloat32m{m}_t w = __riscv_vfmul_vf_{f}(r, {POLY[0]}, vl);
+{terms}
+    const vfloat32m{m}_t q = __riscv_vfmacc_vv_{f}(r, r, w, vl);"""
 
 
 def _pow2(m: int, n: str) -> str:
@@ -76,7 +76,7 @@ def exp_support(m: int) -> Dict[str, str]:
     text = f"""{GUARD}
 /* e^x on a vector: range reduction, polynomial, 2^n in two factors (kernels/math/vmath.py). */
 __attribute__((unused)) static inline vfloat32m{m}_t {exp_name(m)}(vfloat32m{m}_t x, size_t vl) {{
-{_reduce(m, "-104.0f", "89.0f")}
+{_reduce(m, expmath.C_LO, expmath.C_HI)}
     const vint32m{m}_t n1 = __riscv_vsra_vx_{i}(n, 1, vl);
     const vint32m{m}_t n2 = __riscv_vsub_vv_{i}(n, n1, vl);
     const vfloat32m{m}_t y = __riscv_vfadd_vf_{f}(q, 1.0f, vl);

@@ -4,14 +4,14 @@ kernel and the attention's in-workspace rows.
 gcc 12 leaves the portable lanes' max step scalar (16 vmaxss a 16-float run) and runs the
 exponentials with masked clamps; written out, the max takes four vector registers, the
 exponentials two at a time, and a 1500-key row costs 0.5 instead of 0.7 ns an element on a
-Zen 4 core (Whisper's scores: 4.6 instead of 6.5 ms a layer). e^x is rvk_expf's (the prelude:
-the same reduction, polynomial and clamps), so the values are the portable form's up to the
-order of the sum's additions."""
+Zen 4 core (Whisper's scores: 4.6 instead of 6.5 ms a layer). e^x is rvk_expf's step for step
+(codegen/expmath.py), so the values are the portable form's up to the order of the sum's
+additions."""
 from __future__ import annotations
 
 import re
 
-from ... import x86
+from ... import expmath, x86
 
 KEY = "1_rvk_softmax_row_x86"
 
@@ -61,28 +61,30 @@ static inline void rvk_softmax_row(const float *x, float *y, long n, int masked_
 }
 """
 
-# rvk_expf (codegen/c.py) on W lanes: clamp, n = round(x / ln2) in t's low bits, r = x - n ln2
-# in two parts, e^r - 1 by the degree-7 polynomial, 2^n in the exponent field
+# rvk_expf (codegen/c.py) on W lanes, by the same steps (codegen/expmath.py), so each lane gives
+# the C helper's bits: clamp, n = rint(x / ln2), r = x - n ln2 in two fused steps, the nested
+# polynomial in multiplies and fused steps, 2^n as two normal factors
 _EXP = """
 static inline VT rvk_vexp_x86(VT x) {
     /* the clamps as rvk_expf's: (a < b ? a : b) returns b, here x, when x is NaN */
-    x = MIN(SET1(88.0f), x);
-    x = MAX(SET1(-87.3f), x);
-    const VT t = FMA(x, SET1(1.442695f), SET1(12582912.0f));
-    const VT n = SUB(t, SET1(12582912.0f));
-    VT r = FNMA(n, SET1(0.6933594f), x);
-    r = FMA(n, SET1(2.1219444e-4f), r);
-    VT p = SET1(1.9875691e-4f);
-    p = FMA(p, r, SET1(1.3981999e-3f));
-    p = FMA(p, r, SET1(8.333452e-3f));
-    p = FMA(p, r, SET1(4.1665796e-2f));
-    p = FMA(p, r, SET1(0.16666666f));
-    p = FMA(p, r, SET1(0.5f));
-    const VT q = FMA(MUL(r, r), p, r);
-    const VT s = EXP2(t);
-    return FMA(s, q, s);
+    x = MIN(SET1(HI), x);
+    x = MAX(SET1(LO), x);
+    const VT n = ROUND(MUL(x, SET1(LOG2E)));
+    VT r = FNMA(n, SET1(LN2_HI), x);
+    r = FNMA(n, SET1(LN2_LO), r);
+    VT w = MUL(r, SET1(P0));
+""" + "\n".join(f"    w = MUL(w, r);\n    w = FMA(SET1(P{k}), r, w);"
+                for k in range(1, len(expmath.POLY))) + """
+    const VT y = ADD(FMA(r, w, r), SET1(1.0f));
+    const VI ni = NBITS(ADD(n, SET1(12582912.0f)));
+    const VI n1 = HALF(ni);
+    return MUL(MUL(y, POW2(n1)), POW2(ISUB(ni, n1)));
 }
 """
+_CONSTS = {"LO": expmath.C_LO, "HI": expmath.C_HI, "LOG2E": expmath.C_LOG2E,
+           "LN2_HI": expmath.C_LN2_HI, "LN2_LO": expmath.C_LN2_LO,
+           **{f"P{k}": c for k, c in enumerate(expmath.C_POLY)}}
+_EXP = re.sub(r"\b(" + "|".join(_CONSTS) + r")\b", lambda m: _CONSTS[m.group(1)], _EXP)
 
 _WIDE = {   # macro -> (its parameters, AVX-512 form, AVX2 form)
     "W": ("", "16", "8"), "VT": ("", "__m512", "__m256"),
@@ -96,12 +98,20 @@ _WIDE = {   # macro -> (its parameters, AVX-512 form, AVX2 form)
     "MUL": ("(a, b)", "_mm512_mul_ps((a), (b))", "_mm256_mul_ps((a), (b))"),
     "FMA": ("(a, b, c)", "_mm512_fmadd_ps((a), (b), (c))", "_mm256_fmadd_ps((a), (b), (c))"),
     "FNMA": ("(a, b, c)", "_mm512_fnmadd_ps((a), (b), (c))", "_mm256_fnmadd_ps((a), (b), (c))"),
-    # 2^n from t's bits: (bits(t) - bits(1.5 * 2^23) + 127) << 23
-    "EXP2": ("(t)",
-             "_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), "
-             "_mm512_set1_epi32(127 - 0x4B400000)), 23))",
-             "_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t), "
-             "_mm256_set1_epi32(127 - 0x4B400000)), 23))"),
+    "VI": ("", "__m512i", "__m256i"),
+    "ROUND": ("(a)", "_mm512_roundscale_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
+              "_mm256_round_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"),
+    # n from the bits of n + 1.5 * 2^23 (n in the low mantissa bits, exactly)
+    "NBITS": ("(t)", "_mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000))",
+              "_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000))"),
+    "HALF": ("(k)", "_mm512_srai_epi32((k), 1)", "_mm256_srai_epi32((k), 1)"),  # floor(k / 2)
+    "ISUB": ("(a, b)", "_mm512_sub_epi32((a), (b))", "_mm256_sub_epi32((a), (b))"),
+    # 2^k, k in [-126, 127], in the exponent field
+    "POW2": ("(k)",
+             "_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32((k), "
+             "_mm512_set1_epi32(127)), 23))",
+             "_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32((k), "
+             "_mm256_set1_epi32(127)), 23))"),
 }
 
 
