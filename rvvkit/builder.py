@@ -14,7 +14,8 @@ from .codegen.lower.core import unlowerable
 from .codegen.cuda.render import render_cuda
 from .codegen.plan import Plan, build_plan
 from .llm.prefill import prefill_plan
-from .frontend.decoder_dims import decoder_shapes, unbounded_caches
+from .frontend.decoder_dims import (Patterns, check_cache_outputs, decoder_shapes,
+                                    named_caches, unbounded_caches)
 from .frontend.onnx import from_onnx, load_model
 from .ops import REGISTRY
 from .passes import optimize
@@ -39,6 +40,7 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
                 opt_level: int = 2, name: Optional[str] = None, cuda: bool = True,
                 vlen: Optional[int] = None, max_seq: Optional[int] = None,
                 prefill: int = PREFILL_TOKENS, precision: str = "fp32",
+                cache_inputs: Patterns = None, cache_outputs: Patterns = None,
                 progress: Optional[Callable[[str], None]] = None) -> Artifact:
     """ONNX model (path, bytes or ModelProto) -> artifact with the C source, the CUDA source of
     the same plan (unless `cuda` is False) and the weights. With `vlen`, the RVV micro-kernels
@@ -47,7 +49,10 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     key/value caches (frontend/decoder_dims.py); `input_shapes` still wins per input. A
     decoder so built also gets a prefill plan taking `prefill` prompt tokens per call (0 or 1:
     none; prompts then run a token at a time). `precision` fp16/auto adds the float16 forms
-    of the kernels that have one (codegen/precision.py)."""
+    of the kernels that have one (codegen/precision.py). `cache_inputs`/`cache_outputs`
+    (names or shell patterns, a list or comma-separated) say which inputs are the key/value
+    caches and which outputs their presents, where the names and the graph's use of them do
+    not (frontend/decoder_dims.py)."""
     # from Python without `progress`, the same lines go to the "rvvkit" logger (INFO), so a
     # long build is not silent where logging is on
     say = progress or _LOG.info
@@ -58,18 +63,21 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     if from_gguf:
         say(from_gguf.summary)
     model = from_gguf.model if from_gguf else load_model(model)
+    caches = named_caches(model, cache_inputs)
     if max_seq is not None:
         head = head_size_from_folder(path) if path is not None and not from_gguf else None
-        input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes, head_size=head),
+        input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes, head_size=head,
+                                         names=caches),
                         **dict(input_shapes or {})}
     else:
-        _refuse_unbounded(model, input_shapes)
+        _refuse_unbounded(model, input_shapes, caches)
     g = from_onnx(model, input_shapes=input_shapes, name=name, unsupported=unlowerable)
     say(f"parsed {len(g.nodes)} nodes ({time.perf_counter() - t0:.1f}s)")
     before = g.summary()
     optimize(g, opt_level)
     say(f"optimised to {len(g.nodes)} nodes")
     cached = caches_to_state(g, bounded=max_seq is not None)
+    check_cache_outputs(model, cache_outputs, [present for _, present in cached])
     if cached:
         say(f"{len(cached)} key/value caches kept in the session (updated in place)")
     plan = build_plan(g, vlen=vlen, precision=precision)
@@ -79,7 +87,7 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     if dec and max_seq is not None:   # a decoder: its caches became state
         second = prefill_plan(model, plan, dec, prefill, input_shapes,
                               opt_level=opt_level, name=name, vlen=vlen, say=say,
-                              precision=precision)
+                              precision=precision, caches=caches)
     source = render(plan, prefill=second)
     meta = plan_meta(plan, source_ops=before, opt_level=opt_level, vlen=vlen, prefill=second,
                      precision=precision)
@@ -93,10 +101,10 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     return Artifact(meta, source, (second or plan).weights, cu_source=cu_source, extra=extra)
 
 
-def _refuse_unbounded(model, input_shapes) -> None:
+def _refuse_unbounded(model, input_shapes, names) -> None:
     """A decoder built without a cache bound: one line naming what to do, not a warning and a
     problem per cache input."""
-    caches = unbounded_caches(model, input_shapes)
+    caches = unbounded_caches(model, input_shapes, names)
     if caches:
         raise ModelError(f"this is a decoder with {len(caches)} key/value cache inputs "
                          f"({caches[0]}, ...) of symbolic length: build it with --max-seq N "

@@ -17,7 +17,9 @@ def cmd_build(args) -> int:
     sign = signer(args.sign)
     art = build_model(args.model, input_shapes=shapes(args.input_shape),
                       opt_level=args.opt_level, vlen=args.vlen, max_seq=args.max_seq,
-                      prefill=args.prefill, precision=args.precision, progress=say)
+                      prefill=args.prefill, precision=args.precision,
+                      cache_inputs=args.cache_inputs, cache_outputs=args.cache_outputs,
+                      progress=say)
     if args.precompile:
         from ..precompile import pack, parse_targets
         art = pack(art, parse_targets(args.precompile), progress=say)
@@ -44,6 +46,12 @@ def add_parser(sub) -> None:
                    help="with --max-seq: also plan a prefill step that takes N prompt tokens "
                         f"per call, sharing weights and caches (default {PREFILL_TOKENS}; 0 "
                         "or 1: prompts run a token at a time)")
+    b.add_argument("--cache-inputs", metavar="NAMES", help="with --max-seq: the key/value "
+                   "cache inputs, comma-separated names or shell patterns (e.g. 'kv_in_*'), "
+                   "where rvvkit does not find them (it takes rank-4 inputs named past*/"
+                   "...cache..., or read as a past key/value)")
+    b.add_argument("--cache-outputs", metavar="NAMES", help="the present key/value outputs "
+                   "(names or patterns): the build fails unless each is kept in place")
     b.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2],
                    help="0: no folding/fusion, 1: fold BatchNorm/affine, 2: + fusion (default)")
     b.add_argument("--vlen", type=vlen, default=None, metavar="BITS",

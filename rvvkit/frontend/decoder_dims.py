@@ -9,8 +9,9 @@ with the new token appended by Concat, so the past is given N - 1 positions and 
 has N (passes/kv_cache.py then keeps that present buffer as the session's cache)."""
 from __future__ import annotations
 
+import fnmatch
 import re
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from ..errors import ModelError
 from . import packed_qkv
@@ -51,18 +52,77 @@ def _read_as_caches(proto) -> set:
     return found - {""}
 
 
-def cache_inputs(proto) -> list:
-    """The rank-4 key/value cache inputs: named past*/...cache..., or read as caches."""
+Patterns = Union[None, str, Iterable[str]]
+
+
+def _patterns(given: Patterns) -> List[str]:
+    """--cache-inputs/--cache-outputs: comma-separated names or shell patterns (kv_in_*)."""
+    if given is None:
+        return []
+    items = given.split(",") if isinstance(given, str) else list(given)
+    return [p.strip() for p in items if p.strip()]
+
+
+def _matching(flag: str, patterns: List[str], names: List[str]) -> List[str]:
+    """The names any pattern matches, in graph order; a pattern that matches none is an error
+    naming what there is."""
+    for p in patterns:
+        if not fnmatch.filter(names, p):
+            raise ModelError(f"{flag} {p!r} matches none of the model's "
+                             f"{'inputs' if 'input' in flag else 'outputs'}: "
+                             f"{', '.join(names) or 'none'}")
+    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
+def named_caches(proto, given: Patterns) -> Optional[List[str]]:
+    """The inputs `--cache-inputs` names (every one a rank-4 [batch, kv_heads, positions,
+    head] tensor), or None where it was not given and the heuristics below decide."""
+    patterns = _patterns(given)
+    if not patterns:
+        return None
     inits = {i.name for i in proto.graph.initializer}
+    inputs = {vi.name: vi for vi in proto.graph.input if vi.name not in inits}
+    names = _matching("--cache-inputs", patterns, list(inputs))
+    odd = [f"{n} {_dims(inputs[n])}" for n in names if len(_dims(inputs[n])) != 4]
+    if odd:
+        raise ModelError(f"--cache-inputs names inputs that are not rank-4 [batch, kv_heads, "
+                         f"positions, head] caches: {', '.join(odd)}")
+    return names
+
+
+def check_cache_outputs(proto, given: Patterns, kept: Sequence[str]) -> None:
+    """Every output `--cache-outputs` names must have become an in-place cache (`kept`: the
+    presents passes/kv_cache.py turned into session state); else one line on what rvvkit
+    recognises."""
+    patterns = _patterns(given)
+    if not patterns:
+        return
+    names = _matching("--cache-outputs", patterns, [o.name for o in proto.graph.output])
+    missed = [n for n in names if n not in kept]
+    if missed:
+        raise ModelError(
+            f"--cache-outputs: {', '.join(missed)} could not be kept as in-place caches: "
+            "rvvkit keeps a present output that is Concat(past, new) on the positions axis "
+            "of a cache input, or the present key/value of a GroupQueryAttention or ONNX "
+            "Attention (build with --max-seq; name the pasts with --cache-inputs)")
+
+
+def cache_inputs(proto, names: Optional[Sequence[str]] = None) -> list:
+    """The rank-4 key/value cache inputs: those `names` lists where given (named_caches), else
+    named past*/...cache..., or read as caches."""
+    inits = {i.name for i in proto.graph.initializer}
+    if names is not None:
+        return [vi for vi in proto.graph.input if vi.name in names and vi.name not in inits]
     used = _read_as_caches(proto)
     return [vi for vi in proto.graph.input
             if vi.name not in inits and len(_dims(vi)) == 4 and
             (CACHE_NAME.search(vi.name) or vi.name in used)]
 
 
-def unbounded_caches(proto, given: Optional[Dict[str, Sequence[int]]] = None) -> List[str]:
+def unbounded_caches(proto, given: Optional[Dict[str, Sequence[int]]] = None,
+                     names: Optional[Sequence[str]] = None) -> List[str]:
     """The cache inputs whose length is symbolic and not given."""
-    return [vi.name for vi in cache_inputs(proto)
+    return [vi.name for vi in cache_inputs(proto, names)
             if _dims(vi)[2] is None and vi.name not in (given or {})]
 
 
@@ -73,11 +133,12 @@ def grows_by_concat(proto) -> bool:
 
 def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
                    given: Optional[Dict[str, Sequence[int]]] = None,
-                   head_size: Optional[int] = None) -> Dict[str, List[int]]:
+                   head_size: Optional[int] = None,
+                   names: Optional[Sequence[str]] = None) -> Dict[str, List[int]]:
     """{input name: static shape} for every input with a symbolic dimension, for a step that
     takes `new_tokens` tokens (1: decoding; more: a prompt chunk of the prefill plan); a cache
     in `given` (--input-shape) takes its head size from there, else from the attention reading
-    it, else `head_size` (genai_config.json's)."""
+    it, else `head_size` (genai_config.json's); `names`: the caches --cache-inputs named."""
     given = dict(given or {})
     grows = grows_by_concat(proto)
     if max_seq < new_tokens + grows:
@@ -85,13 +146,13 @@ def decoder_shapes(proto, max_seq: int, new_tokens: int = 1,
     past_len = max_seq - new_tokens if grows else max_seq
     inits = {i.name for i in proto.graph.initializer}
     inputs = [vi for vi in proto.graph.input if vi.name not in inits]
-    caches = cache_inputs(proto)
+    caches = cache_inputs(proto, names)
     if not caches:
         looked = ", ".join(f"{vi.name} {_dims(vi)}" for vi in inputs) or "none"
         raise ModelError("--max-seq: found no key/value cache among the inputs (looked for "
                          "rank-4 inputs named past*/…cache…, or read as a past key/value by "
                          "an attention or by a Concat making a graph output; the inputs are "
-                         f"{looked})")
+                         f"{looked}); name them with --cache-inputs PATTERN")
     shapes: Dict[str, List[int]] = {}
     facts = Facts(proto)
     for vi in caches:

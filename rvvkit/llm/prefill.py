@@ -77,13 +77,15 @@ def _unshareable(g, base: Plan, made) -> str:
 def prefill_plan(proto, base: Plan, dec: Dict, tokens: int,
                  input_shapes: Optional[Dict[str, Sequence[int]]], *, opt_level: int,
                  name: Optional[str], vlen: Optional[int],
-                 say: Callable[[str], None], precision: str = "fp32") -> Optional[Plan]:
+                 say: Callable[[str], None], precision: str = "fp32",
+                 caches: Optional[Sequence[str]] = None) -> Optional[Plan]:
     """The prefill plan of the decoder `proto` built on `base` (its decoding plan, whose roles
-    `dec` are decoder.decoder_meta's), or None when a chunk would hold one token."""
+    `dec` are decoder.decoder_meta's), or None when a chunk would hold one token. `caches`:
+    the cache inputs --cache-inputs named."""
     chunk = chunk_for(proto, dec["max_seq"], tokens)
     if chunk < 2:
         return None
-    shapes = decoder_shapes(proto, dec["max_seq"], chunk, given=input_shapes)
+    shapes = decoder_shapes(proto, dec["max_seq"], chunk, given=input_shapes, names=caches)
     # the user's shapes pin what the model left open; the chunk's own dimensions stay
     shapes = {**{k: v for k, v in dict(input_shapes or {}).items() if k not in shapes},
               **shapes}
