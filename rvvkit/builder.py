@@ -21,7 +21,7 @@ from .ops import REGISTRY
 from .passes import optimize
 from .passes.kv_cache import caches_to_state
 from .llm.decoder import PREFILL_TOKENS, decoder_meta
-from .llm.model_config import eos_from_folder, head_size_from_folder
+from .llm.model_config import bound_from_folder, eos_from_folder, head_size_from_folder
 from .llm import gguf
 
 _LOG = logging.getLogger("rvvkit")
@@ -46,7 +46,8 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
     the same plan (unless `cuda` is False) and the weights. With `vlen`, the RVV micro-kernels
     are emitted for that VLEN only (smaller source; still correct, only slower, at another
     VLEN); by default the source runs well at every VLEN. `max_seq` bounds a decoder's
-    key/value caches (frontend/decoder_dims.py); `input_shapes` still wins per input. A
+    key/value caches (frontend/decoder_dims.py; without it, genai_config.json's search.
+    max_length beside the model, where there is one); `input_shapes` still wins per input. A
     decoder so built also gets a prefill plan taking `prefill` prompt tokens per call (0 or 1:
     none; prompts then run a token at a time). `precision` fp16/auto adds the float16 forms
     of the kernels that have one (codegen/precision.py). `cache_inputs`/`cache_outputs`
@@ -64,6 +65,12 @@ def build_model(model, *, input_shapes: Optional[Dict[str, Sequence[int]]] = Non
         say(from_gguf.summary)
     model = from_gguf.model if from_gguf else load_model(model)
     caches = named_caches(model, cache_inputs)
+    if max_seq is None and path is not None and not from_gguf and \
+            unbounded_caches(model, input_shapes, caches):
+        max_seq = bound_from_folder(path)
+        if max_seq:
+            say(f"cache bound {max_seq} positions from genai_config.json (search.max_length; "
+                "--max-seq N sets another)")
     if max_seq is not None:
         head = head_size_from_folder(path) if path is not None and not from_gguf else None
         input_shapes = {**decoder_shapes(model, max_seq, given=input_shapes, head_size=head,

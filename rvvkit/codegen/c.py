@@ -28,14 +28,14 @@ POOL = "/* runtime_c/rvk_pool.h, embedded */\n" + runtime_c_file("rvk_pool.h").r
 
 # The call-free math helpers, one text for the C unit and the CUDA one (RVK_HD: __host__
 # __device__ there), so that an activation computes the same floats on every executor.
-MATH = expmath.c_expf() + """
+MATH = expmath.c_math() + """
+/* tanh = e / (e + 2), e = e^2x - 1, as the RVV form (kernels/math/vmath.py), so both give the
+ * same bits; within 4 ulp (tests/host/test_prelude_math.py); |x| > 9 is +-1 in float. */
 static RVK_UNUSED RVK_HD inline float rvk_tanhf(float x) {
-    const float a = x < 0.0f ? -x : x;
-    const float e = rvk_expf(-2.0f * a);
-    const float a2 = a * a;  /* below 1/8 the series, where 1 - e would cancel */
-    const float small = a + a * a2 * (-0.33333334f + a2 * (0.13333334f - a2 * 0.053968254f));
-    const float t = a < 0.125f ? small : (1.0f - e) / (1.0f + e);
-    return x < 0.0f ? -t : t;
+    x = x > 9.0f ? 9.0f : x;
+    x = x < -9.0f ? -9.0f : x;
+    const float e = rvk_expm1f(x + x);
+    return e / (e + 2.0f);
 }
 
 /* 1 / (1 + e^-x), an IEEE division as in the RVV form (vfrdiv), so both give the same bits;
@@ -43,24 +43,7 @@ static RVK_UNUSED RVK_HD inline float rvk_tanhf(float x) {
 static RVK_UNUSED RVK_HD inline float rvk_sigmoidf(float x) {
     return 1.0f / (1.0f + rvk_expf(-x));
 }
-
-/* GELU, x Phi(x) = max(x, 0) - |x|/2 erfc(|x|/sqrt2), erfc by Abramowitz-Stegun 7.1.26 (the
- * same formula as the RVV form, codegen/kernels/math/vgelu.py): erf to within 1.5e-7 absolute, so
- * GELU to within 1e-7 |x| plus a few ulp; libm's erff is a call per element. */
-static RVK_UNUSED RVK_HD inline float rvk_geluf(float x) {
-    const float ax = x < 0.0f ? -x : x;
-    const float a = ax > 10.0f ? 10.0f : ax;   /* erfc(10/sqrt2) < 1e-22: keeps inf * 0 out */
-    const float z = a * 0.70710678f;
-    const float t = 1.0f / (1.0f + 0.3275911f * z);
-    float p = 1.061405429f;
-    p = p * t - 1.453152027f;
-    p = p * t + 1.421413741f;
-    p = p * t - 0.284496736f;
-    p = p * t + 0.254829592f;
-    const float q = p * t * rvk_expf(-z * z);
-    return (x > 0.0f ? x : 0.0f) - 0.5f * a * q;
-}
-"""
+""" + expmath.c_gelu()
 
 # What kernels rely on: headers, element types, status macros and the call-free math helpers.
 # Tests that compile kernels outside a whole plan (tests/kernel_harness.py) take it from here.

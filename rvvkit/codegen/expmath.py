@@ -35,32 +35,82 @@ C_LO, C_HI, C_LOG2E, C_LN2_HI, C_LN2_LO = (flt(v) for v in (LO, HI, LOG2E, LN2_H
 C_POLY = tuple(flt(c) for c in POLY)
 
 
-def c_expf() -> str:
-    """The scalar C helper rvk_expf (RVK_HD: __host__ __device__ in the CUDA unit)."""
+EXPM1_LO, EXPM1_HI = -87.0, 88.0   # e^x - 1 is -1 in float below; 2^n stays one factor
+
+
+def _c_reduce(lo: float, hi: float) -> str:
+    """C statements: x clamped to [lo, hi], then n (float), r and q = e^r - 1 (steps 1-4)."""
     terms = "\n".join(f"    w = w * r;\n    w = fmaf({c}, r, w);" for c in C_POLY[1:])
+    return f"""    x = x > {flt(hi)} ? {flt(hi)} : x;
+    x = x < {flt(lo)} ? {flt(lo)} : x;
+    const float n = rintf(x * {C_LOG2E});
+    float r = fmaf(-n, {C_LN2_HI}, x);
+    r = fmaf(-n, {C_LN2_LO}, r);
+    float w = r * {C_POLY[0]};
+{terms}
+    const float q = fmaf(r, w, r);
+    const float t = n + 12582912.0f;        /* 1.5 * 2^23: n in t's low bits, exactly */
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    const int32_t ni = (int32_t)(bits - 0x4B400000u);"""
+
+
+def c_math() -> str:
+    """The scalar C helpers rvk_expf and rvk_expm1f (RVK_HD: __host__ __device__ in the CUDA
+    unit)."""
     return f"""/* e^x by the steps of rvvkit/codegen/expmath.py, shared with the x86 and RVV
  * forms so each gives the same bits: n = rint(x / ln2), r = x - n ln2 in two fused steps,
  * e^r - 1 by a degree-7 polynomial in fused steps (<= 2 ulp; tests/host/test_prelude_math.py),
  * times 2^n as two normal factors (inf above, subnormals below, as expf). Call-free, so loops
  * around it vectorise (libm's expf is a call per element). NaN in, NaN out. */
 static RVK_UNUSED RVK_HD inline float rvk_expf(float x) {{
-    x = x > {C_HI} ? {C_HI} : x;
-    x = x < {C_LO} ? {C_LO} : x;
-    const float n = rintf(x * {C_LOG2E});
-    float r = fmaf(-n, {C_LN2_HI}, x);
-    r = fmaf(-n, {C_LN2_LO}, r);
-    float w = r * {C_POLY[0]};
-{terms}
-    const float y = fmaf(r, w, r) + 1.0f;
-    const float t = n + 12582912.0f;        /* 1.5 * 2^23: n in t's low bits, exactly */
-    uint32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    const int32_t ni = (int32_t)(bits - 0x4B400000u);
+{_c_reduce(LO, HI)}
     const int32_t n1 = ni >> 1;             /* floor(n / 2): arithmetic shift, as vsra */
     const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(ni - n1 + 127) << 23;
     float s1, s2;
     memcpy(&s1, &b1, sizeof s1);
     memcpy(&s2, &b2, sizeof s2);
-    return y * s1 * s2;
+    return (q + 1.0f) * s1 * s2;
+}}
+
+/* e^x - 1, accurate near 0: 2^n q + (2^n - 1), as the RVV form (kernels/math/vmath.py). */
+static RVK_UNUSED RVK_HD inline float rvk_expm1f(float x) {{
+{_c_reduce(EXPM1_LO, EXPM1_HI)}
+    const uint32_t b = (uint32_t)(ni + 127) << 23;
+    float s;
+    memcpy(&s, &b, sizeof s);
+    return fmaf(s, q, s - 1.0f);
+}}
+"""
+
+
+# GELU's erfc(z) = t (a1 + t (a2 + ... + t a5)) e^(-z^2), t = 1 / (1 + p z): Abramowitz-Stegun
+# 7.1.26 (absolute error below 1.5e-7). t is taken as (1/p) / (z + 1/p) and the polynomial
+# nested as e^x's (w = t a5, then w = w t and w = fma(a, t, w)), so that the C and RVV forms
+# (codegen/c.py, kernels/math/vgelu.py) give the same bits.
+GELU_P = 0.3275911
+GELU_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)   # a1 .. a5
+C_GELU_INV_P = flt(1.0 / GELU_P)
+C_GELU_A = tuple(flt(a) for a in GELU_A)
+
+
+def c_gelu() -> str:
+    """The scalar C helper rvk_geluf, in the steps of the RVV form (kernels/math/vgelu.py)."""
+    terms = "\n".join(f"    w = w * t;\n    w = fmaf({a}, t, w);"
+                      for a in reversed(C_GELU_A[:-1]))
+    return f"""
+/* GELU, x Phi(x) = max(x, 0) - |x|/2 erfc(|x|/sqrt2), erfc by Abramowitz-Stegun 7.1.26 in the
+ * RVV form's steps (rvvkit/codegen/expmath.py), so both give the same bits: erf to within
+ * 1.5e-7 absolute, so GELU to within 1e-7 |x| plus a few ulp; libm's erff is a call per
+ * element. */
+static RVK_UNUSED RVK_HD inline float rvk_geluf(float x) {{
+    const float ax = fabsf(x);
+    const float a = ax > 10.0f ? 10.0f : ax;   /* erfc(10/sqrt2) < 1e-22: keeps inf * 0 out */
+    const float z = a * 0.70710678f;
+    const float t = {C_GELU_INV_P} / (z + {C_GELU_INV_P});
+    float w = t * {C_GELU_A[-1]};
+{terms}
+    const float q = w * rvk_expf(-z * z);
+    return fmaf(-(0.5f * a), q, x > 0.0f ? x : 0.0f);
 }}
 """

@@ -1,5 +1,5 @@
 """What a decoder's own files say about generation, read at build time from the model's folder:
-the ids that end a reply. onnxruntime-genai's builder writes genai_config.json beside the
+the ids that end a reply, the caches' head size and bound. onnxruntime-genai's builder writes genai_config.json beside the
 model (model.eos_token_id), transformers and optimum write generation_config.json and
 config.json (eos_token_id): an int or a list in each."""
 from __future__ import annotations
@@ -55,3 +55,13 @@ def head_size_from_folder(model_path) -> Optional[int]:
     path = Path(model_path).resolve().parent / "genai_config.json"
     value = _lookup(path, ("model", "decoder", "head_size")) if path.is_file() else None
     return value if isinstance(value, int) and value > 0 else None
+
+
+def bound_from_folder(model_path) -> Optional[int]:
+    """The generation length genai_config.json beside the model states (search.max_length:
+    prompt and reply together, what onnxruntime-genai sizes its caches to), the cache bound
+    where --max-seq is not given; else None."""
+    path = Path(model_path).resolve().parent / "genai_config.json"
+    value = _lookup(path, ("search", "max_length")) if path.is_file() else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None

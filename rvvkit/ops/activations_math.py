@@ -48,7 +48,8 @@ def _elu_rvv(v, lmul, vl, alpha, scale=1.0, inner=1.0):
 
 
 def _elu_c(v, alpha, scale=1.0, inner=1.0):
-    neg = f"{lit(alpha)} * expm1f({v}{'' if inner == 1.0 else ' * ' + lit(inner)})"
+    # rvk_expm1f: the RVV form's e^x - 1 step for step (codegen/expmath.py)
+    neg = f"{lit(alpha)} * rvk_expm1f({v}{'' if inner == 1.0 else ' * ' + lit(inner)})"
     body = f"({v} > 0.0f ? {v} : {neg})"
     return body if scale == 1.0 else f"({lit(scale)} * {body})"
 

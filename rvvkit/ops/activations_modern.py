@@ -60,13 +60,23 @@ def _x_over_1_plus_exp(v, lmul, vl, arg):
     return f"{_v('vfdiv_vv', lmul)}({v}, {_v('vfadd_vf', lmul)}({e}, 1.0f, {vl}), {vl})"
 
 
+# -2u = -2 sqrt(2/pi) x (1 + 0.044715 x^2) = c1 x + (c2 x^2) x: one fused multiply-add and no
+# multiply feeding an add, so the C form (a compiler may fuse those) gives the same bits
+_GELU_C1 = -2 * _SQRT_2_PI
+_GELU_C2 = -2 * _SQRT_2_PI * 0.044715
+
+
 def _gelu_tanh_rvv(v, lmul, vl):
-    # -2u = -2 sqrt(2/pi) x (1 + 0.044715 x^2)
     sq = f"{_v('vfmul_vv', lmul)}({v}, {v}, {vl})"
-    poly = f"{_v('vfadd_vf', lmul)}({_v('vfmul_vf', lmul)}({sq}, 0.044715f, {vl}), 1.0f, {vl})"
-    arg = (f"{_v('vfmul_vf', lmul)}({_v('vfmul_vv', lmul)}({v}, {poly}, {vl}), "
-           f"{lit(-2 * _SQRT_2_PI)}, {vl})")
+    arg = (f"{_v('vfmacc_vv', lmul)}({_v('vfmul_vf', lmul)}({v}, {lit(_GELU_C1)}, {vl}), "
+           f"{_v('vfmul_vf', lmul)}({sq}, {lit(_GELU_C2)}, {vl}), {v}, {vl})")
     return _x_over_1_plus_exp(v, lmul, vl, arg)
+
+
+def _gelu_tanh_c(v):
+    """x / (1 + e^(-2u)), in the RVV form's steps."""
+    arg = f"fmaf(({v}) * ({v}) * {lit(_GELU_C2)}, ({v}), ({v}) * {lit(_GELU_C1)})"
+    return f"(({v}) / (1.0f + rvk_expf({arg})))"
 
 
 def _swish_act(alpha: float) -> "Act":
@@ -109,9 +119,7 @@ _ROWS = (
     ActivationDef(   # Gelu(approximate="tanh"): no op of its own (of_node above picks it)
         "gelu_tanh", (),
         numpy=_gelu_tanh_np,
-        c=lambda v: (f"(0.5f * {v} * (1.0f + rvk_tanhf({lit(_SQRT_2_PI)} * "
-                     f"({v} + 0.044715f * {v} * {v} * {v}))))"),
-        rvv=_gelu_tanh_rvv, rvv_support=lambda lmul: _vmath().exp_support(lmul)),
+        c=_gelu_tanh_c, rvv=_gelu_tanh_rvv, rvv_support=lambda lmul: _vmath().exp_support(lmul)),
     ActivationDef(   # x * sigmoid(x): what passes/patterns.py makes of Mul(x, Sigmoid(x))
         "silu", ("rvvkit.Silu",),
         numpy=lambda x: x / (1 + np.exp(-x)),

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import rvvkit
+from rvvkit.artifact.container import Artifact
 
 STORED = Path(__file__).resolve().parents[1] / "models" / "llm" / "genai"
 NAMES = sorted(p.name for p in STORED.iterdir() if (p / "model.onnx").is_file())
@@ -81,12 +82,27 @@ def test_reference_is_the_tools_own(built):
     assert tokens == ref["tokens"]
 
 
-def test_without_a_bound_it_says_so_in_one_line():
-    res = subprocess.run([sys.executable, "-m", "rvvkit", "build",
-                          str(STORED / NAMES[0] / "model.onnx"), "-o", "/dev/null"],
-                         capture_output=True, text=True, timeout=300)
+def test_the_bound_defaults_to_genai_configs_max_length(tmp_path):
+    """Without --max-seq the caches hold genai_config.json's search.max_length positions,
+    as onnxruntime-genai sizes them; a model without that file says so in one line."""
+    import shutil
+    folder = STORED / NAMES[0]
+    bound = json.loads((folder / "genai_config.json").read_text())["search"]["max_length"]
+    out = tmp_path / "dec.rvv"
+    res = subprocess.run([sys.executable, "-m", "rvvkit", "build", str(folder / "model.onnx"),
+                          "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"cache bound {bound} positions from genai_config.json" in res.stderr
+    assert Artifact.load(str(out)).meta["decoder"]["max_seq"] == bound
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(folder / "model.onnx", alone / "model.onnx")
+    res = subprocess.run([sys.executable, "-m", "rvvkit", "build", str(alone / "model.onnx"),
+                          "-o", str(tmp_path / "no.rvv")], capture_output=True, text=True,
+                         timeout=300)
     assert res.returncode != 0 and res.stderr.count("\n") == 1, res.stderr
     assert "key/value cache inputs" in res.stderr and "--max-seq N" in res.stderr
+    assert not (tmp_path / "no.rvv").exists()
 
 
 @pytest.mark.parametrize("path", [STORED / "qwen2_int4" / "model.onnx",

@@ -119,8 +119,8 @@ def test_softmax(op, opset, axis, shape, executor):
 # ---------------------------------------------------------------------------------------------
 
 
-# e^x, sigmoid and SiLU: one algorithm on every executor (rvvkit/codegen/expmath.py), so the
-# host's bits. A decoder's int8 activations round these values: a last-bit difference flips a
+# e^x and what is made of it (sigmoid, SiLU, tanh, both GELUs, ELU, SELU, CELU): one algorithm
+# on every executor (rvvkit/codegen/expmath.py), so the host's bits. A decoder's int8 activations round these values: a last-bit difference flips a
 # quantum (issue 39). The model is built and run on the host once; each executor compares.
 _EXP_BITS = {}
 
@@ -130,14 +130,18 @@ def _exp_model_and_host():
         xs = [np.linspace(-110, 95, 3001), rand(1000, seed=4) * 6,
               [np.nan, np.inf, -np.inf, 0.0, -0.0, -87.4, 88.72, 1e-30, -1e-30]]
         x = np.concatenate(xs).astype(np.float32)[None]
-        m = make_model([node("Exp", ["x"], ["e"]), node("Sigmoid", ["x"], ["s"]),
-                        node("Mul", ["x", "s"], ["silu"])],
-                       [("x", list(x.shape))], ["e", "s", "silu"])
+        nodes = [node("Exp", ["x"], ["e"]), node("Sigmoid", ["x"], ["s"]),
+                 node("Mul", ["x", "s"], ["silu"]), node("Tanh", ["x"], ["tanh"]),
+                 node("Gelu", ["x"], ["gelu"]), node("Gelu", ["x"], ["gelu_tanh"],
+                                                     approximate="tanh"),
+                 node("Elu", ["x"], ["elu"], alpha=0.7), node("Selu", ["x"], ["selu"]),
+                 node("Celu", ["x"], ["celu"], alpha=1.3)]
+        m = make_model(nodes, [("x", list(x.shape))], [n.output[0] for n in nodes], opset=20)
         _EXP_BITS.update(model=m, x=x, host=run_rvvkit(m, {"x": x}))
     return _EXP_BITS
 
 
-def test_exp_sigmoid_silu_give_the_hosts_bits(executor):
+def test_exp_and_its_activations_give_the_hosts_bits(executor):
     built = _exp_model_and_host()
     got = run_rvvkit(built["model"], {"x": built["x"]}, on=executor)
     for name, want in built["host"].items():

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ...rvv import GUARD
+from ... import expmath
+from ...rvv import GUARD, vclamp
 from .vmath import exp_name, exp_support
-
-P = "0.3275911f"
-A = ("0.254829592f", "-0.284496736f", "1.421413741f", "-1.453152027f", "1.061405429f")
 
 
 def gelu_name(m: int) -> str:
@@ -21,25 +19,28 @@ def gelu_name(m: int) -> str:
 
 
 def gelu_support(m: int) -> Dict[str, str]:
+    """The steps of codegen/expmath.py's C helper rvk_geluf, one intrinsic each, so both give
+    the same bits: |x| capped at 10 (a NaN stays NaN), t = (1/p) / (z + 1/p), the polynomial
+    nested in vfmul and vfmacc.vf, and max(x, 0) - (|x|/2) q in one vfnmsac."""
     f = f"f32m{m}"
     v = f"vfloat32m{m}_t"
-    horner = "\n".join(
-        f"    p = __riscv_vfadd_vf_{f}(__riscv_vfmul_vv_{f}(p, t, vl), {c}, vl);"
-        for c in reversed(A[:-1]))
+    inv_p = expmath.C_GELU_INV_P
+    terms = "\n".join(f"    w = __riscv_vfmul_vv_{f}(w, t, vl);\n"
+                      f"    w = __riscv_vfmacc_vf_{f}(w, {c}, t, vl);"
+                      for c in reversed(expmath.C_GELU_A[:-1]))
     text = f"""{GUARD}
 /* GELU, x Phi(x), on a vector: max(x, 0) - |x|/2 erfc(|x|/sqrt2) (kernels/math/vgelu.py). */
 __attribute__((unused)) static inline {v} {gelu_name(m)}({v} x, size_t vl) {{
-    const {v} a = __riscv_vfmax_vv_{f}(x, __riscv_vfmul_vf_{f}(x, -1.0f, vl), vl);
+    {v} a = __riscv_vfmax_vv_{f}(x, __riscv_vfmul_vf_{f}(x, -1.0f, vl), vl);
+    a = {vclamp(m, "a", "0.0f", "10.0f")};
     const {v} z = __riscv_vfmul_vf_{f}(a, 0.70710678f, vl);
-    const {v} t = __riscv_vfrdiv_vf_{f}(
-        __riscv_vfadd_vf_{f}(__riscv_vfmul_vf_{f}(z, {P}, vl), 1.0f, vl), 1.0f, vl);
-    {v} p = __riscv_vfmv_v_f_{f}({A[-1]}, vl);
-{horner}
+    const {v} t = __riscv_vfrdiv_vf_{f}(__riscv_vfadd_vf_{f}(z, {inv_p}, vl), {inv_p}, vl);
+    {v} w = __riscv_vfmul_vf_{f}(t, {expmath.C_GELU_A[-1]}, vl);
+{terms}
     const {v} nz2 = __riscv_vfmul_vf_{f}(__riscv_vfmul_vv_{f}(z, z, vl), -1.0f, vl);
-    const {v} e = {exp_name(m)}(nz2, vl);
-    const {v} q = __riscv_vfmul_vv_{f}(__riscv_vfmul_vv_{f}(p, t, vl), e, vl);
-    return __riscv_vfsub_vv_{f}(__riscv_vfmax_vf_{f}(x, 0.0f, vl),
-                                __riscv_vfmul_vv_{f}(__riscv_vfmul_vf_{f}(a, 0.5f, vl), q, vl), vl);
+    const {v} q = __riscv_vfmul_vv_{f}(w, {exp_name(m)}(nz2, vl), vl);
+    return __riscv_vfnmsac_vv_{f}(__riscv_vfmax_vf_{f}(x, 0.0f, vl),
+                                  __riscv_vfmul_vf_{f}(a, 0.5f, vl), q, vl);
 }}
 #endif"""
     return {**exp_support(m), f"2_{gelu_name(m)}": text}

@@ -94,7 +94,7 @@ def expm1_support(m: int) -> Dict[str, str]:
     text = f"""{GUARD}
 /* e^x - 1 on a vector, accurate near 0 (kernels/math/vmath.py). */
 __attribute__((unused)) static inline vfloat32m{m}_t {expm1_name(m)}(vfloat32m{m}_t x, size_t vl) {{
-{_reduce(m, "-87.0f", "88.0f")}
+{_reduce(m, flt(expmath.EXPM1_LO), flt(expmath.EXPM1_HI))}
     const vfloat32m{m}_t s = {_pow2(m, "n")};
     return __riscv_vfmacc_vv_{f}(__riscv_vfsub_vf_{f}(s, 1.0f, vl), s, q, vl);
 }}
