@@ -21,6 +21,8 @@ one target and not on another):
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .cfmt import flt
 
 LO, HI = -104.0, 89.0            # e^-104 is below the smallest subnormal, e^89 above FLT_MAX
@@ -30,9 +32,22 @@ LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4   # ln 2 = HI + LO; HI has 9 bits, 
 POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
         5.0000001201e-1)
 
+
+
+def lit(c: float) -> str:
+    """The shortest C literal of c's float32 value, in scientific notation where positional
+    would spell a long run of zeros (2.1219444e-4f, not 0.00021219444f)."""
+    text = flt(c)
+    if len(text.strip("()-f").split(".")[-1]) < 10:
+        return text
+    text = np.format_float_scientific(np.float32(c), unique=True, trim="-", exp_digits=1)
+    return f"({text}f)" if text.startswith("-") else f"{text}f"
+
+
 # the same as C literals (the shortest decimal of each float32 value)
-C_LO, C_HI, C_LOG2E, C_LN2_HI, C_LN2_LO = (flt(v) for v in (LO, HI, LOG2E, LN2_HI, LN2_LO))
-C_POLY = tuple(flt(c) for c in POLY)
+C_LO, C_HI, C_LOG2E, C_LN2_HI = (flt(v) for v in (LO, HI, LOG2E, LN2_HI))
+C_LN2_LO = lit(LN2_LO)
+C_POLY = tuple(lit(c) for c in POLY)
 
 
 EXPM1_LO, EXPM1_HI = -87.0, 88.0   # e^x - 1 is -1 in float below; 2^n stays one factor
@@ -91,7 +106,7 @@ static RVK_UNUSED RVK_HD inline float rvk_expm1f(float x) {{
 GELU_P = 0.3275911
 GELU_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)   # a1 .. a5
 C_GELU_INV_P = flt(1.0 / GELU_P)
-C_GELU_A = tuple(flt(a) for a in GELU_A)
+C_GELU_A = tuple(lit(a) for a in GELU_A)
 
 
 def c_gelu() -> str:

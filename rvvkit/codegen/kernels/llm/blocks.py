@@ -6,12 +6,11 @@ GatherBlockQuantized in gather_bq.py."""
 from __future__ import annotations
 
 from ... import rvv
-from ...cfmt import flt, indent
+from ...cfmt import indent
 from ...kernel import Kernel, Lowered, Param, declare_spec, make_spec
-from ...lanes import lane_reduce
 from ...loops import loop
 from ...parallel import split_of
-from . import gqa_rvv
+from . import gqa_host, gqa_rvv
 
 declare_spec("rmsnorm", ("rows", "cols", "eps", "skip", "bias", "sum_out"))
 declare_spec("gqa", ("batch", "seq", "heads", "kv_heads", "head", "max_seq", "rotary",
@@ -61,52 +60,19 @@ def _rotate(dst: str, src: str, rot_half: int, head: int, interleaved: bool) -> 
     const float *__restrict sr = sinc + pos * {rot_half};
     for (long j = 0; j < {rot_half}; ++j) {{
         const float x1 = {src}[{i1}], x2 = {src}[{i2}];
-        {dst}[{i1}] = cr[j] * x1 - sr[j] * x2;
-        {dst}[{i2}] = sr[j] * x1 + cr[j] * x2;
+        {dst}[{i1}] = fmaf(cr[j], x1, -(sr[j] * x2));   /* fused as written: the same */
+        {dst}[{i2}] = fmaf(sr[j], x1, cr[j] * x2);      /* bits from every compiler */
     }}{rest}
 }}"""
-
-
-def _scores(head: int, scale: float) -> str:
-    """C: sc[t] = scale * q . k[t] for the live positions (the portable form; gqa_rvv.py has
-    the RVV one)."""
-    dot = lane_reduce("dot", head, "qr[{k}] * kt[{k}]")
-    return f"""for (long t = 0; t < live; ++t) {{
-    const float *__restrict kt = kh + t * {head};
-{indent(dot)}
-    sc[t] = dot * {flt(scale)};
-}}
-"""
-
-
-def _softmax_pv(head: int) -> str:
-    """C: o = softmax(sc[0 .. live)) . v, the positions in order."""
-    return f"""{lane_reduce("mx", "live", "sc[{k}]", init="-3.402823466e38f",
-                       step="{acc} = {v} > {acc} ? {v} : {acc};")}
-{lane_reduce("sum", "live", "rvk_expf(sc[{k}] - mx)", stmt="sc[{k}] = v;")}
-const float inv = 1.0f / sum;
-for (long d = 0; d < {head}; ++d) o[d] = 0.0f;
-for (long t = 0; t < live; ++t) {{
-    const float p = sc[t] * inv;
-    for (long d = 0; d < {head}; ++d) o[d] += p * vh[t * {head} + d];
-}}
-"""
 
 
 def _attend(heads: int, group: int, head: int, max_seq: int, row: str, rotate,
             scale: float) -> str:
     """C: every query head of token `row` at position `pos` against the `live` cached keys:
-    softmax(q . k * scale) . v into out. `rotate(dst, src)`: C putting a query row (rotated)
-    into the workspace."""
-    kv = "h" if group == 1 else f"(h / {group})"
-    per_head = f"""const float *__restrict qs = q + {row} * {heads * head} + h * {head};
-const float *__restrict kh = kd + {kv} * {max_seq * head};
-const float *__restrict vh = vd + {kv} * {max_seq * head};
-float *__restrict o = out + {row} * {heads * head} + h * {head};
-{rotate("qr", "qs")}
-{_scores(head, scale)}{_softmax_pv(head)}"""
+    softmax(q . k * scale) . v into out, in one order on every executor (gqa_host.py).
+    `rotate(dst, src)`: C putting a query row (rotated) into the workspace."""
     return rvv.guarded(gqa_rvv.attend(heads, group, head, max_seq, row, rotate, scale),
-                       loop("h", 0, heads, per_head, "long"))
+                       gqa_host.attend(heads, group, head, max_seq, row, rotate, scale))
 
 
 def _store(kv_heads: int, head: int, max_seq: int, row: str, put_k: str) -> str:
@@ -189,7 +155,8 @@ RVK_DATA_OK;"""
     return Lowered(Kernel("gqa", tuple(params), indent(body, directives=True) + "\n",
                           workspace=gqa_rvv.CHUNK * (max_seq + head), spec=spec,
                           status=True, macs=macs,
-                          support={**rvv.header(), **gqa_rvv.support()}))
+                          support={**rvv.header(), **gqa_rvv.support(),
+                                   **gqa_host.support()}))
 
 
 def cache_write(batch: int, heads: int, max_seq: int, head: int, seq: int) -> Lowered:

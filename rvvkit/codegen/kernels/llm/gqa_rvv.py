@@ -10,8 +10,9 @@ the 32 vector registers):
   polynomial, the probabilities scaled in place;
 - P.V along the head dimension: per position one unit-stride load of the value row, one
   multiply-add per query head with its probability as the scalar.
-Each output element sums its positions in order, as the portable per-head loop does (the sum
-of the exponentials by a reduction, and e^x by a polynomial, differ from it by rounding)."""
+Each score sums along the head dimension in order, the exponentials are summed in position
+order (vfredosum: the order is the ISA's, not the core's) and each output element sums its
+positions in order: gqa_host.py computes the host and CUDA forms so, bit for bit."""
 from __future__ import annotations
 
 from typing import Callable, List
@@ -48,7 +49,7 @@ def _softmax(sc: str) -> str:
         const vfloat32m4_t e = {vmath.exp_name(4)}(
             __riscv_vfsub_vf_f32m4(__riscv_vle32_v_f32m4({sc} + t, vl), mx, vl), vl);
         __riscv_vse32_v_f32m4({sc} + t, e, vl);
-        red = __riscv_vfredusum_vs_f32m4_f32m1(e, red, vl);
+        red = __riscv_vfredosum_vs_f32m4_f32m1(e, red, vl);   /* in order: gqa_host.py */
     }}
     const float inv = 1.0f / __riscv_vfmv_f_s_f32m1_f32(red);
     for (long t = 0; t < live; t += (long)vl) {{

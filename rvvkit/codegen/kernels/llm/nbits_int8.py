@@ -67,9 +67,11 @@ def _quantize_row(k: int, nb: int, block: int) -> str:
             const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
             int32_t sum = 0;
             for (long t = k0; t < k1; ++t) {
-                /* nearest even: |x * inv| <= 127, far below 2^22, so adding and taking
-                   away 1.5 * 2^23 rounds it in the default mode */
-                aq[t] = (int8_t)(int)((x[t] * inv + 12582912.0f) - 12582912.0f);
+                /* the product rounded, then to nearest even, as the RVV form (vfmul,
+                   vfcvt): adding 1.5 * 2^23 to it instead let compilers fuse the two into
+                   one rounding, and an activation an ulp from a tie took the other int8
+                   value than on RVV (a 24-layer decoder's logits then parted by 1.0) */
+                aq[t] = (int8_t)(int)rintf(x[t] * inv);
                 sum += aq[t];
             }
             asum[blk] = sum;
