@@ -1,15 +1,18 @@
 """How far apart int8-activation decoders land as they get deeper: one int4 artifact
 (accuracy level 4, Qwen2.5-0.5B's widths, seeded random weights) at 1 to 24 layers, its
-logits on the host and under QEMU against each other and against onnxruntime, beside
-onnxruntime against itself with its graph optimisations off.
+logits on the host, under QEMU (and on the CUDA emulator) against each other and against
+onnxruntime, beside onnxruntime against itself with its graph optimisations off.
 
     python3 benchmarks/llm_numerics_depth.py [--layers 1,4,24] [--vlens 128,256] [--steps 2]
+                                             [--cuda-emu]
 
-Why: e^x, sigmoid and SiLU give the same bits on every executor (rvvkit/codegen/expmath.py),
-but a sum may add in another order (the vector length and the ISA choose it). An activation
-that lands an ulp from an int8 rounding boundary then rounds one way here and the other there,
-a quantum of difference that every later layer carries on. The last column is onnxruntime
-disagreeing with itself for the same reason: it bounds what any two engines can promise."""
+Why: a deep decoder with int8 activations carries any last-bit difference on. An activation
+an ulp from a rounding boundary rounds one way in one engine and the other way in another, and
+every later layer carries that quantum on. rvvkit's executors take the same operations in the
+same order (e^x: rvvkit/codegen/expmath.py; the attention: kernels/llm/gqa_host.py; an
+activation's int8 form from the rounded product), so their columns should read 0. The last
+column is onnxruntime disagreeing with itself: what two engines that order their sums
+differently can promise at that depth."""
 from __future__ import annotations
 
 import argparse
@@ -41,7 +44,7 @@ def _gap(a, b) -> float:
     return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
 
 
-def depth_row(layers: int, vlens, steps: int, bound: int = 64) -> list:
+def depth_row(layers: int, vlens, steps: int, emu: bool, bound: int = 64) -> list:
     cfg = zoo_llm.replace(zoo_llm.SMALL["qwen2.5-0.5b"], bits=4, block=32, accuracy=4,
                           layers=layers)
     model = zoo_llm.decoder(cfg, seed=0)
@@ -50,7 +53,9 @@ def depth_row(layers: int, vlens, steps: int, bound: int = 64) -> list:
     ort_plain = _ort_rows(model, prompt, steps, bound, False)
     art = rvvkit.build(model, max_seq=bound)
     runs = {}
-    for on, opts in [("host", {})] + [("qemu", {"vlen": v}) for v in vlens]:
+    ons = [("host", {})] + [("qemu", {"vlen": v}) for v in vlens] + \
+        ([("cuda-emu", {})] if emu else [])
+    for on, opts in ons:
         t0 = time.perf_counter()
         with rvvkit.load(art, on=on, **opts) as sess:
             runs[f"{on}{opts.get('vlen', '')}"] = sess.generate(prompt, steps, eos=[],
@@ -59,8 +64,8 @@ def depth_row(layers: int, vlens, steps: int, bound: int = 64) -> list:
               file=sys.stderr)
     host = runs.pop("host")
     scale = float(np.abs(np.asarray(ort_rows)).max())
-    qemu = [f"{_gap(host, r):.1e}" for r in runs.values()]
-    return [str(layers), f"{scale:.1f}", *qemu, f"{_gap(host, ort_rows):.1e}",
+    others = [f"{_gap(host, r):.1e}" for r in runs.values()]
+    return [str(layers), f"{scale:.1f}", *others, f"{_gap(host, ort_rows):.1e}",
             f"{_gap(ort_rows, ort_plain):.1e}"]
 
 
@@ -69,12 +74,14 @@ def main(argv=None) -> int:
     p.add_argument("--layers", default="1,4,24")
     p.add_argument("--vlens", default="128,256")
     p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--cuda-emu", action="store_true", help="also the CUDA emulator (slow)")
     args = p.parse_args(argv)
     vlens = [int(v) for v in args.vlens.split(",")]
-    rows = [depth_row(int(n), vlens, args.steps) for n in args.layers.split(",")]
-    print(table(["layers", "max |logit|", *[f"host - QEMU {v}" for v in vlens],
+    rows = [depth_row(int(n), vlens, args.steps, args.cuda_emu) for n in args.layers.split(",")]
+    emu = ["host - CUDA emulator"] if args.cuda_emu else []
+    print(table(["layers", "max |logit|", *[f"host - QEMU {v}" for v in vlens], *emu,
                  "host - onnxruntime", "onnxruntime - onnxruntime, no graph opt"],
-                rows, align="r" * (4 + len(vlens))))
+                rows, align="r" * (4 + len(vlens) + len(emu))))
     return 0
 
 

@@ -102,13 +102,7 @@ def _x86_chunk(first: int, n: int, heads: int, group: int, head: int, max_seq: i
                row: str, rotate: Callable[[str, str], str], scale: float) -> str:
     """C (AVX2): query heads g * group + first .. + n - 1 of token `row`."""
     hs = range(n)
-    decl = "\n".join(
-        f"const float *__restrict qs{i} = q + {row} * {heads * head} + "
-        f"(g * {group} + {first + i}) * {head};\n"
-        f"float *__restrict qr{i} = qr + {i * head}, *__restrict sc{i} = sc + {i * max_seq};\n"
-        f"float *__restrict o{i} = out + {row} * {heads * head} + "
-        f"(g * {group} + {first + i}) * {head};" for i in hs)
-    queries = "\n".join(rotate(f"qr{i}", f"qs{i}") for i in hs)
+    decl, queries = gqa_rvv.chunk_rows(first, n, heads, group, head, max_seq, row, rotate)
     zeros = ", ".join(f"a{i} = _mm256_setzero_ps()" for i in hs)
     macs = "\n".join(f"a{i} = _mm256_fmadd_ps(_mm256_set1_ps(qr{i}[d0 + {k}]), c[{k}], a{i});"
                      for k in range(8) for i in hs)
@@ -144,10 +138,7 @@ def attend(heads: int, group: int, head: int, max_seq: int, row: str,
     portable = _portable(heads, group, head, max_seq, row, rotate, scale)
     if head % 8:
         return portable
-    parts, first = [], 0
-    for n in gqa_rvv.chunks(group):
-        parts.append(_x86_chunk(first, n, heads, group, head, max_seq, row, rotate, scale))
-        first += n
-    body = (f"const float *__restrict kh = kd + g * {max_seq * head};\n"
-            f"const float *__restrict vh = vd + g * {max_seq * head};\n" + "\n".join(parts))
-    return x86.guarded(loop("g", 0, heads // group, body, "long"), portable)
+    fast = gqa_rvv.by_group(lambda first, n: _x86_chunk(first, n, heads, group, head, max_seq,
+                                                        row, rotate, scale),
+                            heads, group, head, max_seq)
+    return x86.guarded(fast, portable)

@@ -60,17 +60,37 @@ def _softmax(sc: str) -> str:
 }}"""
 
 
-def _chunk(first: int, n: int, heads: int, group: int, head: int, max_seq: int, row: str,
-           rotate: Callable[[str, str], str], scale: float) -> str:
-    """C: query heads g * group + first .. + n - 1 of token `row`."""
-    hs = range(n)
+def chunk_rows(first: int, n: int, heads: int, group: int, head: int, max_seq: int, row: str,
+               rotate: Callable[[str, str], str]):
+    """C (declarations, rotations): query head i of the chunk's input row qs<i>, its rotated
+    row qr<i> and scores sc<i> in the workspace, its output row o<i>; qr<i> filled."""
     decl = "\n".join(
         f"const float *__restrict qs{i} = q + {row} * {heads * head} + "
         f"(g * {group} + {first + i}) * {head};\n"
         f"float *__restrict qr{i} = qr + {i * head}, *__restrict sc{i} = sc + {i * max_seq};\n"
         f"float *__restrict o{i} = out + {row} * {heads * head} + "
-        f"(g * {group} + {first + i}) * {head};" for i in hs)
-    queries = "\n".join(rotate(f"qr{i}", f"qs{i}") for i in hs)
+        f"(g * {group} + {first + i}) * {head};" for i in range(n))
+    return decl, "\n".join(rotate(f"qr{i}", f"qs{i}") for i in range(n))
+
+
+def by_group(chunk: Callable[[int, int], str], heads: int, group: int, head: int,
+             max_seq: int) -> str:
+    """C: a loop over the key/value heads g (kh, vh: theirs) running `chunk(first, n)` for
+    each chunk of the query heads that share g."""
+    parts, first = [], 0
+    for n in chunks(group):
+        parts.append(chunk(first, n))
+        first += n
+    body = (f"const float *__restrict kh = kd + g * {max_seq * head};\n"
+            f"const float *__restrict vh = vd + g * {max_seq * head};\n" + "\n".join(parts))
+    return loop("g", 0, heads // group, body, "long")
+
+
+def _chunk(first: int, n: int, heads: int, group: int, head: int, max_seq: int, row: str,
+           rotate: Callable[[str, str], str], scale: float) -> str:
+    """C: query heads g * group + first .. + n - 1 of token `row`."""
+    hs = range(n)
+    decl, queries = chunk_rows(first, n, heads, group, head, max_seq, row, rotate)
     zeros = ", ".join(f"a{i} = __riscv_vfmv_v_f_f32m2(0.0f, vl)" for i in hs)
     macs = "\n".join(f"a{i} = __riscv_vfmacc_vf_f32m2(a{i}, qr{i}[d], kv, vl);" for i in hs)
     stores = "\n".join(f"__riscv_vse32_v_f32m2(sc{i} + t0, "
@@ -109,10 +129,5 @@ def attend(heads: int, group: int, head: int, max_seq: int, row: str,
     """C (RVV): every query head of token `row` at position `pos` against the `live` cached
     keys, by key/value head g. `rotate(dst, src)`: C copying (rotating) a query row into the
     workspace. Workspace: sc (CHUNK rows of max_seq scores), qr (CHUNK rows of head)."""
-    parts, first = [], 0
-    for n in chunks(group):
-        parts.append(_chunk(first, n, heads, group, head, max_seq, row, rotate, scale))
-        first += n
-    body = (f"const float *__restrict kh = kd + g * {max_seq * head};\n"
-            f"const float *__restrict vh = vd + g * {max_seq * head};\n" + "\n".join(parts))
-    return loop("g", 0, heads // group, body, "long")
+    return by_group(lambda first, n: _chunk(first, n, heads, group, head, max_seq, row,
+                                            rotate, scale), heads, group, head, max_seq)
