@@ -191,3 +191,33 @@ def test_gguf_file_generates_llama_cpps_tokens_on_the_board(board, tmp_path):
     with rvvkit.load(rvvkit.build(str(copy), max_seq=80), on=f"ssh://{ALIAS}") as sess:
         got = sess.generate(ref["prompt"], len(ref["f32"]["tokens"]), eos=[])
     assert got.tokens == ref["f32"]["tokens"]
+
+
+LLM = REPO / "tests" / "models" / "llm"
+# each exporter's stored output (tests/llm/export_*.py): onnxruntime-genai's builder (its
+# reference is its own generator's), optimum, transformers' legacy and dynamo exporters (opset
+# 18 decomposed; opset 23 Attention)
+EXPORTS = [pytest.param(LLM / "genai" / "qwen2_int4" / "model.onnx", id="genai_builder_int4"),
+           pytest.param(LLM / "optimum" / "qwen2_sdpa" / "model.onnx", id="optimum_sdpa"),
+           pytest.param(LLM / "qwen2_tf.onnx", id="transformers"),
+           pytest.param(LLM / "qwen2_dynamo.onnx", id="dynamo_opset18"),
+           pytest.param(LLM / "llama_dynamo23.onnx", id="dynamo_opset23")]
+
+
+@pytest.mark.parametrize("path", EXPORTS)
+def test_each_exporters_decoder_generates_its_reference_on_the_board(board, path):
+    """64 greedy tokens over SSH, the loop in the board's runner, as on the host and under
+    QEMU (tests/llm): onnxruntime's, or onnxruntime-genai's for its builder's output."""
+    import onnx
+    from ort_decoder import ort_greedy
+    ref = path.parent / "reference.json"
+    if ref.is_file():
+        stored = json.loads(ref.read_text())
+        prompt, want = stored["prompt"], stored["tokens"]
+    else:
+        prompt = [5, 17, 33, 2, 99, 40, 41, 42]
+        want, _ = ort_greedy(onnx.load(str(path)), prompt, 64, 80, growing=True)
+    art = rvvkit.build(str(path), max_seq=80)
+    with rvvkit.load(art, on=f"ssh://{ALIAS}") as sess:
+        got = sess.generate(prompt, len(want), eos=[])
+    assert got.tokens == want
