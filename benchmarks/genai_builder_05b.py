@@ -15,6 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "llm"))
+
+from export_genai import greedy  # noqa: E402  (onnxruntime-genai's own generator)
+
 PROMPT = [5, 17, 33, 2, 99, 1000, 20000]
 
 
@@ -29,20 +33,6 @@ def hf_model(where: Path) -> None:
         eos_token_id=151645, bos_token_id=151643)
     torch.manual_seed(0)
     transformers.Qwen2ForCausalLM(cfg).save_pretrained(str(where))
-
-
-def genai_tokens(folder: Path, tokens: int) -> list:
-    import onnxruntime_genai as og
-    model = og.Model(str(folder))
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(PROMPT) + tokens, do_sample=False)
-    gen = og.Generator(model, params)
-    gen.append_tokens(PROMPT)
-    out = []
-    while not gen.is_done():
-        gen.generate_next_token()
-        out.append(int(gen.get_next_tokens()[0]))
-    return out
 
 
 def main(argv=None) -> int:
@@ -61,7 +51,7 @@ def main(argv=None) -> int:
                     "-o", str(out), "-p", "int4", "-e", "cpu"], check=True,
                    stdout=subprocess.DEVNULL)
     print(f"builder: {time.perf_counter() - t0:.0f} s")
-    want = genai_tokens(out, args.tokens)
+    want = greedy(out, PROMPT, args.tokens)
     res = subprocess.run([sys.executable, "-m", "rvvkit", "build", str(out / "model.onnx"),
                           "--max-seq", "256", "-o", str(art)], capture_output=True, text=True)
     print(res.stderr.strip())

@@ -54,15 +54,15 @@ def ort_reference(folder: Path) -> list:
                       head=head)[0]
 
 
-def greedy(folder: Path) -> list:
-    """onnxruntime-genai's own greedy generation of NEW_TOKENS after PROMPT (it stops early at
-    the config's eos ids)."""
+def greedy(folder: Path, prompt=PROMPT, new_tokens: int = NEW_TOKENS) -> list:
+    """onnxruntime-genai's own greedy generation of `new_tokens` after `prompt` (it stops
+    early at the config's eos ids)."""
     import onnxruntime_genai as og
     model = og.Model(str(folder))
     params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(PROMPT) + NEW_TOKENS, do_sample=False)
+    params.set_search_options(max_length=len(prompt) + new_tokens, do_sample=False)
     gen = og.Generator(model, params)
-    gen.append_tokens(PROMPT)
+    gen.append_tokens(prompt)
     tokens = []
     while not gen.is_done():
         gen.generate_next_token()
