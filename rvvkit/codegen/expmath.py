@@ -33,7 +33,6 @@ POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.66
         5.0000001201e-1)
 
 
-
 def lit(c: float) -> str:
     """The shortest C literal of c's float32 value, in scientific notation where positional
     would spell a long run of zeros (2.1219444e-4f, not 0.00021219444f)."""
@@ -51,13 +50,15 @@ C_POLY = tuple(lit(c) for c in POLY)
 
 
 EXPM1_LO, EXPM1_HI = -87.0, 88.0   # e^x - 1 is -1 in float below; 2^n stays one factor
+C_EXPM1_LO, C_EXPM1_HI = flt(EXPM1_LO), flt(EXPM1_HI)
 
 
-def _c_reduce(lo: float, hi: float) -> str:
-    """C statements: x clamped to [lo, hi], then n (float), r and q = e^r - 1 (steps 1-4)."""
+def _c_reduce(lo: str, hi: str) -> str:
+    """C statements: x clamped to [lo, hi] (C literals), then n (float), r and q = e^r - 1
+    (steps 1-4)."""
     terms = "\n".join(f"    w = w * r;\n    w = fmaf({c}, r, w);" for c in C_POLY[1:])
-    return f"""    x = x > {flt(hi)} ? {flt(hi)} : x;
-    x = x < {flt(lo)} ? {flt(lo)} : x;
+    return f"""    x = x > {hi} ? {hi} : x;
+    x = x < {lo} ? {lo} : x;
     const float n = rintf(x * {C_LOG2E});
     float r = fmaf(-n, {C_LN2_HI}, x);
     r = fmaf(-n, {C_LN2_LO}, r);
@@ -79,7 +80,7 @@ def c_math() -> str:
  * times 2^n as two normal factors (inf above, subnormals below, as expf). Call-free, so loops
  * around it vectorise (libm's expf is a call per element). NaN in, NaN out. */
 static RVK_UNUSED RVK_HD inline float rvk_expf(float x) {{
-{_c_reduce(LO, HI)}
+{_c_reduce(C_LO, C_HI)}
     const int32_t n1 = ni >> 1;             /* floor(n / 2): arithmetic shift, as vsra */
     const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(ni - n1 + 127) << 23;
     float s1, s2;
@@ -90,7 +91,7 @@ static RVK_UNUSED RVK_HD inline float rvk_expf(float x) {{
 
 /* e^x - 1, accurate near 0: 2^n q + (2^n - 1), as the RVV form (kernels/math/vmath.py). */
 static RVK_UNUSED RVK_HD inline float rvk_expm1f(float x) {{
-{_c_reduce(EXPM1_LO, EXPM1_HI)}
+{_c_reduce(C_EXPM1_LO, C_EXPM1_HI)}
     const uint32_t b = (uint32_t)(ni + 127) << 23;
     float s;
     memcpy(&s, &b, sizeof s);
@@ -106,6 +107,7 @@ static RVK_UNUSED RVK_HD inline float rvk_expm1f(float x) {{
 GELU_P = 0.3275911
 GELU_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)   # a1 .. a5
 C_GELU_INV_P = flt(1.0 / GELU_P)
+C_SQRT_HALF = flt(0.70710678)   # erf's argument scale, z = |x| / sqrt 2
 C_GELU_A = tuple(lit(a) for a in GELU_A)
 
 
@@ -121,7 +123,7 @@ def c_gelu() -> str:
 static RVK_UNUSED RVK_HD inline float rvk_geluf(float x) {{
     const float ax = fabsf(x);
     const float a = ax > 10.0f ? 10.0f : ax;   /* erfc(10/sqrt2) < 1e-22: keeps inf * 0 out */
-    const float z = a * 0.70710678f;
+    const float z = a * {C_SQRT_HALF};
     const float t = {C_GELU_INV_P} / (z + {C_GELU_INV_P});
     float w = t * {C_GELU_A[-1]};
 {terms}

@@ -1,7 +1,7 @@
 """What a decoder's own files say about generation, read at build time from the model's folder:
-the ids that end a reply, the caches' head size and bound. onnxruntime-genai's builder writes genai_config.json beside the
-model (model.eos_token_id), transformers and optimum write generation_config.json and
-config.json (eos_token_id): an int or a list in each."""
+the ids that end a reply, the caches' head size and bound. onnxruntime-genai's builder writes
+genai_config.json beside the model (model.eos_token_id), transformers and optimum write
+generation_config.json and config.json (eos_token_id): an int or a list in each."""
 from __future__ import annotations
 
 import json
@@ -49,19 +49,22 @@ def eos_from_folder(model_path) -> Optional[Tuple[List[int], str]]:
     return None
 
 
+def _genai_count(model_path, keys) -> Optional[int]:
+    """The positive integer at `keys` in genai_config.json beside the model, else None."""
+    path = Path(model_path).resolve().parent / "genai_config.json"
+    value = _lookup(path, keys) if path.is_file() else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
 def head_size_from_folder(model_path) -> Optional[int]:
     """The attention head size genai_config.json beside the model states (model.decoder.
     head_size), for caches whose head dimension the graph leaves symbolic; else None."""
-    path = Path(model_path).resolve().parent / "genai_config.json"
-    value = _lookup(path, ("model", "decoder", "head_size")) if path.is_file() else None
-    return value if isinstance(value, int) and value > 0 else None
+    return _genai_count(model_path, ("model", "decoder", "head_size"))
 
 
 def bound_from_folder(model_path) -> Optional[int]:
     """The generation length genai_config.json beside the model states (search.max_length:
     prompt and reply together, what onnxruntime-genai sizes its caches to), the cache bound
     where --max-seq is not given; else None."""
-    path = Path(model_path).resolve().parent / "genai_config.json"
-    value = _lookup(path, ("search", "max_length")) if path.is_file() else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
-        else None
+    return _genai_count(model_path, ("search", "max_length"))

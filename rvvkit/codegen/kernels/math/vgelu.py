@@ -33,7 +33,7 @@ def gelu_support(m: int) -> Dict[str, str]:
 __attribute__((unused)) static inline {v} {gelu_name(m)}({v} x, size_t vl) {{
     {v} a = __riscv_vfmax_vv_{f}(x, __riscv_vfmul_vf_{f}(x, -1.0f, vl), vl);
     a = {vclamp(m, "a", "0.0f", "10.0f")};
-    const {v} z = __riscv_vfmul_vf_{f}(a, 0.70710678f, vl);
+    const {v} z = __riscv_vfmul_vf_{f}(a, {expmath.C_SQRT_HALF}, vl);
     const {v} t = __riscv_vfrdiv_vf_{f}(__riscv_vfadd_vf_{f}(z, {inv_p}, vl), {inv_p}, vl);
     {v} w = __riscv_vfmul_vf_{f}(t, {expmath.C_GELU_A[-1]}, vl);
 {terms}

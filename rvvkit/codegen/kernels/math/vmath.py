@@ -4,33 +4,24 @@ helpers that activation rows list as their RVV support (rvvkit/ops/activations.p
 calling scalar expf.
 
 Method (e^x: the steps of codegen/expmath.py, which the C and x86 forms share, so all give the
-same bits): x = n ln2 + r with n = round(x / ln2) (vfcvt rounds to nearest even under the default
-rounding mode) and |r| <= ln2 / 2, ln2 split in two parts so r is exact to a few ulp; e^r - 1 =
-r + r^2 P(r) with P of degree 5 (the classic single-precision expf polynomial, ~1 ulp on that
-range; nested in one chain of vfmul and vfmacc.vf); 2^n is built in the
-exponent field through an int32 reinterpretation. Only intrinsics the 0.11 and 1.0 APIs share
-are used (integer vadd/vsub/vsra/vsll .vx/.vv, vfcvt between i32 and f32 with the dynamic
-rounding mode (QEMU 7.2 aborts on the .rtz forms), vreinterpret i32 -> f32,
-vfnmsac/vfmacc). Out-of-range inputs are clamped first with the masked clamp of rvv.py, which
-leaves a NaN lane NaN (vfmin/vfmax alone would make it a bound, and
-e^NaN a number): the NaN then flows through the polynomial, so sigmoid, tanh, softmax... of NaN
-are NaN as in onnxruntime.
+same bits): x = n ln2 + r with n = round(x / ln2) (vfcvt rounds to nearest even under the
+default rounding mode) and |r| <= ln2 / 2, ln2 split in two parts so r is exact to a few ulp;
+e^r - 1 = r + r^2 P(r) with P of degree 5 (the classic single-precision expf polynomial, ~1 ulp
+on that range; nested in one chain of vfmul and vfmacc.vf); 2^n is built in the exponent field
+through an int32 reinterpretation. Only intrinsics the 0.11 and 1.0 APIs share are used
+(integer vadd/vsub/vsra/vsll .vx/.vv, vfcvt between i32 and f32 with the dynamic rounding mode
+(QEMU 7.2 aborts on the .rtz forms), vreinterpret i32 -> f32, vfnmsac/vfmacc). Out-of-range
+inputs are clamped first with the masked clamp of rvv.py, which leaves a NaN lane NaN
+(vfmin/vfmax alone would make it a bound, and e^NaN a number): the NaN then flows through the
+polynomial, so sigmoid, tanh, softmax... of NaN are NaN as in onnxruntime.
 """
 from __future__ import annotations
 
 from typing import Dict
 
-import numpy as np
-
 from ... import expmath
 from ...rvv import GUARD, vclamp
 
-
-def flt(c: float) -> str:
-    """The shortest C literal of c's float32 value, in scientific notation (the constants are
-    small: positional notation would spell long runs of zeros)."""
-    text = np.format_float_scientific(np.float32(c), unique=True, trim="-")
-    return f"({text}f)" if text.startswith("-") else f"{text}f"
 
 # e^x's constants, shared with the C and x86 forms (codegen/expmath.py)
 LN2_HI, LN2_LO, POLY = expmath.C_LN2_HI, expmath.C_LN2_LO, expmath.C_POLY
@@ -94,7 +85,7 @@ def expm1_support(m: int) -> Dict[str, str]:
     text = f"""{GUARD}
 /* e^x - 1 on a vector, accurate near 0 (kernels/math/vmath.py). */
 __attribute__((unused)) static inline vfloat32m{m}_t {expm1_name(m)}(vfloat32m{m}_t x, size_t vl) {{
-{_reduce(m, flt(expmath.EXPM1_LO), flt(expmath.EXPM1_HI))}
+{_reduce(m, expmath.C_EXPM1_LO, expmath.C_EXPM1_HI)}
     const vfloat32m{m}_t s = {_pow2(m, "n")};
     return __riscv_vfmacc_vv_{f}(__riscv_vfsub_vf_{f}(s, 1.0f, vl), s, q, vl);
 }}
@@ -134,7 +125,7 @@ def mish_support(m: int) -> Dict[str, str]:
 
 
 # log(1 + f) - f + f^2 / 2 = f^3 Q(f) on [sqrt(1/2) - 1, sqrt(2) - 1], highest degree first
-LOG_POLY = tuple(flt(c) for c in (
+LOG_POLY = tuple(expmath.lit(c) for c in (
     7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
     -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1))
 
